@@ -1,0 +1,39 @@
+/*
+ * error.h - the one error convention of batchfs.
+ *
+ * Every function returns 0 on success and a negative number on failure:
+ * either a negated errno value (-ENOMEM, -EIO, ...) or one of the project's
+ * own codes below, which live in a reserved range so they never collide with
+ * errno.  bfs_strerror() turns either kind into text.
+ *
+ * Functions that can say more than a code (which shard, which record, what
+ * the decoder said) take a `char *errmsg` buffer of BFS_ERRMSG_MAX bytes,
+ * which may be NULL.  Library code fills it and never prints.
+ */
+#ifndef BFS_ERROR_H
+#define BFS_ERROR_H
+
+#define BFS_ERRMSG_MAX 256
+
+enum {
+	BFS_E_FIRST = -10000,
+	BFS_E_CORRUPT,   /* container framing is malformed */
+	BFS_E_CRC,       /* a CRC32C check failed */
+	BFS_E_TRUNCATED, /* data ends before the framing says it should */
+	BFS_E_DECODE,    /* the JPEG decoder refused the image */
+	BFS_E_TOOBIG,    /* the image has more pixels than --max-pixels */
+	BFS_E_NOKEY,     /* a tf.train.Example lacks a required feature */
+	BFS_E_FORMAT,    /* not a format batchfs understands */
+	BFS_E_EMPTY,     /* no samples where some were expected */
+	BFS_E_LAST
+};
+
+/* Text for a code from this header or a negated errno.  Returns a static
+ * string; never NULL.  Any thread. */
+const char *bfs_strerror(int err);
+
+/* snprintf into errmsg (BFS_ERRMSG_MAX bytes) when errmsg is not NULL. */
+void bfs_seterr(char *errmsg, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif
