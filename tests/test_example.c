@@ -1,0 +1,384 @@
+/*
+ * test_example.c - engine/example: builder output equals TensorFlow's,
+ * lookups of bytes and packed/unpacked int64 features, unknown fields
+ * skipped, clear messages for missing keys, and no out-of-bounds read on
+ * any truncation or corruption.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "engine/error.h"
+#include "engine/example.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * tf.train.Example(...).SerializeToString(deterministic=True) from
+ * TensorFlow 2.21, generated once, with the features
+ *   image/class/label      int64_list [-3, 300]
+ *   image/encoded          bytes_list [b'\xff\xd8\xff\xe0fakejpeg']
+ *   image/format           bytes_list [b'JPEG']
+ *   image/object/bbox/xmin float_list [0.25]
+ */
+static const uint8_t tf_example[139] =
+	"\x0a\x88\x01\x0a\x25\x0a\x11\x69\x6d\x61\x67\x65\x2f\x63\x6c\x61"
+	"\x73\x73\x2f\x6c\x61\x62\x65\x6c\x12\x10\x1a\x0e\x0a\x0c\xfd\xff"
+	"\xff\xff\xff\xff\xff\xff\xff\x01\xac\x02\x0a\x21\x0a\x0d\x69\x6d"
+	"\x61\x67\x65\x2f\x65\x6e\x63\x6f\x64\x65\x64\x12\x10\x0a\x0e\x0a"
+	"\x0c\xff\xd8\xff\xe0\x66\x61\x6b\x65\x6a\x70\x65\x67\x0a\x18\x0a"
+	"\x0c\x69\x6d\x61\x67\x65\x2f\x66\x6f\x72\x6d\x61\x74\x12\x08\x0a"
+	"\x06\x0a\x04\x4a\x50\x45\x47\x0a\x22\x0a\x16\x69\x6d\x61\x67\x65"
+	"\x2f\x6f\x62\x6a\x65\x63\x74\x2f\x62\x62\x6f\x78\x2f\x78\x6d\x69"
+	"\x6e\x12\x08\x12\x06\x0a\x04\x00\x00\x80\x3e";
+
+static const char fake_jpeg[] = "\xff\xd8\xff\xe0" "fakejpeg";
+
+static bfs_example_builder *new_builder(void)
+{
+	bfs_example_builder *b;
+
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	assert_non_null(b);
+	return b;
+}
+
+static void test_example_builder_writes_the_bytes_tensorflow_writes(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const int64_t labels[2] = {-3, 300};
+	const uint8_t *data;
+	size_t len;
+
+	assert_int_equal(bfs_example_builder_add_int64s(b, "image/class/label",
+							labels, 2, 1), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded",
+						       fake_jpeg, 12), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/format", "JPEG",
+						       4), 0);
+	assert_int_equal(bfs_example_builder_add_float(b, "image/object/bbox/xmin",
+						       0.25f), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(len, sizeof(tf_example));
+	assert_memory_equal(data, tf_example, len);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_find_reads_a_tensorflow_example(void **state)
+{
+	const uint8_t *img = NULL;
+	size_t img_len = 0;
+	int64_t label = 0;
+
+	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
+					  "image/encoded", "image/class/label",
+					  &img, &img_len, &label, NULL), 0);
+	assert_int_equal(img_len, 12);
+	assert_memory_equal(img, fake_jpeg, 12);
+	assert_true(img > tf_example && img < tf_example + sizeof(tf_example));
+	assert_int_equal(label, -3); /* the first of [-3, 300] */
+}
+
+static void test_example_find_reads_unpacked_int64_labels(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const int64_t v[3] = {INT64_MIN, 5, 6};
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label = 0;
+
+	assert_int_equal(bfs_example_builder_add_int64s(b, "y", v, 3, 0), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "x", "abc", 3), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "x", "y", &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(label, INT64_MIN);
+	assert_int_equal(img_len, 3);
+	assert_memory_equal(img, "abc", 3);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_find_names_the_keys_present_when_one_is_missing(void **state)
+{
+	char err[BFS_ERRMSG_MAX];
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+
+	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
+					  "image/jpeg", NULL, &img, &img_len,
+					  &label, err), BFS_E_NOKEY);
+	assert_string_equal(err,
+			    "no feature 'image/jpeg'; keys present: "
+			    "'image/class/label', 'image/encoded', "
+			    "'image/format', 'image/object/bbox/xmin'");
+	assert_int_equal(bfs_example_find((const uint8_t *)"", 0, "image/jpeg",
+					  NULL, &img, &img_len, &label, err),
+			 BFS_E_NOKEY);
+	assert_string_equal(err, "no feature 'image/jpeg'; keys present: (none)");
+}
+
+static void test_example_find_shortens_a_long_key_list(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	char err[BFS_ERRMSG_MAX], key[64];
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label;
+
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "some/rather/long/feature/name/%02d", i);
+		assert_int_equal(bfs_example_builder_add_int64(b, key, i), 0);
+	}
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "image/encoded", NULL, &img,
+					  &img_len, &label, err), BFS_E_NOKEY);
+	assert_non_null(strstr(err, "'some/rather/long/feature/name/00', "));
+	assert_non_null(strstr(err, ", ..."));
+	assert_true(strlen(err) < BFS_ERRMSG_MAX - 1);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_find_leaves_the_label_alone_when_absent_or_empty(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label = -1;
+
+	assert_int_equal(bfs_example_builder_add_bytes(b, "img", "j", 1), 0);
+	assert_int_equal(bfs_example_builder_add_int64s(b, "empty", NULL, 0, 1), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "lab", 9), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "img", "nolabel", &img,
+					  &img_len, &label, NULL), 0);
+	assert_int_equal(label, -1);
+	assert_int_equal(bfs_example_find(data, len, "img", "empty", &img,
+					  &img_len, &label, NULL), 0);
+	assert_int_equal(label, -1);
+	assert_int_equal(bfs_example_find(data, len, "img", NULL, &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(label, -1);
+	assert_int_equal(bfs_example_find(data, len, "img", "lab", &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(label, 9);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_find_rejects_features_of_the_wrong_kind(void **state)
+{
+	char err[BFS_ERRMSG_MAX];
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+
+	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
+					  "image/class/label", NULL, &img,
+					  &img_len, &label, err), BFS_E_FORMAT);
+	assert_string_equal(err, "feature 'image/class/label' is a int64_list, "
+			    "expected a bytes_list");
+	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
+					  "image/encoded", "image/object/bbox/xmin",
+					  &img, &img_len, &label, err),
+			 BFS_E_FORMAT);
+	assert_non_null(strstr(err, "float_list"));
+}
+
+static void test_example_find_takes_the_last_entry_for_a_repeated_key(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label = 0;
+
+	assert_int_equal(bfs_example_builder_add_bytes(b, "k", "first", 5), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "l", 1), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "k", "second", 6), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "l", 2), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "k", "l", &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(img_len, 6);
+	assert_memory_equal(img, "second", 6);
+	assert_int_equal(label, 2);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_builder_reset_starts_a_new_record(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	static uint8_t big[100000];
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label;
+
+	memset(big, 7, sizeof(big));
+	assert_int_equal(bfs_example_builder_add_bytes(b, "k", big, sizeof(big)), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "k", NULL, &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(img_len, sizeof(big));
+	assert_memory_equal(img, big, sizeof(big));
+	bfs_example_builder_reset(b);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(len, 2); /* an Example with empty Features */
+	assert_int_equal(bfs_example_find(data, len, "k", NULL, &img, &img_len,
+					  &label, NULL), BFS_E_NOKEY);
+	bfs_example_builder_destroy(b);
+	bfs_example_builder_destroy(NULL);
+}
+
+/* Hand-written protobuf with unknown fields of every skippable wire type at
+ * every level: varint (field 9, 0x48), fixed64 (0x49), length-delimited
+ * (0x4a), fixed32 (0x4d). */
+#define UNKNOWN "\x48\x96\x01" "\x49\1\2\3\4\5\6\7\x08" "\x4a\x02zz" "\x4d\1\2\3\4"
+#define UNK_LEN (sizeof(UNKNOWN) - 1)
+
+static void test_example_find_skips_unknown_fields_of_every_wire_type(void **state)
+{
+	/* BytesList { unknown, value "JPG" } */
+	static const uint8_t bl[] = UNKNOWN "\x0a\x03JPG";
+	/* Feature { unknown, bytes_list } */
+	uint8_t feat[64], entry[96], feats[128], ex[160];
+	size_t nf = 0, ne = 0, nfs = 0, nx = 0;
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+
+	memcpy(feat, UNKNOWN, UNK_LEN), nf = UNK_LEN;
+	feat[nf++] = 0x0a, feat[nf++] = (uint8_t)(sizeof(bl) - 1);
+	memcpy(feat + nf, bl, sizeof(bl) - 1), nf += sizeof(bl) - 1;
+
+	memcpy(entry, UNKNOWN, UNK_LEN), ne = UNK_LEN;
+	entry[ne++] = 0x12, entry[ne++] = (uint8_t)nf; /* value before key */
+	memcpy(entry + ne, feat, nf), ne += nf;
+	memcpy(entry + ne, "\x0a\x03img", 5), ne += 5;
+
+	memcpy(feats, UNKNOWN, UNK_LEN), nfs = UNK_LEN;
+	feats[nfs++] = 0x0a, feats[nfs++] = (uint8_t)ne;
+	memcpy(feats + nfs, entry, ne), nfs += ne;
+
+	memcpy(ex, UNKNOWN, UNK_LEN), nx = UNK_LEN;
+	ex[nx++] = 0x0a, ex[nx++] = (uint8_t)nfs;
+	memcpy(ex + nx, feats, nfs), nx += nfs;
+	memcpy(ex + nx, UNKNOWN, UNK_LEN), nx += UNK_LEN;
+
+	assert_int_equal(bfs_example_find(ex, nx, "img", NULL, &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(img_len, 3);
+	assert_memory_equal(img, "JPG", 3);
+}
+
+static void test_example_find_reports_malformed_protobuf_with_an_offset(void **state)
+{
+	static const struct {
+		const char *bytes;
+		size_t len;
+		const char *msg;
+	} bad[] = {
+		{ "\x0a\x05\x0a\x03", 4, "at byte 0: length runs past" },
+		{ "\x0b", 1, "at byte 0: groups are not supported" },
+		{ "\x0e\x00", 2, "at byte 0: invalid wire type" },
+		{ "\x02\x00", 2, "at byte 0: invalid field number" },
+		{ "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12, "overlong varint" },
+		{ "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", 11, "overlong varint" },
+		{ "\x0a\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 10, "length runs past" },
+		{ "\x08", 1, "truncated or overlong varint" },
+		{ "\x10\x01\x08\x01", 4, "at byte 2: Example.features is not" },
+		{ "\x0a\x02\x0a\x00\x0a\x02\x08\x01", 8, "at byte 6: Features.feature" },
+		{ "\x0a\x04\x0a\x02\x08\x01", 6, "at byte 4: map entry field" },
+	};
+	char err[BFS_ERRMSG_MAX];
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(bfs_example_find((const uint8_t *)bad[i].bytes,
+						  bad[i].len, "k", NULL, &img,
+						  &img_len, &label, err),
+				 BFS_E_CORRUPT);
+		if (!strstr(err, bad[i].msg))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].msg);
+	}
+}
+
+/* Each prefix in its own exact-size heap block, so ASan catches any read
+ * past the end. */
+static void test_example_find_fails_cleanly_at_every_cut_point(void **state)
+{
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+
+	for (size_t cut = 0; cut < sizeof(tf_example); cut++) {
+		uint8_t *copy = malloc(cut ? cut : 1);
+		int r;
+
+		memcpy(copy, tf_example, cut);
+		r = bfs_example_find(copy, cut, "image/encoded", "image/class/label",
+				     &img, &img_len, &label, NULL);
+		assert_true(r == BFS_E_CORRUPT || r == BFS_E_NOKEY);
+		free(copy);
+	}
+}
+
+static void test_example_find_survives_random_corruption(void **state)
+{
+	uint8_t *copy = malloc(sizeof(tf_example));
+	unsigned seed = 1;
+	char err[BFS_ERRMSG_MAX];
+	const uint8_t *img;
+	size_t img_len;
+	int64_t label;
+	int ok = 0;
+
+	for (int i = 0; i < 200000; i++) {
+		int r;
+
+		memcpy(copy, tf_example, sizeof(tf_example));
+		for (int k = 0; k < 1 + i % 4; k++) {
+			seed = seed * 1103515245u + 12345u;
+			copy[(seed >> 8) % sizeof(tf_example)] = (uint8_t)(seed >> 20);
+		}
+		r = bfs_example_find(copy, sizeof(tf_example), "image/encoded",
+				     "image/class/label", &img, &img_len, &label,
+				     err);
+		if (r == 0) {
+			assert_true(img >= copy &&
+				    img + img_len <= copy + sizeof(tf_example));
+			ok++;
+		} else {
+			assert_true(r == BFS_E_CORRUPT || r == BFS_E_NOKEY ||
+				    r == BFS_E_FORMAT);
+		}
+	}
+	assert_true(ok > 0);
+	free(copy);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_example_builder_writes_the_bytes_tensorflow_writes),
+		cmocka_unit_test(test_example_find_reads_a_tensorflow_example),
+		cmocka_unit_test(test_example_find_reads_unpacked_int64_labels),
+		cmocka_unit_test(test_example_find_names_the_keys_present_when_one_is_missing),
+		cmocka_unit_test(test_example_find_shortens_a_long_key_list),
+		cmocka_unit_test(test_example_find_leaves_the_label_alone_when_absent_or_empty),
+		cmocka_unit_test(test_example_find_rejects_features_of_the_wrong_kind),
+		cmocka_unit_test(test_example_find_takes_the_last_entry_for_a_repeated_key),
+		cmocka_unit_test(test_example_builder_reset_starts_a_new_record),
+		cmocka_unit_test(test_example_find_skips_unknown_fields_of_every_wire_type),
+		cmocka_unit_test(test_example_find_reports_malformed_protobuf_with_an_offset),
+		cmocka_unit_test(test_example_find_fails_cleanly_at_every_cut_point),
+		cmocka_unit_test(test_example_find_survives_random_corruption),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
