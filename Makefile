@@ -10,7 +10,7 @@ DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev liblmdb-dev libcmocka-dev \
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \
-           -D_FILE_OFFSET_BITS=64 -MMD -MP
+           -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE -MMD -MP -Wno-format-truncation
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SAN)
@@ -30,7 +30,7 @@ LIB      := $(BUILD)/libbatchfs.a
 
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TEST_AUX := $(BUILD)/tests/mkjpeg
+TEST_AUX := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*.c))
 
 all: $(BUILD)/batchfs
 -include tools/gpu/gpu.mk
@@ -53,7 +53,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
-$(BUILD)/tests/mkjpeg: tests/tools/mkjpeg.c $(LIB)
+$(BUILD)/tests/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

@@ -13,7 +13,7 @@
 #ifndef BFS_ERROR_H
 #define BFS_ERROR_H
 
-#define BFS_ERRMSG_MAX 256
+#define BFS_ERRMSG_MAX 512
 
 enum {
 	BFS_E_FIRST = -10000,

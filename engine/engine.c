@@ -1,0 +1,701 @@
+/*
+ * engine.c - worker pool and batch slots (see engine.h).
+ *
+ * DESIGN
+ * Producers: `threads` workers.  Consumers: readers in bfs_engine_get().
+ * Everything shared lives in struct bfs_engine and is protected by
+ * e->lock, except the pixels a worker writes: a worker that claimed
+ * sample j of a slot owns images[j] and labels[j] until it reports back.
+ *
+ * A slot holds one batch.  Its life: FREE -> FILLING (samples handed out
+ * one at a time, several workers on one batch) -> READY or FAILED.  A
+ * slot is reused (LRU) only when nobody pins it and no worker is still
+ * writing into it (inflight == 0).  Buffers are allocated once per slot
+ * and reused for every batch that slot ever holds.
+ *
+ * Scheduling: a batch some reader waits on goes first (oldest wait
+ * first); read-ahead comes after, in the order it was asked for, which
+ * is nearest batch first.  Read-ahead never evicts a batch that was
+ * produced but not yet read, so it cannot thrash.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/decode.h"
+#include "engine/resize.h"
+#include "engine/version.h"
+
+#define MAX_ERRORS 1024 /* bad samples remembered; more are only counted */
+
+enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_FAILED };
+
+struct bfs_batch {
+	/* all fields protected by e->lock, except the pixels (see DESIGN) */
+	enum slot_state state;
+	uint64_t id;
+	unsigned n;           /* samples in this batch */
+	unsigned next;        /* next sample to hand out */
+	unsigned done;        /* samples finished (or abandoned) */
+	unsigned inflight;    /* samples a worker is working on */
+	unsigned pins;        /* readers holding it */
+	int urgent;           /* a reader waits or is about to */
+	uint64_t seq;         /* order in which work was asked for */
+	uint64_t last_use;    /* LRU tick */
+	int consumed;         /* a reader got it at least once */
+	int cancelled;        /* read-ahead abandoned to free the slot */
+	int err;              /* first error (lowest sample) when FAILED */
+	unsigned err_at;      /* sample position of err */
+	char errmsg[BFS_ERRMSG_MAX];
+	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
+	int64_t *labels;
+};
+
+struct worker {
+	bfs_engine *e;
+	pthread_t thread;
+	bfs_decoder *dec;
+	bfs_buf in;            /* encoded bytes */
+	void *scratch;         /* resize scratch */
+	size_t scratch_cap;
+};
+
+struct bfs_engine {
+	bfs_source *src;
+	bfs_engine_opts o;
+	uint64_t nsamples;
+	uint64_t per_epoch;   /* batches per epoch */
+	uint64_t total;       /* per_epoch * epochs */
+	size_t sample_bytes;
+	size_t images_cap;    /* bytes of one slot's image buffer */
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* a slot got work, or stop */
+	pthread_cond_t done;  /* a slot changed state */
+	int stop;                          /* protected by lock */
+	struct bfs_batch *slots;           /* protected by lock */
+	unsigned nslots;
+	uint64_t seq, tick;                /* protected by lock */
+	struct worker *workers;
+	unsigned nworkers;
+
+	bfs_sample_error *errors;          /* protected by lock */
+	size_t nerrors;
+	uint64_t nbad;
+
+	bfs_engine_stats st;               /* protected by lock */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- geometry --------------------------------------------------------- */
+
+uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
+{
+	return e->per_epoch;
+}
+
+unsigned bfs_engine_epochs(const bfs_engine *e) { return e->o.epochs; }
+size_t bfs_engine_sample_bytes(const bfs_engine *e) { return e->sample_bytes; }
+const bfs_engine_opts *bfs_engine_options(const bfs_engine *e) { return &e->o; }
+
+unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id)
+{
+	uint64_t k, first;
+
+	if (id >= e->total)
+		return 0;
+	k = id % e->per_epoch;
+	first = k * e->o.batch;
+	if (first + e->o.batch <= e->nsamples)
+		return e->o.batch;
+	return (unsigned)(e->nsamples - first);
+}
+
+/* Source index of position j of batch id.  Every epoch is file order. */
+static uint64_t sample_of(const bfs_engine *e, uint64_t id, unsigned j)
+{
+	return (id % e->per_epoch) * e->o.batch + j;
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+/* Remember a bad sample once; returns 1 if it was new.  Lock held. */
+static int note_error_locked(bfs_engine *e, const bfs_sample_error *err)
+{
+	for (size_t i = 0; i < e->nerrors; i++)
+		if (e->errors[i].sample == err->sample)
+			return 0;
+	e->nbad++;
+	if (e->nerrors < MAX_ERRORS)
+		e->errors[e->nerrors++] = *err;
+	return 1;
+}
+
+static void report_error(bfs_engine *e, uint64_t sample, int code,
+			 const char *msg, int replaced, uint64_t replacement)
+{
+	bfs_sample_error err;
+	const char *shard;
+	int fresh;
+
+	memset(&err, 0, sizeof(err));
+	err.sample = sample;
+	shard = bfs_source_sample_shard(e->src, sample, &err.record);
+	snprintf(err.shard, sizeof(err.shard), "%s", shard ? shard : "?");
+	err.code = code;
+	snprintf(err.msg, sizeof(err.msg), "%s", msg && msg[0] ? msg : bfs_strerror(code));
+	err.replaced = replaced;
+	err.replacement = replacement;
+
+	pthread_mutex_lock(&e->lock);
+	fresh = note_error_locked(e, &err);
+	e->st.sample_errors = e->nbad;
+	pthread_mutex_unlock(&e->lock);
+	if (fresh && e->o.on_sample_error)
+		e->o.on_sample_error(e->o.ctx, &err);
+}
+
+size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max)
+{
+	size_t n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->nerrors < max ? e->nerrors : max;
+	memcpy(out, e->errors, n * sizeof(*out));
+	n = (size_t)e->nbad;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+/* ---- producing one sample -------------------------------------------- */
+
+/* Decode source sample i into dst and *label.  0 or an error with msg. */
+static int make_sample(struct worker *w, uint64_t i, void *dst,
+		       int64_t *label, char *msg)
+{
+	bfs_engine *e = w->e;
+	const uint8_t *jpeg, *rgb;
+	size_t len, need;
+	int err, sw, sh;
+
+	msg[0] = '\0';
+	err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg);
+	if (err)
+		return err;
+	err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &rgb, &sw,
+			     &sh, msg);
+	if (err)
+		return err;
+	need = bfs_resize_scratch_size(sw, sh, e->o.width, e->o.height);
+	if (need > w->scratch_cap) {
+		void *n = realloc(w->scratch, need);
+		if (!n) {
+			bfs_seterr(msg, "out of memory for resize scratch");
+			return -ENOMEM;
+		}
+		w->scratch = n;
+		w->scratch_cap = need;
+	}
+	err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3, dst, e->o.width,
+			     e->o.height, e->o.dtype, w->scratch);
+	if (err)
+		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", sw, sh,
+			   e->o.width, e->o.height);
+	pthread_mutex_lock(&e->lock);
+	e->st.samples_decoded++;
+	e->st.bytes_read += len;
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+/* Produce position j of batch id.  In skip mode a bad sample is replaced
+ * by the next source sample that decodes (wrapping), so the result is a
+ * function of the data alone.  Returns 0 or the error for position j. */
+static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
+		   int64_t *label, char *msg)
+{
+	bfs_engine *e = w->e;
+	uint64_t i = sample_of(e, id, j);
+	int err = make_sample(w, i, dst, label, msg);
+
+	if (!err)
+		return 0;
+	if (e->o.on_error == BFS_ON_ERROR_FAIL) {
+		report_error(e, i, err, msg, 0, 0);
+		return err;
+	}
+	for (uint64_t step = 1; step < e->nsamples; step++) {
+		uint64_t r = (i + step) % e->nsamples;
+		char rmsg[BFS_ERRMSG_MAX];
+		int rerr = make_sample(w, r, dst, label, rmsg);
+
+		if (!rerr) {
+			report_error(e, i, err, msg, 1, r);
+			return 0;
+		}
+		report_error(e, r, rerr, rmsg, 0, 0);
+	}
+	report_error(e, i, err, msg, 0, 0);
+	return err;
+}
+
+/* ---- slots ------------------------------------------------------------ */
+
+static struct bfs_batch *find_locked(bfs_engine *e, uint64_t id)
+{
+	for (unsigned s = 0; s < e->nslots; s++)
+		if (e->slots[s].state != SLOT_FREE && e->slots[s].id == id &&
+		    !e->slots[s].cancelled)
+			return &e->slots[s];
+	return NULL;
+}
+
+static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
+{
+	if (b->images)
+		return 0;
+	/* 2 MiB alignment lets the kernel back the buffer with huge pages,
+	 * which makes the first touch ~30x cheaper on these VMs. */
+	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
+		b->images = NULL;
+	b->labels = calloc(e->o.batch, sizeof(*b->labels));
+	if (!b->images || !b->labels) {
+		free(b->images);
+		free(b->labels);
+		b->images = NULL;
+		b->labels = NULL;
+		return -ENOMEM;
+	}
+#ifdef MADV_HUGEPAGE
+	madvise(b->images, e->images_cap, MADV_HUGEPAGE);
+#endif
+	e->st.mem_bytes += e->images_cap + e->o.batch * sizeof(*b->labels);
+	return 0;
+}
+
+/* Pick a slot to reuse for a new batch.  Readers (for_reader) may take any
+ * idle slot and may cancel unpinned read-ahead; read-ahead takes only free
+ * slots or batches that were already read.  Lock held.  NULL if none. */
+static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
+{
+	struct bfs_batch *best = NULL;
+	int best_rank = 99;
+
+	for (unsigned s = 0; s < e->nslots; s++) {
+		struct bfs_batch *b = &e->slots[s];
+		int rank;
+
+		if (b->pins || b->inflight)
+			continue;
+		if (b->state == SLOT_FREE)
+			rank = 0;
+		else if (b->state != SLOT_FILLING && b->consumed)
+			rank = 1;
+		else if (b->state != SLOT_FILLING && for_reader)
+			rank = 2;
+		else
+			continue;
+		if (rank < best_rank ||
+		    (rank == best_rank && b->last_use < best->last_use)) {
+			best = b;
+			best_rank = rank;
+		}
+	}
+	return best;
+}
+
+/* Cancel the unpinned, non-urgent read-ahead that was asked for last, so
+ * its slot frees up once its in-flight samples finish.  Lock held. */
+static int cancel_readahead_locked(bfs_engine *e)
+{
+	struct bfs_batch *best = NULL;
+
+	for (unsigned s = 0; s < e->nslots; s++) {
+		struct bfs_batch *b = &e->slots[s];
+
+		if (b->state != SLOT_FILLING || b->pins || b->urgent ||
+		    b->cancelled)
+			continue;
+		if (!best || b->seq > best->seq)
+			best = b;
+	}
+	if (!best)
+		return 0;
+	best->cancelled = 1;
+	best->done += best->n - best->next; /* never handed out */
+	best->next = best->n;
+	if (best->inflight == 0)
+		best->state = SLOT_FREE;
+	return 1;
+}
+
+/* Start batch id in slot b.  Lock held. */
+static int start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
+			int urgent)
+{
+	int err = slot_buffers(e, b);
+
+	if (err)
+		return err;
+	b->state = SLOT_FILLING;
+	b->id = id;
+	b->n = bfs_engine_batch_count(e, id);
+	b->next = b->done = b->inflight = 0;
+	b->urgent = urgent;
+	b->seq = ++e->seq;
+	b->last_use = ++e->tick;
+	b->consumed = 0;
+	b->cancelled = 0;
+	b->err = 0;
+	b->err_at = 0;
+	b->errmsg[0] = '\0';
+	pthread_cond_broadcast(&e->work);
+	return 0;
+}
+
+static void readahead_locked(bfs_engine *e, uint64_t id)
+{
+	for (unsigned d = 1; d <= e->o.prefetch; d++) {
+		uint64_t next = (id + d) % e->total;
+		struct bfs_batch *b;
+
+		if (next == id)
+			break;
+		if (find_locked(e, next))
+			continue;
+		if (!(b = victim_locked(e, 0)) || start_locked(e, b, next, 0))
+			break;
+	}
+}
+
+void bfs_engine_hint(bfs_engine *e, uint64_t id)
+{
+	struct bfs_batch *b;
+
+	if (id >= e->total)
+		return;
+	pthread_mutex_lock(&e->lock);
+	if ((b = find_locked(e, id))) {
+		if (b->state == SLOT_FILLING && !b->urgent) {
+			b->urgent = 1;
+			b->seq = ++e->seq;
+		}
+	} else if ((b = victim_locked(e, 1))) {
+		start_locked(e, b, id, 1);
+	}
+	readahead_locked(e, id);
+	pthread_mutex_unlock(&e->lock);
+}
+
+int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
+		   char *errmsg)
+{
+	struct bfs_batch *b;
+	uint64_t t0 = 0;
+	int err = 0, waited = 0;
+
+	*out = NULL;
+	if (id >= e->total)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		if ((b = find_locked(e, id))) {
+			if (b->state == SLOT_READY || b->state == SLOT_FAILED)
+				break;
+			if (!b->urgent) {
+				b->urgent = 1;
+				b->seq = ++e->seq;
+			}
+			b->pins++; /* keep it from being cancelled while we wait */
+		} else if ((b = victim_locked(e, 1))) {
+			if ((err = start_locked(e, b, id, 1)))
+				goto out;
+			b->pins++;
+			readahead_locked(e, id);
+		} else if (!cancel_readahead_locked(e)) {
+			b = NULL;
+		} else {
+			continue;
+		}
+		if (!waited) {
+			waited = 1;
+			t0 = now_ns();
+		}
+		pthread_cond_wait(&e->done, &e->lock);
+		if (b)
+			b->pins--;
+	}
+	if (waited) {
+		e->st.reader_waits++;
+		e->st.reader_wait_ns += now_ns() - t0;
+	}
+	b->last_use = ++e->tick;
+	if (b->state == SLOT_FAILED) {
+		err = b->err;
+		bfs_seterr(errmsg, "%s", b->errmsg);
+		goto out;
+	}
+	if (!b->consumed) {
+		b->consumed = 1;
+		e->st.batches_served++;
+	}
+	b->pins++;
+	*out = b;
+out:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+void bfs_engine_put(bfs_engine *e, bfs_batch *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&e->lock);
+	b->pins--;
+	pthread_cond_broadcast(&e->done);
+	pthread_mutex_unlock(&e->lock);
+}
+
+unsigned bfs_batch_count(const bfs_batch *b) { return b->n; }
+const void *bfs_batch_images(const bfs_batch *b) { return b->images; }
+const int64_t *bfs_batch_labels(const bfs_batch *b) { return b->labels; }
+
+/* ---- workers ---------------------------------------------------------- */
+
+/* The slot with work whose turn it is: urgent first, then oldest request. */
+static struct bfs_batch *next_work_locked(bfs_engine *e)
+{
+	struct bfs_batch *best = NULL;
+
+	for (unsigned s = 0; s < e->nslots; s++) {
+		struct bfs_batch *b = &e->slots[s];
+
+		if (b->state != SLOT_FILLING || b->next >= b->n)
+			continue;
+		if (!best || (b->urgent && !best->urgent) ||
+		    (b->urgent == best->urgent && b->seq < best->seq))
+			best = b;
+	}
+	return best;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	bfs_engine *e = w->e;
+	char msg[BFS_ERRMSG_MAX];
+
+	pthread_mutex_lock(&e->lock);
+	while (!e->stop) {
+		struct bfs_batch *b = next_work_locked(e);
+		uint64_t id;
+		unsigned j;
+		int err;
+
+		if (!b) {
+			pthread_cond_wait(&e->work, &e->lock);
+			continue;
+		}
+		j = b->next++;
+		b->inflight++;
+		id = b->id;
+		pthread_mutex_unlock(&e->lock);
+
+		err = produce(w, id, j, b->images + (size_t)j * e->sample_bytes,
+			      &b->labels[j], msg);
+
+		pthread_mutex_lock(&e->lock);
+		b->inflight--;
+		b->done++;
+		if (err && !b->cancelled && (!b->err || j < b->err_at)) {
+			char where[160];
+
+			bfs_source_describe(e->src, sample_of(e, id, j), where,
+					    sizeof(where));
+			b->err = err;
+			b->err_at = j;
+			snprintf(b->errmsg, sizeof(b->errmsg), "%s: %s", where,
+				 msg[0] ? msg : bfs_strerror(err));
+			/* the batch fails anyway: hand out nothing more */
+			b->done += b->n - b->next;
+			b->next = b->n;
+		}
+		if (b->cancelled) {
+			if (b->inflight == 0)
+				b->state = SLOT_FREE;
+		} else if (b->done == b->n && b->inflight == 0) {
+			b->state = b->err ? SLOT_FAILED : SLOT_READY;
+			e->st.batches_produced++;
+		}
+		pthread_cond_broadcast(&e->done);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* ---- create/destroy --------------------------------------------------- */
+
+static unsigned online_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)n : 1;
+}
+
+int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
+		      bfs_engine **out, char *errmsg)
+{
+	bfs_engine *e;
+	int err;
+
+	*out = NULL;
+	if (!(e = calloc(1, sizeof(*e))))
+		return -ENOMEM;
+	e->src = src;
+	e->o = *opts;
+	if (!e->o.batch)
+		e->o.batch = 32;
+	if (!e->o.height || !e->o.width)
+		e->o.height = e->o.width = 224;
+	if (!e->o.threads)
+		e->o.threads = online_cores();
+	if (!e->o.prefetch)
+		e->o.prefetch = 2;
+	if (!e->o.slots)
+		e->o.slots = e->o.prefetch + 4;
+	if (!e->o.epochs)
+		e->o.epochs = 1;
+	if (e->o.height < 1 || e->o.width < 1 || e->o.height > 16384 ||
+	    e->o.width > 16384 || e->o.batch > 65536 || e->o.threads > 1024 ||
+	    e->o.slots > 4096 || e->o.slots <= e->o.prefetch) {
+		bfs_seterr(errmsg, "invalid engine options");
+		free(e);
+		return -EINVAL;
+	}
+	e->nsamples = bfs_source_count(src);
+	e->per_epoch = e->o.drop_remainder
+		? e->nsamples / e->o.batch
+		: (e->nsamples + e->o.batch - 1) / e->o.batch;
+	if (e->per_epoch == 0) {
+		bfs_seterr(errmsg,
+			   "%llu samples make no full batch of %u (--drop-remainder)",
+			   (unsigned long long)e->nsamples, e->o.batch);
+		free(e);
+		return BFS_E_EMPTY;
+	}
+	if (e->o.drop_remainder)
+		e->nsamples = e->per_epoch * e->o.batch;
+	e->total = e->per_epoch * e->o.epochs;
+	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
+			  bfs_dtype_size(e->o.dtype);
+	e->images_cap = e->sample_bytes * e->o.batch;
+
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->work, NULL);
+	pthread_cond_init(&e->done, NULL);
+	e->nslots = e->o.slots;
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
+	e->workers = calloc(e->o.threads, sizeof(*e->workers));
+	if (!e->slots || !e->errors || !e->workers) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < e->o.threads; i++) {
+		struct worker *w = &e->workers[i];
+
+		w->e = e;
+		if ((err = bfs_decoder_create(&w->dec)))
+			goto fail;
+		if (pthread_create(&w->thread, NULL, worker_main, w)) {
+			bfs_decoder_destroy(w->dec);
+			w->dec = NULL;
+			err = -EAGAIN;
+			goto fail;
+		}
+		e->nworkers++;
+	}
+	e->st.threads = e->nworkers;
+	e->st.prefetch = e->o.prefetch;
+	e->st.slots = e->nslots;
+	*out = e;
+	return 0;
+fail:
+	bfs_seterr(errmsg, "cannot start the engine: %s", bfs_strerror(err));
+	bfs_engine_destroy(e);
+	return err;
+}
+
+void bfs_engine_destroy(bfs_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop = 1;
+	pthread_cond_broadcast(&e->work);
+	pthread_mutex_unlock(&e->lock);
+	for (unsigned i = 0; i < e->nworkers; i++) {
+		pthread_join(e->workers[i].thread, NULL);
+		bfs_decoder_destroy(e->workers[i].dec);
+		bfs_buf_free(&e->workers[i].in);
+		free(e->workers[i].scratch);
+	}
+	for (unsigned s = 0; s < e->nslots && e->slots; s++) {
+		free(e->slots[s].images);
+		free(e->slots[s].labels);
+	}
+	pthread_cond_destroy(&e->work);
+	pthread_cond_destroy(&e->done);
+	pthread_mutex_destroy(&e->lock);
+	free(e->workers);
+	free(e->errors);
+	free(e->slots);
+	free(e);
+}
+
+void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
+{
+	pthread_mutex_lock(&e->lock);
+	*st = e->st;
+	st->slots_ready = st->slots_filling = 0;
+	for (unsigned s = 0; s < e->nslots; s++) {
+		if (e->slots[s].state == SLOT_READY)
+			st->slots_ready++;
+		else if (e->slots[s].state == SLOT_FILLING)
+			st->slots_filling++;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
+{
+	char desc[256];
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+	int n;
+
+	n = snprintf(desc, sizeof(desc),
+		     "batchfs-format=%d;size=%dx%d;dtype=%s;"
+		     "decode=turbojpeg-ifast-fancy-cmyk-adobe;"
+		     "resize=bilinear-halfpixel-noaa",
+		     BFS_FORMAT_VERSION, o->height ? o->height : 224,
+		     o->width ? o->width : 224, bfs_dtype_name(o->dtype));
+	for (int i = 0; i < n && i < (int)sizeof(desc); i++) {
+		h ^= (unsigned char)desc[i];
+		h *= 0x100000001b3ull;
+	}
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+}

@@ -1,0 +1,130 @@
+/*
+ * engine.h - the parallel decode -> resize -> batch engine.
+ *
+ * The engine turns sample indices of a bfs_source into batches: arrays of
+ * B images of H x W x 3 (float32 = resized/255, or uint8 = resized rounded)
+ * plus B int64 labels.  A pool of worker threads decodes samples in
+ * parallel; batches live in a fixed set of reusable slots.
+ *
+ * Batch ids are global: id = epoch * batches_per_epoch + index.  Epoch e
+ * currently serves samples in file order (the same for every epoch).
+ *
+ * The bytes of a batch depend only on the source, the options and the id:
+ * never on the thread count, on timing, or on which batch was read first.
+ *
+ * Threads: every function except create/destroy may be called from any
+ * thread at once.  bfs_engine_get() may block; nothing else does.
+ */
+#ifndef BFS_ENGINE_H
+#define BFS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "engine/source.h"
+#include "engine/types.h"
+
+typedef enum {
+	BFS_ON_ERROR_FAIL = 0, /* the batch holding a bad sample fails */
+	BFS_ON_ERROR_SKIP = 1, /* a bad sample is replaced (see below) */
+} bfs_on_error;
+
+/* One bad sample, as reported to on_sample_error and by
+ * bfs_engine_errors().  In skip mode a bad sample at source index i is
+ * replaced by the first of i+1, i+2, ... (wrapping) that decodes; the
+ * replacement's pixels and label take its place. */
+typedef struct {
+	uint64_t sample;         /* source index of the bad sample */
+	uint64_t record;         /* its record index inside the shard */
+	char shard[128];         /* shard file (relative to the source dir) */
+	int code;                /* BFS_E_* or -errno */
+	char msg[BFS_ERRMSG_MAX];/* what the reader or decoder said */
+	int replaced;            /* skip mode: served by `replacement` */
+	uint64_t replacement;
+} bfs_sample_error;
+
+typedef struct {
+	unsigned batch;          /* samples per batch; default 32 */
+	int height, width;       /* output size; default 224 x 224 */
+	bfs_dtype dtype;         /* default float32 */
+	unsigned threads;        /* decode workers; 0 = online cores */
+	unsigned prefetch;       /* batches decoded ahead of a reader; 0 = 2 */
+	unsigned slots;          /* batches held in memory; 0 = prefetch+4 */
+	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
+	bfs_on_error on_error;
+	uint64_t max_pixels;     /* 0 = no limit */
+	int drop_remainder;      /* drop the last partial batch */
+	/* Called once per bad sample, from a worker thread, without engine
+	 * locks held; must not call back into the engine.  May be NULL. */
+	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
+	void *ctx;
+} bfs_engine_opts;
+
+typedef struct {
+	uint64_t batches_served;   /* distinct batch productions read */
+	uint64_t batches_produced;
+	uint64_t samples_decoded;
+	uint64_t bytes_read;       /* encoded bytes read from shards */
+	uint64_t sample_errors;    /* bad samples seen (distinct) */
+	uint64_t reader_waits;     /* gets that had to wait */
+	uint64_t reader_wait_ns;   /* total time readers waited */
+	uint64_t mem_bytes;        /* batch buffers allocated */
+	unsigned threads;
+	unsigned prefetch;
+	unsigned slots;
+	unsigned slots_ready;
+	unsigned slots_filling;
+} bfs_engine_stats;
+
+typedef struct bfs_engine bfs_engine;
+typedef struct bfs_batch bfs_batch;
+
+/* Start the worker pool over src, which must outlive the engine.
+ * Errors: -EINVAL (bad options), BFS_E_EMPTY (no batch: fewer samples than
+ * one batch with drop_remainder), -ENOMEM, -EAGAIN (threads). */
+int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
+		      bfs_engine **out, char *errmsg);
+/* Stop the workers and free everything.  No batch may be held.  NULL ok. */
+void bfs_engine_destroy(bfs_engine *e);
+
+/* Shape of the namespace. */
+uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e);
+unsigned bfs_engine_epochs(const bfs_engine *e);
+/* Samples in batch id (B, or fewer for the last one of an epoch). */
+unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
+/* Bytes of one image in the output: H * W * 3 * sizeof(dtype). */
+size_t bfs_engine_sample_bytes(const bfs_engine *e);
+const bfs_engine_opts *bfs_engine_options(const bfs_engine *e);
+
+/* A reader is about to read batch id: start it (if it is not in memory)
+ * and read ahead the next `prefetch` batches.  Never blocks. */
+void bfs_engine_hint(bfs_engine *e, uint64_t id);
+
+/* Get batch id, waiting until it is produced.  On success *out is pinned:
+ * its memory stays valid and unchanged until bfs_engine_put(e, *out).
+ * Errors: the first bad sample's code (BFS_E_*, -EIO, ...) with errmsg
+ * naming the shard and record, when on_error is fail; -EINVAL for an id
+ * out of range; -ENOMEM.  Nothing is pinned on error. */
+int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
+		   char *errmsg);
+/* Unpin a batch from bfs_engine_get(). */
+void bfs_engine_put(bfs_engine *e, bfs_batch *b);
+
+/* The pinned batch's contents: count images of sample_bytes each, packed
+ * NHWC, and count labels.  Valid until bfs_engine_put(). */
+unsigned bfs_batch_count(const bfs_batch *b);
+const void *bfs_batch_images(const bfs_batch *b);
+const int64_t *bfs_batch_labels(const bfs_batch *b);
+
+void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
+
+/* Fingerprint of every setting that changes a sample's bytes (size, dtype,
+ * decode and resize rules, BFS_FORMAT_VERSION): 16 hex digits + NUL.  Two
+ * mounts with equal fingerprints produce equal samples from equal JPEGs. */
+void bfs_engine_fingerprint(const bfs_engine_opts *opts, char out[17]);
+/* Copy up to max recorded bad samples (oldest first) into out; returns how
+ * many were recorded in all (which may exceed max). */
+size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max);
+
+#endif

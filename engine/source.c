@@ -1,0 +1,623 @@
+/*
+ * source.c - index a shard directory (TFRecord shards or an ImageFolder
+ * tree) into one ordered sample table, and read samples back.
+ *
+ * DESIGN: the index is built once by bfs_source_open() and never changes
+ * afterwards, so readers need no lock.  Each sample costs one struct
+ * bfs_sample (24 bytes); names live once per shard.  Reads open the shard,
+ * check that it is still the file that was indexed (size and mtime), pread
+ * the record and close it again, so a deleted or rewritten shard gives a
+ * clear error instead of wrong bytes.
+ */
+#include "engine/source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/error.h"
+#include "engine/crc32c.h"
+#include "engine/example.h"
+#include "engine/tfrecord.h"
+
+#define SAMPLE_BAD_LENGTH_CRC 1u /* length CRC failed but the length held */
+
+struct bfs_sample {
+	uint64_t offset;   /* of the record payload; 0 for folder images */
+	uint32_t length;   /* payload bytes */
+	uint32_t shard;    /* index into s->shards */
+	int32_t label;     /* class index for folders, -1 for TFRecord */
+	uint32_t flags;    /* SAMPLE_* */
+};
+
+struct bfs_shard {
+	char *name;        /* relative to the source dir */
+	uint64_t first;    /* index of its first sample */
+	uint64_t count;
+	off_t size;        /* identity checked at each read */
+	struct timespec mtime;
+};
+
+struct scan_error {
+	char *shard;
+	char *msg;
+};
+
+struct bfs_source {
+	char *dir;
+	bfs_format format;
+	char *image_key;
+	char *label_key;
+
+	struct bfs_shard *shards;
+	size_t nshards, shards_cap;
+
+	struct bfs_sample *samples;
+	uint64_t nsamples, samples_cap;
+
+	char **classes;
+	size_t nclasses;
+
+	struct scan_error *errs;
+	size_t nerrs;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void free_names(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* List the non-hidden entries of dir of the wanted type (DT_REG or
+ * DT_DIR), sorted bytewise.  *out is malloc'd, free with free_names(). */
+static int list_dir(const char *dir, int want_dir, char ***out, size_t *n,
+		    char *errmsg)
+{
+	DIR *d = opendir(dir);
+	char **names = NULL;
+	size_t cnt = 0, cap = 0;
+	struct dirent *de;
+	int err = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", dir, strerror(errno));
+		return err;
+	}
+	while ((de = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+		int is_dir;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(path, sizeof(path), "%s/%s", dir, de->d_name) >=
+		    (int)sizeof(path))
+			continue;
+		if (stat(path, &st) != 0)
+			continue;
+		is_dir = S_ISDIR(st.st_mode);
+		if (is_dir != want_dir || (!is_dir && !S_ISREG(st.st_mode)))
+			continue;
+		if (cnt == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			char **nn = realloc(names, ncap * sizeof(*nn));
+			if (!nn) {
+				err = -ENOMEM;
+				goto fail;
+			}
+			names = nn;
+			cap = ncap;
+		}
+		if (!(names[cnt] = strdup(de->d_name))) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		cnt++;
+	}
+	closedir(d);
+	if (cnt)
+		qsort(names, cnt, sizeof(*names), cmp_names);
+	*out = names;
+	*n = cnt;
+	return 0;
+fail:
+	closedir(d);
+	free_names(names, cnt);
+	bfs_seterr(errmsg, "%s: out of memory", dir);
+	return err;
+}
+
+static int has_suffix_ci(const char *s, const char *suf)
+{
+	size_t ls = strlen(s), lf = strlen(suf);
+	return ls >= lf && strcasecmp(s + ls - lf, suf) == 0;
+}
+
+static int is_jpeg_name(const char *name)
+{
+	return has_suffix_ci(name, ".jpg") || has_suffix_ci(name, ".jpeg");
+}
+
+static int is_tfrecord_name(const char *name)
+{
+	return has_suffix_ci(name, ".tfrecord") ||
+	       has_suffix_ci(name, ".tfrecords") ||
+	       has_suffix_ci(name, ".tfrec") || strstr(name, "-of-") != NULL;
+}
+
+/* Does the file start with a TFRecord header whose length CRC holds? */
+static int looks_like_tfrecord(const char *path)
+{
+	uint8_t h[12];
+	uint64_t len;
+	uint32_t crc;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0)
+		return 0;
+	r = pread(fd, h, sizeof(h), 0);
+	close(fd);
+	if (r != (ssize_t)sizeof(h))
+		return 0;
+	memcpy(&len, h, 8);
+	memcpy(&crc, h + 8, 4);
+	return bfs_crc32c_mask(bfs_crc32c(0, h, 8)) == crc;
+}
+
+static int add_error(bfs_source *s, const char *shard, const char *msg)
+{
+	struct scan_error *ne = realloc(s->errs, (s->nerrs + 1) * sizeof(*ne));
+
+	if (!ne)
+		return -ENOMEM;
+	s->errs = ne;
+	ne[s->nerrs].shard = strdup(shard);
+	ne[s->nerrs].msg = strdup(msg);
+	if (!ne[s->nerrs].shard || !ne[s->nerrs].msg) {
+		free(ne[s->nerrs].shard);
+		free(ne[s->nerrs].msg);
+		return -ENOMEM;
+	}
+	s->nerrs++;
+	return 0;
+}
+
+static int add_shard(bfs_source *s, const char *name, const struct stat *st)
+{
+	struct bfs_shard *sh;
+
+	if (s->nshards == s->shards_cap) {
+		size_t ncap = s->shards_cap ? s->shards_cap * 2 : 64;
+		struct bfs_shard *n = realloc(s->shards, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->shards = n;
+		s->shards_cap = ncap;
+	}
+	sh = &s->shards[s->nshards];
+	memset(sh, 0, sizeof(*sh));
+	if (!(sh->name = strdup(name)))
+		return -ENOMEM;
+	sh->first = s->nsamples;
+	sh->size = st->st_size;
+	sh->mtime = st->st_mtim;
+	s->nshards++;
+	return 0;
+}
+
+static int add_sample(bfs_source *s, uint64_t off, uint64_t len,
+		      int32_t label, uint32_t flags)
+{
+	struct bfs_sample *smp;
+
+	if (len > UINT32_MAX)
+		return BFS_E_CORRUPT;
+	if (s->nsamples == s->samples_cap) {
+		uint64_t ncap = s->samples_cap ? s->samples_cap * 2 : 4096;
+		struct bfs_sample *n = realloc(s->samples, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->samples = n;
+		s->samples_cap = ncap;
+	}
+	smp = &s->samples[s->nsamples++];
+	smp->offset = off;
+	smp->length = (uint32_t)len;
+	smp->shard = (uint32_t)(s->nshards - 1);
+	smp->label = label;
+	smp->flags = flags;
+	s->shards[s->nshards - 1].count++;
+	return 0;
+}
+
+/* ---- TFRecord --------------------------------------------------------- */
+
+static int on_record(void *ctx, const bfs_tfrecord_entry *e)
+{
+	bfs_source *s = ctx;
+
+	return add_sample(s, e->offset, e->length, -1,
+			  e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
+}
+
+static int index_tfrecords(bfs_source *s, char **files, size_t n,
+			   char *errmsg)
+{
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX], msg[BFS_ERRMSG_MAX] = "";
+		struct stat st;
+		int fd, err;
+
+		snprintf(path, sizeof(path), "%s/%s", s->dir, files[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			snprintf(msg, sizeof(msg), "cannot open: %s",
+				 strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			if (add_error(s, files[i], msg))
+				return -ENOMEM;
+			continue;
+		}
+		if ((err = add_shard(s, files[i], &st))) {
+			close(fd);
+			return err;
+		}
+		err = bfs_tfrecord_scan(fd, (uint64_t)st.st_size, on_record, s,
+					msg);
+		close(fd);
+		if (err == -ENOMEM) {
+			bfs_seterr(errmsg, "%s: out of memory", path);
+			return err;
+		}
+		if (err && add_error(s, files[i], msg[0] ? msg : bfs_strerror(err)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- folders ---------------------------------------------------------- */
+
+static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
+{
+	char dir[PATH_MAX];
+	char **files;
+	size_t n;
+	int err;
+
+	snprintf(dir, sizeof(dir), "%s%s%s", s->dir, rel[0] ? "/" : "", rel);
+	if ((err = list_dir(dir, 0, &files, &n, NULL)))
+		return err == -ENOMEM ? err : 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		char name[PATH_MAX], path[PATH_MAX];
+		struct stat st;
+
+		if (!is_jpeg_name(files[i]))
+			continue;
+		snprintf(name, sizeof(name), "%s%s%s", rel, rel[0] ? "/" : "",
+			 files[i]);
+		snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+		if (stat(path, &st) != 0)
+			continue;
+		if (!(err = add_shard(s, name, &st)))
+			err = add_sample(s, 0, (uint64_t)st.st_size, label, 0);
+	}
+	free_names(files, n);
+	return err;
+}
+
+static int index_folder(bfs_source *s, char **dirs, size_t ndirs)
+{
+	int err = 0;
+
+	if (ndirs == 0)
+		return index_class_dir(s, "", 0);
+	s->classes = calloc(ndirs, sizeof(*s->classes));
+	if (!s->classes)
+		return -ENOMEM;
+	for (size_t i = 0; i < ndirs && !err; i++) {
+		if (!(s->classes[i] = strdup(dirs[i])))
+			return -ENOMEM;
+		s->nclasses++;
+		err = index_class_dir(s, dirs[i], (int32_t)i);
+	}
+	return err;
+}
+
+/* ---- open/close ------------------------------------------------------- */
+
+int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
+		    char *errmsg)
+{
+	char **files = NULL, **dirs = NULL, **shards = NULL;
+	size_t nfiles = 0, ndirs = 0, nshards = 0, njpeg = 0;
+	char real[PATH_MAX];
+	bfs_source *s;
+	int err;
+
+	*out = NULL;
+	if (!realpath(o->dir, real)) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", o->dir, strerror(errno));
+		return err;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dir = strdup(real);
+	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
+	s->label_key = strdup(o->label_key ? o->label_key : "image/class/label");
+	if (!s->dir || !s->image_key || !s->label_key) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if ((err = list_dir(real, 0, &files, &nfiles, errmsg)) ||
+	    (err = list_dir(real, 1, &dirs, &ndirs, errmsg)))
+		goto fail;
+
+	shards = calloc(nfiles ? nfiles : 1, sizeof(*shards));
+	if (!shards) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < nfiles; i++) {
+		char path[PATH_MAX];
+
+		if (is_jpeg_name(files[i])) {
+			njpeg++;
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s", real, files[i]);
+		if (o->format == BFS_FORMAT_TFRECORD ||
+		    is_tfrecord_name(files[i]) || looks_like_tfrecord(path))
+			shards[nshards++] = files[i];
+	}
+
+	s->format = o->format;
+	if (s->format == BFS_FORMAT_AUTO)
+		s->format = nshards ? BFS_FORMAT_TFRECORD : BFS_FORMAT_FOLDER;
+
+	if (s->format == BFS_FORMAT_TFRECORD) {
+		if (!nshards) {
+			err = BFS_E_EMPTY;
+			bfs_seterr(errmsg, "%s: no TFRecord shards found", real);
+			goto fail;
+		}
+		if ((err = index_tfrecords(s, shards, nshards, errmsg)))
+			goto fail;
+	} else {
+		if (!ndirs && !njpeg) {
+			err = BFS_E_EMPTY;
+			bfs_seterr(errmsg,
+				   "%s: no TFRecord shards, class folders or JPEG files found",
+				   real);
+			goto fail;
+		}
+		if ((err = index_folder(s, ndirs ? dirs : NULL, ndirs))) {
+			bfs_seterr(errmsg, "%s: %s", real, bfs_strerror(err));
+			goto fail;
+		}
+	}
+	if (s->nsamples == 0) {
+		err = BFS_E_EMPTY;
+		if (s->nerrs)
+			bfs_seterr(errmsg, "%s: no readable samples (%s: %s)",
+				   real, s->errs[0].shard, s->errs[0].msg);
+		else
+			bfs_seterr(errmsg, "%s: no samples found", real);
+		goto fail;
+	}
+	free(shards);
+	free_names(files, nfiles);
+	free_names(dirs, ndirs);
+	*out = s;
+	return 0;
+fail:
+	free(shards);
+	free_names(files, nfiles);
+	free_names(dirs, ndirs);
+	bfs_source_close(s);
+	if (err == -ENOMEM)
+		bfs_seterr(errmsg, "%s: out of memory while indexing", o->dir);
+	return err;
+}
+
+void bfs_source_close(bfs_source *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nshards; i++)
+		free(s->shards[i].name);
+	for (size_t i = 0; i < s->nerrs; i++) {
+		free(s->errs[i].shard);
+		free(s->errs[i].msg);
+	}
+	free_names(s->classes, s->nclasses);
+	free(s->errs);
+	free(s->shards);
+	free(s->samples);
+	free(s->dir);
+	free(s->image_key);
+	free(s->label_key);
+	free(s);
+}
+
+/* ---- accessors -------------------------------------------------------- */
+
+uint64_t bfs_source_count(const bfs_source *s) { return s->nsamples; }
+bfs_format bfs_source_format(const bfs_source *s) { return s->format; }
+const char *bfs_source_dir(const bfs_source *s) { return s->dir; }
+size_t bfs_source_nshards(const bfs_source *s) { return s->nshards; }
+size_t bfs_source_nclasses(const bfs_source *s) { return s->nclasses; }
+size_t bfs_source_nscan_errors(const bfs_source *s) { return s->nerrs; }
+
+const char *bfs_format_name(bfs_format f)
+{
+	switch (f) {
+	case BFS_FORMAT_TFRECORD: return "tfrecord";
+	case BFS_FORMAT_FOLDER:   return "folder";
+	default:                  return "auto";
+	}
+}
+
+const char *bfs_source_shard_name(const bfs_source *s, size_t i)
+{
+	return i < s->nshards ? s->shards[i].name : NULL;
+}
+
+const char *bfs_source_class_name(const bfs_source *s, size_t i)
+{
+	return i < s->nclasses ? s->classes[i] : NULL;
+}
+
+const char *bfs_source_scan_error(const bfs_source *s, size_t i)
+{
+	return i < s->nerrs ? s->errs[i].msg : NULL;
+}
+
+const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i)
+{
+	return i < s->nerrs ? s->errs[i].shard : NULL;
+}
+
+const char *bfs_source_sample_shard(const bfs_source *s, uint64_t i,
+				    uint64_t *record)
+{
+	const struct bfs_shard *sh;
+
+	if (i >= s->nsamples)
+		return NULL;
+	sh = &s->shards[s->samples[i].shard];
+	if (record)
+		*record = i - sh->first;
+	return sh->name;
+}
+
+void bfs_source_describe(const bfs_source *s, uint64_t i, char *out,
+			 size_t cap)
+{
+	uint64_t rec;
+	const char *name = bfs_source_sample_shard(s, i, &rec);
+
+	if (!name)
+		snprintf(out, cap, "sample %llu (out of range)",
+			 (unsigned long long)i);
+	else if (s->format == BFS_FORMAT_TFRECORD)
+		snprintf(out, cap, "%s record %llu (offset %llu)", name,
+			 (unsigned long long)rec,
+			 (unsigned long long)s->samples[i].offset);
+	else
+		snprintf(out, cap, "%s", name);
+}
+
+void bfs_buf_free(bfs_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->cap = 0;
+}
+
+static int buf_reserve(bfs_buf *b, size_t need)
+{
+	uint8_t *n;
+	size_t cap;
+
+	if (b->cap >= need)
+		return 0;
+	cap = b->cap ? b->cap : 1 << 16;
+	while (cap < need)
+		cap *= 2;
+	if (!(n = realloc(b->data, cap)))
+		return -ENOMEM;
+	b->data = n;
+	b->cap = cap;
+	return 0;
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
+		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
+		    char *errmsg)
+{
+	const struct bfs_sample *smp;
+	const struct bfs_shard *sh;
+	char path[PATH_MAX];
+	struct stat st;
+	size_t need;
+	ssize_t r;
+	int fd, err;
+
+	*jpeg = NULL;
+	*jpeg_len = 0;
+	if (i >= s->nsamples)
+		return -EINVAL;
+	smp = &s->samples[i];
+	sh = &s->shards[smp->shard];
+	snprintf(path, sizeof(path), "%s/%s", s->dir, sh->name);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		bfs_seterr(errmsg, "cannot open shard: %s", strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &st) != 0 || st.st_size != sh->size ||
+	    st.st_mtim.tv_sec != sh->mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != sh->mtime.tv_nsec) {
+		close(fd);
+		bfs_seterr(errmsg,
+			   "shard changed since it was indexed (size or mtime); remount to re-index");
+		return -EIO;
+	}
+	need = (size_t)smp->length + (s->format == BFS_FORMAT_TFRECORD ? 4 : 0);
+	if ((err = buf_reserve(buf, need ? need : 1))) {
+		close(fd);
+		return err;
+	}
+	r = need ? pread(fd, buf->data, need, (off_t)smp->offset) : 0;
+	err = r < 0 ? -errno : 0;
+	close(fd);
+	if (err) {
+		bfs_seterr(errmsg, "read failed: %s", strerror(-err));
+		return err;
+	}
+	if ((size_t)r != need) {
+		bfs_seterr(errmsg, "short read (%zd of %zu bytes)", r, need);
+		return BFS_E_TRUNCATED;
+	}
+
+	if (s->format == BFS_FORMAT_FOLDER) {
+		*jpeg = buf->data;
+		*jpeg_len = smp->length;
+		*label = smp->label;
+		return 0;
+	}
+	if (smp->flags & SAMPLE_BAD_LENGTH_CRC) {
+		bfs_seterr(errmsg, "length CRC32C mismatch in record header");
+		return BFS_E_CRC;
+	}
+	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg)))
+		return err;
+	*label = -1;
+	return bfs_example_find(buf->data, smp->length, s->image_key,
+				s->label_key, jpeg, jpeg_len, label, errmsg);
+}

@@ -1,0 +1,97 @@
+/*
+ * source.h - the sample index of a shard directory.
+ *
+ * A source turns SHARD_DIR into a flat, ordered list of samples and reads
+ * any one of them back as encoded JPEG bytes plus a label.  Two layouts:
+ *
+ *   TFRecord   every shard file holds tf.train.Example records; shards are
+ *              sorted by name (bytewise), records are in file order.  The
+ *              index keeps only record offsets and lengths; labels are read
+ *              from the record when the sample is read.
+ *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg.  Classes sorted by
+ *              name give the label (0-based); files sorted by name.  A flat
+ *              folder of JPEGs is one class, label 0.
+ *
+ * Problems found while indexing (a shard cut mid-record, a length CRC that
+ * fails) do not fail the open: the complete records before the problem are
+ * kept and the problem is listed in bfs_source_scan_errors().
+ *
+ * Threads: open/close from one thread; everything else may be called from
+ * any number of threads at once (reads use pread on per-call descriptors).
+ */
+#ifndef BFS_SOURCE_H
+#define BFS_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+	BFS_FORMAT_AUTO = 0,
+	BFS_FORMAT_TFRECORD,
+	BFS_FORMAT_FOLDER,
+} bfs_format;
+
+typedef struct bfs_source bfs_source;
+
+typedef struct {
+	const char *dir;        /* SHARD_DIR */
+	bfs_format format;      /* AUTO detects from the contents */
+	const char *image_key;  /* default "image/encoded" */
+	const char *label_key;  /* default "image/class/label" */
+} bfs_source_opts;
+
+/* A growable byte buffer owned by the caller (one per worker thread). */
+typedef struct {
+	uint8_t *data;
+	size_t cap;
+} bfs_buf;
+
+/* Index opts->dir.  On success *out owns everything it needs (the options
+ * are copied).  Errors: BFS_E_EMPTY (no shards or images, or every shard is
+ * empty), BFS_E_FORMAT (--format does not fit the contents), -ENOENT,
+ * -ENOTDIR, -EACCES, -ENOMEM; errmsg says which path. */
+int bfs_source_open(const bfs_source_opts *opts, bfs_source **out,
+		    char *errmsg);
+void bfs_source_close(bfs_source *s); /* accepts NULL */
+
+uint64_t bfs_source_count(const bfs_source *s);
+bfs_format bfs_source_format(const bfs_source *s);
+const char *bfs_format_name(bfs_format f);
+const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
+
+/* Shards (TFRecord files, or image files for folders), sorted. */
+size_t bfs_source_nshards(const bfs_source *s);
+const char *bfs_source_shard_name(const bfs_source *s, size_t i);
+
+/* Class folder names for the folder layout (0 for TFRecord). */
+size_t bfs_source_nclasses(const bfs_source *s);
+const char *bfs_source_class_name(const bfs_source *s, size_t i);
+
+/* Problems found while indexing: n of them; text valid while s lives. */
+size_t bfs_source_nscan_errors(const bfs_source *s);
+const char *bfs_source_scan_error(const bfs_source *s, size_t i);
+const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i);
+
+/* Read sample i.  buf is the caller's scratch and grows as needed; *jpeg
+ * points into it (or is NULL when *jpeg_len is 0) and stays valid until the
+ * next call with the same buf.  The payload CRC of a TFRecord is checked.
+ * Errors: BFS_E_CRC, BFS_E_TRUNCATED (the shard shrank), BFS_E_CORRUPT or
+ * BFS_E_NOKEY (the Example), -EIO/-ENOENT/-EACCES (the shard changed, went
+ * away or became unreadable: a shard whose size or mtime differs from the
+ * index is refused, never half-read), -ENOMEM.  errmsg says what. */
+int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
+		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
+		    char *errmsg);
+
+/* "train-00001.tfrecord record 17 (offset 1234)" or "cls/img.jpg":
+ * where sample i lives, for error messages.  Writes at most cap bytes. */
+void bfs_source_describe(const bfs_source *s, uint64_t i, char *out,
+			 size_t cap);
+/* The shard that holds sample i and its record index within that shard. */
+const char *bfs_source_sample_shard(const bfs_source *s, uint64_t i,
+				    uint64_t *record);
+
+/* Release the memory held by a bfs_buf (not the struct itself). */
+void bfs_buf_free(bfs_buf *b);
+
+#endif

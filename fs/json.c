@@ -1,0 +1,166 @@
+/*
+ * json.c - append-only JSON writer (see json.h).  Strings are escaped per
+ * RFC 8259; bytes that are not valid printable ASCII become \u00XX so the
+ * output is always valid JSON whatever a shard name holds.
+ */
+#include "fs/json.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void bfs_json_init(bfs_json *j)
+{
+	memset(j, 0, sizeof(*j));
+	j->first = 1;
+}
+
+void bfs_json_free(bfs_json *j)
+{
+	free(j->buf);
+	bfs_json_init(j);
+}
+
+static void put(bfs_json *j, const char *s, size_t n)
+{
+	if (j->oom)
+		return;
+	if (j->len + n + 1 > j->cap) {
+		size_t cap = j->cap ? j->cap : 1024;
+		char *nb;
+
+		while (j->len + n + 1 > cap)
+			cap *= 2;
+		if (!(nb = realloc(j->buf, cap))) {
+			j->oom = 1;
+			return;
+		}
+		j->buf = nb;
+		j->cap = cap;
+	}
+	memcpy(j->buf + j->len, s, n);
+	j->len += n;
+	j->buf[j->len] = '\0';
+}
+
+static void putf(bfs_json *j, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void putf(bfs_json *j, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		put(j, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+static void indent(bfs_json *j)
+{
+	put(j, "\n", 1);
+	for (int i = 0; i < j->depth; i++)
+		put(j, "  ", 2);
+}
+
+static void quoted(bfs_json *j, const char *s)
+{
+	put(j, "\"", 1);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			char e[2] = { '\\', (char)c };
+			put(j, e, 2);
+		} else if (c < 0x20 || c >= 0x7f) {
+			putf(j, "\\u%04x", c);
+		} else {
+			put(j, (const char *)&c, 1);
+		}
+	}
+	put(j, "\"", 1);
+}
+
+static void member(bfs_json *j, const char *key)
+{
+	if (j->depth > 0) {
+		if (!j->first)
+			put(j, ",", 1);
+		indent(j);
+	}
+	j->first = 0;
+	if (key) {
+		quoted(j, key);
+		put(j, ": ", 2);
+	}
+}
+
+void bfs_json_open(bfs_json *j, const char *key, char bracket)
+{
+	member(j, key);
+	put(j, &bracket, 1);
+	j->depth++;
+	j->first = 1;
+}
+
+void bfs_json_close(bfs_json *j, char bracket)
+{
+	j->depth--;
+	if (!j->first)
+		indent(j);
+	put(j, &bracket, 1);
+	j->first = 0;
+}
+
+void bfs_json_str(bfs_json *j, const char *key, const char *v)
+{
+	member(j, key);
+	if (v)
+		quoted(j, v);
+	else
+		put(j, "null", 4);
+}
+
+void bfs_json_u64(bfs_json *j, const char *key, uint64_t v)
+{
+	member(j, key);
+	putf(j, "%" PRIu64, v);
+}
+
+void bfs_json_i64(bfs_json *j, const char *key, int64_t v)
+{
+	member(j, key);
+	putf(j, "%" PRId64, v);
+}
+
+void bfs_json_f64(bfs_json *j, const char *key, double v)
+{
+	member(j, key);
+	if (v != v || v > 1e300 || v < -1e300)
+		put(j, "null", 4);
+	else
+		putf(j, "%.6g", v);
+}
+
+void bfs_json_bool(bfs_json *j, const char *key, int v)
+{
+	member(j, key);
+	put(j, v ? "true" : "false", v ? 4 : 5);
+}
+
+void bfs_json_null(bfs_json *j, const char *key)
+{
+	member(j, key);
+	put(j, "null", 4);
+}
+
+int bfs_json_end(bfs_json *j)
+{
+	put(j, "\n", 1);
+	return j->oom ? -ENOMEM : 0;
+}

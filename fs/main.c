@@ -1,0 +1,322 @@
+/*
+ * main.c - the batchfs command line: mount, unmount, inspect, mkshards.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/version.h"
+#include "fs/mount.h"
+#include "tools/inspect.h"
+#include "tools/mkshards.h"
+
+static const char usage_top[] =
+	"usage: batchfs COMMAND [options]\n"
+	"\n"
+	"Mount a directory of training shards and read preprocessed batches\n"
+	"as NumPy .npy files.\n"
+	"\n"
+	"commands:\n"
+	"  mount SHARD_DIR MOUNTPOINT   serve SHARD_DIR as batch files\n"
+	"  unmount MOUNTPOINT           unmount (fusermount3 -u works too)\n"
+	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
+	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
+	"  version                      print the version\n"
+	"\n"
+	"Run 'batchfs COMMAND --help' for a command's options.\n";
+
+static const char usage_mount[] =
+	"usage: batchfs mount SHARD_DIR MOUNTPOINT [options]\n"
+	"\n"
+	"Mounts SHARD_DIR (TFRecord shards of tf.train.Example JPEG records, or\n"
+	"an ImageFolder tree of JPEGs) read-only on MOUNTPOINT and returns once\n"
+	"the mount is ready, leaving a daemon behind.  The mount shows\n"
+	"dataset.json, stats.json and epoch-0000/batch-NNNNNN.npy (images,\n"
+	"B x H x W x 3) with batch-NNNNNN.labels.npy (int64, B).\n"
+	"\n"
+	"options:\n"
+	"  --batch N            samples per batch (32)\n"
+	"  --size HxW           output height x width (224x224)\n"
+	"  --dtype T            float32 (resized/255, the tf.data default) or\n"
+	"                       uint8 (resized value rounded to nearest)\n"
+	"  --threads N          decode threads (all cores)\n"
+	"  --prefetch N         batches decoded ahead of each reader (2)\n"
+	"  --cache DIR|none     preprocessed-sample cache; only 'none' so far\n"
+	"  --format F           auto, tfrecord or folder (auto)\n"
+	"  --image-key KEY      Example feature with the JPEG (image/encoded)\n"
+	"  --label-key KEY      int64 Example feature with the label\n"
+	"                       (image/class/label)\n"
+	"  --on-error MODE      fail: a batch with a bad sample fails with EIO\n"
+	"                       (default); skip: a bad sample is replaced by the\n"
+	"                       next sample in order that decodes\n"
+	"  --max-pixels N       refuse images with more pixels (64M)\n"
+	"  --drop-remainder     leave out the last, partial batch\n"
+	"  --log FILE           daemon log (default\n"
+	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
+	"  --allow-other        let other users read the mount\n"
+	"  -o OPT[,OPT...]      FUSE mount options, passed through\n"
+	"  -f                   stay in the foreground, log to stderr\n"
+	"  -d                   FUSE debug output (implies -f)\n"
+	"  -h, --help           this help\n";
+
+static const char usage_unmount[] =
+	"usage: batchfs unmount MOUNTPOINT\n"
+	"\n"
+	"Unmounts a batchfs mount and waits until it is gone.\n";
+
+/* "64M", "1G", "1000": sizes and counts with binary suffixes. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	case 't': case 'T': mul = 1ull << 40; end++; break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end || (v && mul > UINT64_MAX / v))
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max,
+		      unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_hw(const char *s, int *h, int *w)
+{
+	unsigned a, b;
+	char tail;
+
+	if (sscanf(s, "%ux%u%c", &a, &b, &tail) == 2 ||
+	    sscanf(s, "%uX%u%c", &a, &b, &tail) == 2) {
+	} else if (sscanf(s, "%u%c", &a, &tail) == 1) {
+		b = a;
+	} else {
+		return -1;
+	}
+	if (a < 1 || b < 1 || a > 16384 || b > 16384)
+		return -1;
+	*h = (int)a;
+	*w = (int)b;
+	return 0;
+}
+
+static int bad(const char *opt, const char *val, const char *want)
+{
+	fprintf(stderr, "batchfs mount: bad value '%s' for %s (%s)\n", val, opt,
+		want);
+	return 2;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
+	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
+	       O_ALLOW };
+	static const struct option lo[] = {
+		{ "batch", required_argument, 0, O_BATCH },
+		{ "size", required_argument, 0, O_SIZE },
+		{ "dtype", required_argument, 0, O_DTYPE },
+		{ "threads", required_argument, 0, O_THREADS },
+		{ "prefetch", required_argument, 0, O_PREFETCH },
+		{ "cache", required_argument, 0, O_CACHE },
+		{ "format", required_argument, 0, O_FORMAT },
+		{ "image-key", required_argument, 0, O_IKEY },
+		{ "label-key", required_argument, 0, O_LKEY },
+		{ "on-error", required_argument, 0, O_ONERR },
+		{ "max-pixels", required_argument, 0, O_MAXPIX },
+		{ "drop-remainder", no_argument, 0, O_DROP },
+		{ "log", required_argument, 0, O_LOG },
+		{ "allow-other", no_argument, 0, O_ALLOW },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
+	};
+	bfs_mount_opts o = { 0 };
+	char *fuse_opts = NULL;
+	uint64_t v;
+	int c, rc;
+
+	o.engine.batch = 32;
+	o.engine.height = o.engine.width = 224;
+	o.engine.dtype = BFS_DTYPE_FLOAT32;
+	o.engine.max_pixels = 64ull << 20;
+	o.cache = "none";
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "hfdo:", lo, NULL)) != -1) {
+		switch (c) {
+		case O_BATCH:
+			if (parse_uint(optarg, 1, 65536, &o.engine.batch))
+				return bad("--batch", optarg, "1..65536");
+			break;
+		case O_SIZE:
+			if (parse_hw(optarg, &o.engine.height, &o.engine.width))
+				return bad("--size", optarg, "HxW, e.g. 224x224");
+			break;
+		case O_DTYPE:
+			if (!strcmp(optarg, "float32"))
+				o.engine.dtype = BFS_DTYPE_FLOAT32;
+			else if (!strcmp(optarg, "uint8"))
+				o.engine.dtype = BFS_DTYPE_UINT8;
+			else
+				return bad("--dtype", optarg, "float32 or uint8");
+			break;
+		case O_THREADS:
+			if (parse_uint(optarg, 1, 1024, &o.engine.threads))
+				return bad("--threads", optarg, "1..1024");
+			break;
+		case O_PREFETCH:
+			if (parse_uint(optarg, 1, 1024, &o.engine.prefetch))
+				return bad("--prefetch", optarg, "1..1024");
+			break;
+		case O_CACHE:
+			o.cache = optarg;
+			break;
+		case O_FORMAT:
+			if (!strcmp(optarg, "auto"))
+				o.source.format = BFS_FORMAT_AUTO;
+			else if (!strcmp(optarg, "tfrecord"))
+				o.source.format = BFS_FORMAT_TFRECORD;
+			else if (!strcmp(optarg, "folder"))
+				o.source.format = BFS_FORMAT_FOLDER;
+			else
+				return bad("--format", optarg, "auto, tfrecord or folder");
+			break;
+		case O_IKEY:
+			o.source.image_key = optarg;
+			break;
+		case O_LKEY:
+			o.source.label_key = optarg;
+			break;
+		case O_ONERR:
+			if (!strcmp(optarg, "fail"))
+				o.engine.on_error = BFS_ON_ERROR_FAIL;
+			else if (!strcmp(optarg, "skip"))
+				o.engine.on_error = BFS_ON_ERROR_SKIP;
+			else
+				return bad("--on-error", optarg, "fail or skip");
+			break;
+		case O_MAXPIX:
+			if (parse_size(optarg, &v) || v == 0)
+				return bad("--max-pixels", optarg, "a count such as 64M");
+			o.engine.max_pixels = v;
+			break;
+		case O_DROP:
+			o.engine.drop_remainder = 1;
+			break;
+		case O_LOG:
+			o.log_path = optarg;
+			break;
+		case O_ALLOW:
+			o.allow_other = 1;
+			break;
+		case 'f':
+			o.foreground = 1;
+			break;
+		case 'd':
+			o.debug = 1;
+			break;
+		case 'o': {
+			size_t len = fuse_opts ? strlen(fuse_opts) : 0;
+			char *n = realloc(fuse_opts, len + strlen(optarg) + 2);
+
+			if (!n)
+				return 1;
+			if (len)
+				n[len++] = ',';
+			strcpy(n + len, optarg);
+			fuse_opts = n;
+			break;
+		}
+		case 'h':
+			fputs(usage_mount, stdout);
+			return 0;
+		default:
+			fputs(usage_mount, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		fputs(usage_mount, stderr);
+		return 2;
+	}
+	if (strcmp(o.cache, "none") != 0) {
+		fprintf(stderr,
+			"batchfs mount: --cache %s: the LMDB sample cache is not part of this version yet; use --cache none (the default)\n",
+			o.cache);
+		return 2;
+	}
+	o.shard_dir = argv[optind];
+	o.mountpoint = argv[optind + 1];
+	o.source.dir = o.shard_dir;
+	o.fuse_opts = fuse_opts;
+	rc = bfs_mount_main(&o);
+	free(fuse_opts);
+	return rc;
+}
+
+static int cmd_unmount(int argc, char **argv)
+{
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		fputs(usage_unmount, stdout);
+		return 0;
+	}
+	if (argc != 2) {
+		fputs(usage_unmount, stderr);
+		return 2;
+	}
+	return bfs_unmount_main(argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	if (!cmd) {
+		fputs(usage_top, stderr);
+		return 2;
+	}
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+		fputs(usage_top, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+		printf("batchfs %s (output format %d)\n", BFS_VERSION,
+		       BFS_FORMAT_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "mount"))
+		return cmd_mount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "unmount") || !strcmp(cmd, "umount"))
+		return cmd_unmount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "inspect"))
+		return bfs_inspect_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "mkshards"))
+		return bfs_mkshards_main(argc - 1, argv + 1);
+	fprintf(stderr, "batchfs: unknown command '%s'\n\n%s", cmd, usage_top);
+	return 2;
+}

@@ -1,0 +1,997 @@
+/*
+ * mount.c - the FUSE adapter and the mount's life (see mount.h).
+ *
+ * DESIGN
+ * FUSE runs a multithreaded session loop; each request thread calls into
+ * the engine, which may block a read until its batch is produced.  Other
+ * requests (stat, readdir, stats.json, other batches) keep being served by
+ * other loop threads meanwhile.
+ *
+ * Buffers: dataset.json is built once at mount and owned by struct mnt.
+ * stats.json is built at open and owned by that open file (fi->fh) until
+ * release.  Batch files own nothing: every read pins the batch in the
+ * engine (bfs_engine_get), copies out of it and unpins it
+ * (bfs_engine_put) before replying, so an open file never holds memory.
+ */
+#define FUSE_USE_VERSION 312
+#include "fs/mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/npy.h"
+#include "engine/version.h"
+#include "fs/json.h"
+#include "fs/log.h"
+#include "fs/namespace.h"
+
+struct mnt {
+	const bfs_mount_opts *o;
+	bfs_source *src;
+	bfs_engine *eng;
+	bfs_ns_shape shape;
+	char *dataset_json;       /* built once, read-only after mount */
+	size_t dataset_len;
+	struct timespec mounted;
+	char fingerprint[17];
+};
+
+/* What fi->fh points to for JSON files: a snapshot made at open. */
+struct text_file {
+	char *buf;
+	size_t len;
+};
+
+static struct mnt *ctx_mnt(void)
+{
+	return fuse_get_context()->private_data;
+}
+
+/* ---- sizes and headers ------------------------------------------------ */
+
+static uint64_t batch_id(const struct mnt *m, const bfs_node *n)
+{
+	return (uint64_t)n->epoch * m->shape.batches + n->batch;
+}
+
+/* Write the NPY header of a batch or label file into hdr (>= 128 bytes);
+ * returns the header length and sets *data_len to the payload size. */
+static size_t file_header(const struct mnt *m, const bfs_node *n, char *hdr,
+			  size_t cap, size_t *data_len)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	unsigned count = bfs_engine_batch_count(m->eng, batch_id(m, n));
+	uint64_t shape[4] = { count, (uint64_t)eo->height,
+			      (uint64_t)eo->width, 3 };
+	int len;
+
+	if (n->kind == BFS_NODE_LABELS) {
+		len = bfs_npy_header(hdr, cap, "<i8", shape, 1);
+		*data_len = (size_t)count * sizeof(int64_t);
+	} else {
+		len = bfs_npy_header(hdr, cap, bfs_dtype_descr(eo->dtype),
+				     shape, 4);
+		*data_len = (size_t)count * bfs_engine_sample_bytes(m->eng);
+	}
+	return len > 0 ? (size_t)len : 0;
+}
+
+static int build_stats(struct mnt *m, struct text_file *tf);
+
+/* ---- dataset.json ----------------------------------------------------- */
+
+static int build_dataset_json(struct mnt *m)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	uint64_t per_epoch = bfs_engine_batches_per_epoch(m->eng);
+	unsigned last = bfs_engine_batch_count(m->eng, per_epoch - 1);
+	bfs_json j;
+
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_str(&j, "batchfs_version", BFS_VERSION);
+	bfs_json_u64(&j, "format_version", BFS_FORMAT_VERSION);
+	bfs_json_str(&j, "source", bfs_source_dir(m->src));
+	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(m->src)));
+	bfs_json_u64(&j, "shards", bfs_source_nshards(m->src));
+	bfs_json_u64(&j, "samples", bfs_source_count(m->src));
+	bfs_json_u64(&j, "samples_per_epoch",
+		     eo->drop_remainder ? per_epoch * eo->batch
+					: bfs_source_count(m->src));
+	bfs_json_u64(&j, "batch_size", eo->batch);
+	bfs_json_u64(&j, "batches_per_epoch", per_epoch);
+	bfs_json_u64(&j, "last_batch_size", last);
+	bfs_json_bool(&j, "drop_remainder", eo->drop_remainder);
+	bfs_json_u64(&j, "epochs", bfs_engine_epochs(m->eng));
+	bfs_json_open(&j, "shape", '[');
+	bfs_json_u64(&j, NULL, eo->batch);
+	bfs_json_u64(&j, NULL, (uint64_t)eo->height);
+	bfs_json_u64(&j, NULL, (uint64_t)eo->width);
+	bfs_json_u64(&j, NULL, 3);
+	bfs_json_close(&j, ']');
+	bfs_json_str(&j, "dtype", bfs_dtype_name(eo->dtype));
+	bfs_json_str(&j, "layout", "NHWC");
+	bfs_json_str(&j, "label_dtype", "int64");
+	bfs_json_str(&j, "normalization",
+		     eo->dtype == BFS_DTYPE_UINT8
+			     ? "round-half-even(resized)"
+			     : "resized / 255");
+	bfs_json_str(&j, "decode",
+		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with Adobe inverted ink");
+	bfs_json_str(&j, "resize",
+		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
+	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
+	bfs_json_str(&j, "image_key",
+		     m->o->source.image_key ? m->o->source.image_key : "image/encoded");
+	bfs_json_str(&j, "label_key",
+		     m->o->source.label_key ? m->o->source.label_key : "image/class/label");
+	bfs_json_open(&j, "classes", '[');
+	for (size_t i = 0; i < bfs_source_nclasses(m->src); i++)
+		bfs_json_str(&j, NULL, bfs_source_class_name(m->src, i));
+	bfs_json_close(&j, ']');
+	bfs_json_str(&j, "on_error",
+		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
+	bfs_json_u64(&j, "max_pixels", eo->max_pixels);
+	bfs_json_u64(&j, "threads", eo->threads);
+	bfs_json_u64(&j, "prefetch", eo->prefetch);
+	bfs_json_str(&j, "cache", "none");
+	bfs_json_str(&j, "fingerprint", m->fingerprint);
+	bfs_json_open(&j, "files", '{');
+	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
+	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
+	bfs_json_close(&j, '}');
+	bfs_json_close(&j, '}');
+	if (bfs_json_end(&j)) {
+		bfs_json_free(&j);
+		return -ENOMEM;
+	}
+	m->dataset_json = j.buf;
+	m->dataset_len = j.len;
+	return 0;
+}
+
+/* ---- FUSE operations -------------------------------------------------- */
+
+static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+{
+	/* Everything but stats.json is immutable for the mount's life. */
+	cfg->entry_timeout = 3600;
+	cfg->attr_timeout = 3600;
+	cfg->negative_timeout = 3600;
+	conn->max_readahead = 1u << 20;
+	return fuse_get_context()->private_data;
+}
+
+static void fill_times(const struct mnt *m, struct stat *st)
+{
+	st->st_atim = st->st_mtim = st->st_ctim = m->mounted;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+}
+
+static int op_getattr(const char *path, struct stat *st,
+		      struct fuse_file_info *fi)
+{
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	char hdr[256];
+	size_t data_len;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	memset(st, 0, sizeof(*st));
+	fill_times(m, st);
+	switch (n.kind) {
+	case BFS_NODE_ROOT:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + m->shape.epochs;
+		break;
+	case BFS_NODE_EPOCH:
+		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2;
+		break;
+	case BFS_NODE_DATASET_JSON:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = (off_t)m->dataset_len;
+		break;
+	case BFS_NODE_STATS_JSON: {
+		struct text_file tf;
+
+		st->st_mode = S_IFREG | 0444;
+		clock_gettime(CLOCK_REALTIME, &st->st_mtim);
+		if (build_stats(m, &tf) == 0) {
+			st->st_size = (off_t)tf.len;
+			free(tf.buf);
+		}
+		break;
+	}
+	case BFS_NODE_BATCH:
+	case BFS_NODE_LABELS:
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = (off_t)(file_header(m, &n, hdr, sizeof(hdr),
+						  &data_len) + data_len);
+		break;
+	}
+	st->st_nlink = st->st_nlink ? st->st_nlink : 1;
+	st->st_blksize = 1 << 20;
+	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
+}
+
+static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
+		      off_t off, struct fuse_file_info *fi,
+		      enum fuse_readdir_flags flags)
+{
+	struct mnt *m = ctx_mnt();
+	char name[64];
+	bfs_node n, c;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	if (n.kind != BFS_NODE_ROOT && n.kind != BFS_NODE_EPOCH)
+		return -ENOTDIR;
+	filler(buf, ".", NULL, 0, 0);
+	filler(buf, "..", NULL, 0, 0);
+	if (n.kind == BFS_NODE_ROOT) {
+		filler(buf, "dataset.json", NULL, 0, 0);
+		filler(buf, "stats.json", NULL, 0, 0);
+		c.kind = BFS_NODE_EPOCH;
+		for (uint32_t e = 0; e < m->shape.epochs; e++) {
+			c.epoch = e;
+			if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
+			    filler(buf, name, NULL, 0, 0))
+				break;
+		}
+		return 0;
+	}
+	c.epoch = n.epoch;
+	for (uint64_t b = 0; b < m->shape.batches; b++) {
+		c.batch = b;
+		c.kind = BFS_NODE_BATCH;
+		if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
+		    filler(buf, name, NULL, 0, 0))
+			break;
+		c.kind = BFS_NODE_LABELS;
+		if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
+		    filler(buf, name, NULL, 0, 0))
+			break;
+	}
+	return 0;
+}
+
+static int op_open(const char *path, struct fuse_file_info *fi)
+{
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
+	    (fi->flags & (O_TRUNC | O_CREAT)))
+		return -EROFS;
+	switch (n.kind) {
+	case BFS_NODE_ROOT:
+	case BFS_NODE_EPOCH:
+		return -EISDIR;
+	case BFS_NODE_DATASET_JSON:
+		fi->keep_cache = 1;
+		fi->fh = 0;
+		return 0;
+	case BFS_NODE_STATS_JSON: {
+		struct text_file *tf = malloc(sizeof(*tf));
+
+		if (!tf)
+			return -ENOMEM;
+		if ((err = build_stats(m, tf))) {
+			free(tf);
+			return err;
+		}
+		fi->fh = (uint64_t)(uintptr_t)tf; /* freed in op_release */
+		fi->direct_io = 1;                 /* fresh at every open */
+		return 0;
+	}
+	case BFS_NODE_BATCH:
+	case BFS_NODE_LABELS:
+		/* The bytes never change, so the kernel may keep its cache. */
+		fi->keep_cache = 1;
+		fi->fh = 0;
+		bfs_engine_hint(m->eng, batch_id(m, &n));
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int copy_out(char *dst, size_t size, off_t off, const void *src,
+		    size_t len)
+{
+	if ((uint64_t)off >= len)
+		return 0;
+	if (size > len - (size_t)off)
+		size = len - (size_t)off;
+	memcpy(dst, (const char *)src + off, size);
+	return (int)size;
+}
+
+static int read_batch(struct mnt *m, const bfs_node *n, char *buf,
+		      size_t size, off_t off)
+{
+	char hdr[256], msg[BFS_ERRMSG_MAX] = "";
+	size_t data_len, hlen = file_header(m, n, hdr, sizeof(hdr), &data_len);
+	size_t done = 0;
+	bfs_batch *b;
+	int err;
+
+	if ((uint64_t)off >= hlen + data_len)
+		return 0;
+	if (size > hlen + data_len - (size_t)off)
+		size = hlen + data_len - (size_t)off;
+	if ((size_t)off < hlen) {
+		done = (size_t)copy_out(buf, size, off, hdr, hlen);
+		if (done == size)
+			return (int)done;
+	}
+	err = bfs_engine_get(m->eng, batch_id(m, n), &b, msg);
+	if (err) {
+		char esc[2 * BFS_ERRMSG_MAX];
+
+		bfs_log(BFS_LOG_WARN, "epoch %u batch %llu: %s",
+			n->epoch, (unsigned long long)n->batch,
+			bfs_log_escape(msg[0] ? msg : bfs_strerror(err), esc,
+				       sizeof(esc)));
+		return -EIO;
+	}
+	off += (off_t)done;
+	if (n->kind == BFS_NODE_LABELS)
+		done += (size_t)copy_out(buf + done, size - done,
+					 off - (off_t)hlen, bfs_batch_labels(b),
+					 data_len);
+	else
+		done += (size_t)copy_out(buf + done, size - done,
+					 off - (off_t)hlen, bfs_batch_images(b),
+					 data_len);
+	bfs_engine_put(m->eng, b);
+	return (int)done;
+}
+
+static int op_read(const char *path, char *buf, size_t size, off_t off,
+		   struct fuse_file_info *fi)
+{
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	if (off < 0)
+		return -EINVAL;
+	switch (n.kind) {
+	case BFS_NODE_DATASET_JSON:
+		return copy_out(buf, size, off, m->dataset_json, m->dataset_len);
+	case BFS_NODE_STATS_JSON: {
+		struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
+
+		return tf ? copy_out(buf, size, off, tf->buf, tf->len) : -EIO;
+	}
+	case BFS_NODE_BATCH:
+	case BFS_NODE_LABELS:
+		return read_batch(m, &n, buf, size, off);
+	default:
+		return -EISDIR;
+	}
+}
+
+static int op_release(const char *path, struct fuse_file_info *fi)
+{
+	struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
+
+	if (tf) {
+		free(tf->buf);
+		free(tf);
+	}
+	return 0;
+}
+
+static int op_opendir(const char *path, struct fuse_file_info *fi)
+{
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	return n.kind == BFS_NODE_ROOT || n.kind == BFS_NODE_EPOCH ? 0
+								   : -ENOTDIR;
+}
+
+static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
+		       char *val, size_t cap)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	unsigned count = bfs_engine_batch_count(m->eng, batch_id(m, n));
+	int len;
+
+	if (n->kind != BFS_NODE_BATCH && n->kind != BFS_NODE_LABELS)
+		return -ENODATA;
+	if (strcmp(name, "user.batchfs.shape") == 0) {
+		if (n->kind == BFS_NODE_LABELS)
+			len = snprintf(val, cap, "(%u,)", count);
+		else
+			len = snprintf(val, cap, "(%u, %d, %d, 3)", count,
+				       eo->height, eo->width);
+	} else if (strcmp(name, "user.batchfs.dtype") == 0) {
+		len = snprintf(val, cap, "%s",
+			       n->kind == BFS_NODE_LABELS
+				       ? "int64" : bfs_dtype_name(eo->dtype));
+	} else if (strcmp(name, "user.batchfs.first_sample") == 0) {
+		len = snprintf(val, cap, "%llu",
+			       (unsigned long long)(n->batch * eo->batch));
+	} else {
+		return -ENODATA;
+	}
+	return len;
+}
+
+static int op_getxattr(const char *path, const char *name, char *value,
+		       size_t size)
+{
+	struct mnt *m = ctx_mnt();
+	char val[128];
+	bfs_node n;
+	int len, err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	len = xattr_value(m, &n, name, val, sizeof(val));
+	if (len < 0)
+		return len;
+	if (size == 0)
+		return len;
+	if ((size_t)len > size)
+		return -ERANGE;
+	memcpy(value, val, (size_t)len);
+	return len;
+}
+
+static int op_listxattr(const char *path, char *list, size_t size)
+{
+	static const char names[] = "user.batchfs.shape\0user.batchfs.dtype\0"
+				    "user.batchfs.first_sample";
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	if (n.kind != BFS_NODE_BATCH && n.kind != BFS_NODE_LABELS)
+		return 0;
+	if (size == 0)
+		return sizeof(names);
+	if (size < sizeof(names))
+		return -ERANGE;
+	memcpy(list, names, sizeof(names));
+	return sizeof(names);
+}
+
+static int op_statfs(const char *path, struct statvfs *sv)
+{
+	struct mnt *m = ctx_mnt();
+
+	memset(sv, 0, sizeof(*sv));
+	sv->f_bsize = sv->f_frsize = 4096;
+	sv->f_files = 2 + m->shape.epochs * (1 + 2 * m->shape.batches);
+	sv->f_namemax = 255;
+	sv->f_flag = ST_RDONLY;
+	return 0;
+}
+
+static int op_access(const char *path, int mask)
+{
+	struct mnt *m = ctx_mnt();
+	bfs_node n;
+	int err = bfs_ns_parse(&m->shape, path, &n);
+
+	if (err)
+		return err;
+	return (mask & W_OK) ? -EROFS : 0;
+}
+
+/* Everything that would change the tree: the mount is read-only. */
+static int op_rofs_create(const char *p, mode_t m, struct fuse_file_info *f) { return -EROFS; }
+static int op_rofs_mknod(const char *p, mode_t m, dev_t d) { return -EROFS; }
+static int op_rofs_path(const char *p) { return -EROFS; }
+static int op_rofs_mkdir(const char *p, mode_t m) { return -EROFS; }
+static int op_rofs_rename(const char *a, const char *b, unsigned int f) { return -EROFS; }
+static int op_rofs_link(const char *a, const char *b) { return -EROFS; }
+static int op_rofs_chmod(const char *p, mode_t m, struct fuse_file_info *f) { return -EROFS; }
+static int op_rofs_chown(const char *p, uid_t u, gid_t g, struct fuse_file_info *f) { return -EROFS; }
+static int op_rofs_truncate(const char *p, off_t o, struct fuse_file_info *f) { return -EROFS; }
+static int op_rofs_write(const char *p, const char *b, size_t s, off_t o, struct fuse_file_info *f) { return -EROFS; }
+static int op_rofs_setxattr(const char *p, const char *n, const char *v, size_t s, int f) { return -EROFS; }
+static int op_rofs_removexattr(const char *p, const char *n) { return -EROFS; }
+static int op_rofs_utimens(const char *p, const struct timespec tv[2], struct fuse_file_info *f) { return -EROFS; }
+
+static const struct fuse_operations ops = {
+	.init = op_init,
+	.getattr = op_getattr,
+	.readdir = op_readdir,
+	.opendir = op_opendir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.statfs = op_statfs,
+	.access = op_access,
+	.create = op_rofs_create,
+	.mknod = op_rofs_mknod,
+	.unlink = op_rofs_path,
+	.rmdir = op_rofs_path,
+	.mkdir = op_rofs_mkdir,
+	.rename = op_rofs_rename,
+	.link = op_rofs_link,
+	.symlink = op_rofs_link,
+	.chmod = op_rofs_chmod,
+	.chown = op_rofs_chown,
+	.truncate = op_rofs_truncate,
+	.write = op_rofs_write,
+	.setxattr = op_rofs_setxattr,
+	.removexattr = op_rofs_removexattr,
+	.utimens = op_rofs_utimens,
+};
+
+/* ---- stats.json ------------------------------------------------------- */
+
+static int build_stats(struct mnt *m, struct text_file *tf)
+{
+	enum { SHOW = 256 };
+	bfs_sample_error *errs = calloc(SHOW, sizeof(*errs));
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	bfs_engine_stats st;
+	size_t nerr, shown, nscan = bfs_source_nscan_errors(m->src);
+	bfs_json j;
+
+	if (!errs)
+		return -ENOMEM;
+	bfs_engine_get_stats(m->eng, &st);
+	nerr = bfs_engine_errors(m->eng, errs, SHOW);
+	shown = nerr < SHOW ? nerr : SHOW;
+
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_u64(&j, "batches_served", st.batches_served);
+	bfs_json_u64(&j, "batches_produced", st.batches_produced);
+	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
+	bfs_json_u64(&j, "bytes_read", st.bytes_read);
+	bfs_json_u64(&j, "threads", st.threads);
+	bfs_json_u64(&j, "prefetch_depth", st.prefetch);
+	bfs_json_u64(&j, "memory_bytes", st.mem_bytes);
+	bfs_json_open(&j, "slots", '{');
+	bfs_json_u64(&j, "total", st.slots);
+	bfs_json_u64(&j, "ready", st.slots_ready);
+	bfs_json_u64(&j, "filling", st.slots_filling);
+	bfs_json_close(&j, '}');
+	bfs_json_u64(&j, "reader_waits", st.reader_waits);
+	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
+	bfs_json_u64(&j, "errors_total", nerr + nscan);
+	bfs_json_open(&j, "bad_shards", '[');
+	for (size_t i = 0; i < nscan; i++)
+		bfs_json_str(&j, NULL, bfs_source_scan_error_shard(m->src, i));
+	for (size_t i = 0; i < shown; i++) {
+		int seen = 0;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = strcmp(errs[k].shard, errs[i].shard) == 0;
+		for (size_t k = 0; k < nscan && !seen; k++)
+			seen = strcmp(bfs_source_scan_error_shard(m->src, k),
+				      errs[i].shard) == 0;
+		if (!seen)
+			bfs_json_str(&j, NULL, errs[i].shard);
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_open(&j, "errors", '[');
+	for (size_t i = 0; i < nscan; i++) {
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_str(&j, "kind", "index");
+		bfs_json_str(&j, "shard", bfs_source_scan_error_shard(m->src, i));
+		bfs_json_str(&j, "message", bfs_source_scan_error(m->src, i));
+		bfs_json_close(&j, '}');
+	}
+	for (size_t i = 0; i < shown; i++) {
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_str(&j, "kind", "sample");
+		bfs_json_str(&j, "shard", errs[i].shard);
+		bfs_json_u64(&j, "record", errs[i].record);
+		bfs_json_u64(&j, "sample", errs[i].sample);
+		bfs_json_u64(&j, "batch", errs[i].sample / eo->batch);
+		bfs_json_str(&j, "error", bfs_strerror(errs[i].code));
+		bfs_json_str(&j, "message", errs[i].msg);
+		if (errs[i].replaced)
+			bfs_json_u64(&j, "replaced_by", errs[i].replacement);
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_close(&j, '}');
+	free(errs);
+	if (bfs_json_end(&j)) {
+		bfs_json_free(&j);
+		return -ENOMEM;
+	}
+	tf->buf = j.buf;
+	tf->len = j.len;
+	return 0;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void on_sample_error(void *ctx, const bfs_sample_error *e)
+{
+	char shard[256], msg[2 * BFS_ERRMSG_MAX];
+
+	bfs_log_escape(e->shard, shard, sizeof(shard));
+	bfs_log_escape(e->msg, msg, sizeof(msg));
+	if (e->replaced)
+		bfs_log(BFS_LOG_WARN,
+			"bad sample %llu (%s record %llu): %s; replaced by sample %llu",
+			(unsigned long long)e->sample, shard,
+			(unsigned long long)e->record, msg,
+			(unsigned long long)e->replacement);
+	else
+		bfs_log(BFS_LOG_WARN, "bad sample %llu (%s record %llu): %s",
+			(unsigned long long)e->sample, shard,
+			(unsigned long long)e->record, msg);
+}
+
+/* Undo the octal escapes of /proc/self/mountinfo ("\040" for a space). */
+static void unescape_mountinfo(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] &&
+		    s[3]) {
+			*o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+int bfs_is_mountpoint(const char *path)
+{
+	char real[PATH_MAX], line[4 * PATH_MAX];
+	FILE *f;
+	int found = 0;
+
+	if (!realpath(path, real))
+		return 0;
+	if (!(f = fopen("/proc/self/mountinfo", "re")))
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *save = NULL, *tok = strtok_r(line, " ", &save);
+
+		for (int field = 1; tok && field < 5; field++)
+			tok = strtok_r(NULL, " ", &save);
+		if (tok) {
+			unescape_mountinfo(tok);
+			found = strcmp(tok, real) == 0;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static FILE *open_log(const bfs_mount_opts *o, char *path, size_t cap)
+{
+	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	char dir[PATH_MAX];
+	FILE *f;
+
+	if (o->log_path) {
+		snprintf(path, cap, "%s", o->log_path);
+	} else {
+		if (state && state[0])
+			snprintf(dir, sizeof(dir), "%s/batchfs", state);
+		else
+			snprintf(dir, sizeof(dir), "%s/.local/state/batchfs",
+				 home && home[0] ? home : "/tmp");
+		/* mkdir -p of the last two levels is enough for the default */
+		char parent[PATH_MAX];
+		snprintf(parent, sizeof(parent), "%s", dir);
+		char *slash = strrchr(parent, '/');
+		if (slash) {
+			*slash = '\0';
+			mkdir(parent, 0755);
+		}
+		mkdir(dir, 0755);
+		snprintf(path, cap, "%s/batchfs.log", dir);
+	}
+	f = fopen(path, "ae");
+	if (f)
+		setvbuf(f, NULL, _IOLBF, 0);
+	return f;
+}
+
+/* Tell the waiting parent how the start went: "0message" or "1message". */
+static void notify(int fd, int ok, const char *msg)
+{
+	char buf[2048];
+	int n;
+
+	if (fd < 0) {
+		fprintf(ok ? stdout : stderr, "%s\n", msg);
+		fflush(NULL);
+		return;
+	}
+	n = snprintf(buf, sizeof(buf), "%c%s", ok ? '0' : '1', msg);
+	if (n > 0 && write(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n
+							    : sizeof(buf) - 1) < 0)
+		return;
+}
+
+/* The mount itself; runs in the daemon (or in the foreground).  Reports to
+ * notify_fd (-1 in the foreground) and returns the exit status. */
+static int serve(const bfs_mount_opts *o, int notify_fd)
+{
+	struct mnt m = { .o = o };
+	struct fuse *fuse = NULL;
+	struct fuse_loop_config *loop = NULL;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	char msg[BFS_ERRMSG_MAX + PATH_MAX] = "", errmsg[BFS_ERRMSG_MAX] = "";
+	char optstr[1024], logpath[PATH_MAX] = "";
+	FILE *logf = NULL;
+	bfs_engine_opts eo = o->engine;
+	int err, status = 1, mounted = 0;
+
+	clock_gettime(CLOCK_REALTIME, &m.mounted);
+	if ((err = bfs_source_open(&o->source, &m.src, errmsg))) {
+		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
+			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
+		notify(notify_fd, 0, msg);
+		goto out;
+	}
+	eo.on_sample_error = on_sample_error;
+	eo.ctx = &m;
+	if ((err = bfs_engine_create(m.src, &eo, &m.eng, errmsg))) {
+		snprintf(msg, sizeof(msg), "batchfs: %s",
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+		notify(notify_fd, 0, msg);
+		goto out;
+	}
+	bfs_engine_fingerprint(bfs_engine_options(m.eng), m.fingerprint);
+	m.shape.epochs = bfs_engine_epochs(m.eng);
+	m.shape.batches = bfs_engine_batches_per_epoch(m.eng);
+	if (build_dataset_json(&m)) {
+		notify(notify_fd, 0, "batchfs: out of memory");
+		goto out;
+	}
+
+	snprintf(optstr, sizeof(optstr),
+		 "ro,fsname=batchfs,subtype=batchfs,default_permissions%s%s%s",
+		 o->allow_other ? ",allow_other" : "",
+		 o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+	if (fuse_opt_add_arg(&args, "batchfs") ||
+	    fuse_opt_add_arg(&args, "-o") || fuse_opt_add_arg(&args, optstr) ||
+	    (o->debug && fuse_opt_add_arg(&args, "-d"))) {
+		notify(notify_fd, 0, "batchfs: out of memory");
+		goto out;
+	}
+	fuse = fuse_new(&args, &ops, sizeof(ops), &m);
+	if (!fuse) {
+		snprintf(msg, sizeof(msg),
+			 "batchfs: bad FUSE options '%s' (see above)", optstr);
+		notify(notify_fd, 0, msg);
+		goto out;
+	}
+	if (fuse_mount(fuse, o->mountpoint) != 0) {
+		snprintf(msg, sizeof(msg),
+			 "batchfs: cannot mount on %s (is /dev/fuse usable, and fusermount3 installed?)",
+			 o->mountpoint);
+		notify(notify_fd, 0, msg);
+		goto out;
+	}
+	mounted = 1;
+	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
+		notify(notify_fd, 0, "batchfs: cannot install signal handlers");
+		goto out;
+	}
+
+	if (notify_fd >= 0) {
+		logf = open_log(o, logpath, sizeof(logpath));
+		bfs_log_init(logf ? logf : fopen("/dev/null", "we"),
+			     BFS_LOG_INFO);
+	}
+	snprintf(msg, sizeof(msg),
+		 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d%s%s%s",
+		 bfs_source_dir(m.src), o->mountpoint,
+		 (unsigned long long)bfs_source_count(m.src),
+		 (unsigned long long)m.shape.batches, eo.batch ? eo.batch : 32,
+		 bfs_dtype_name(eo.dtype), bfs_engine_options(m.eng)->height,
+		 bfs_engine_options(m.eng)->width,
+		 logpath[0] ? "; log: " : "", logpath,
+		 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
+	bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
+	for (size_t i = 0; i < bfs_source_nscan_errors(m.src); i++) {
+		char a[256], b[512];
+
+		bfs_log(BFS_LOG_WARN, "shard %s: %s",
+			bfs_log_escape(bfs_source_scan_error_shard(m.src, i), a, sizeof(a)),
+			bfs_log_escape(bfs_source_scan_error(m.src, i), b, sizeof(b)));
+	}
+	notify(notify_fd, 1, msg);
+	if (notify_fd >= 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		close(notify_fd);
+		if (null >= 0) {
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			if (null > 2)
+				close(null);
+		}
+		if (chdir("/") != 0)
+			bfs_log(BFS_LOG_WARN, "chdir /: %s", strerror(errno));
+	}
+
+	loop = fuse_loop_cfg_create();
+	if (loop) {
+		fuse_loop_cfg_set_clone_fd(loop, 0);
+		fuse_loop_cfg_set_max_threads(loop, 64);
+	}
+	err = fuse_loop_mt(fuse, loop);
+	status = err == 0 ? 0 : 1;
+	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);
+	fuse_remove_signal_handlers(fuse_get_session(fuse));
+out:
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	if (fuse) {
+		if (mounted)
+			fuse_unmount(fuse);
+		fuse_destroy(fuse);
+	}
+	fuse_opt_free_args(&args);
+	bfs_engine_destroy(m.eng);
+	bfs_source_close(m.src);
+	free(m.dataset_json);
+	if (logf)
+		fclose(logf);
+	return status;
+}
+
+int bfs_mount_main(const bfs_mount_opts *o)
+{
+	struct stat st;
+	int pfd[2];
+	pid_t pid;
+	char buf[4096];
+	size_t got = 0;
+
+	if (stat(o->shard_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir,
+			errno && !S_ISDIR(st.st_mode) && stat(o->shard_dir, &st) != 0
+				? strerror(errno) : "not a directory");
+		return 1;
+	}
+	if (access(o->shard_dir, R_OK | X_OK) != 0) {
+		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir,
+			strerror(errno));
+		return 1;
+	}
+	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "batchfs: mount point %s: %s\n", o->mountpoint,
+			stat(o->mountpoint, &st) != 0 ? strerror(errno)
+						      : "not a directory");
+		return 1;
+	}
+	if (bfs_is_mountpoint(o->mountpoint)) {
+		fprintf(stderr,
+			"batchfs: mount point %s is busy: something is already mounted there (batchfs unmount %s)\n",
+			o->mountpoint, o->mountpoint);
+		return 1;
+	}
+	if (o->foreground || o->debug)
+		return serve(o, -1);
+
+	if (pipe2(pfd, O_CLOEXEC) != 0) {
+		perror("batchfs: pipe");
+		return 1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		perror("batchfs: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		close(pfd[0]);
+		setsid();
+		signal(SIGPIPE, SIG_IGN);
+		_exit(serve(o, pfd[1]));
+	}
+	close(pfd[1]);
+	for (;;) {
+		ssize_t r = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got == sizeof(buf) - 1)
+			break;
+	}
+	close(pfd[0]);
+	buf[got] = '\0';
+	if (got == 0) {
+		int wst = 0;
+
+		waitpid(pid, &wst, 0);
+		fprintf(stderr, "batchfs: the daemon exited during start-up (%s %d)\n",
+			WIFSIGNALED(wst) ? "signal" : "status",
+			WIFSIGNALED(wst) ? WTERMSIG(wst) : WEXITSTATUS(wst));
+		return 1;
+	}
+	if (buf[0] == '0') {
+		printf("%s\n", buf + 1);
+		return 0;
+	}
+	waitpid(pid, NULL, 0);
+	fprintf(stderr, "%s\n", buf + 1);
+	return 1;
+}
+
+int bfs_unmount_main(const char *mountpoint)
+{
+	pid_t pid;
+	int wst = 0;
+
+	if (!bfs_is_mountpoint(mountpoint)) {
+		fprintf(stderr, "batchfs: %s is not mounted\n", mountpoint);
+		return 1;
+	}
+	if (geteuid() == 0) {
+		if (umount2(mountpoint, 0) == 0)
+			goto wait;
+		if (errno != EPERM) {
+			fprintf(stderr, "batchfs: unmount %s: %s\n", mountpoint,
+				strerror(errno));
+			return 1;
+		}
+	}
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", mountpoint,
+		       (char *)NULL);
+		perror("batchfs: fusermount3");
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) ||
+	    WEXITSTATUS(wst) != 0) {
+		fprintf(stderr, "batchfs: unmount %s failed\n", mountpoint);
+		return 1;
+	}
+wait:
+	for (int i = 0; i < 100 && bfs_is_mountpoint(mountpoint); i++)
+		usleep(50 * 1000);
+	return 0;
+}

@@ -1,0 +1,154 @@
+/*
+ * namespace.c - canonical names of the mount (see namespace.h).
+ */
+#include "fs/namespace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static int digits(uint64_t v, int min)
+{
+	int d = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		d++;
+	}
+	return d < min ? min : d;
+}
+
+int bfs_ns_name(const bfs_ns_shape *shape, const bfs_node *node, char *buf,
+		size_t cap)
+{
+	int ew = digits(shape->epochs ? shape->epochs - 1 : 0, 4);
+	int bw = digits(shape->batches ? shape->batches - 1 : 0, 6);
+	int n;
+
+	switch (node->kind) {
+	case BFS_NODE_ROOT:
+		n = snprintf(buf, cap, "%s", "");
+		break;
+	case BFS_NODE_DATASET_JSON:
+		n = snprintf(buf, cap, "dataset.json");
+		break;
+	case BFS_NODE_STATS_JSON:
+		n = snprintf(buf, cap, "stats.json");
+		break;
+	case BFS_NODE_EPOCH:
+		n = snprintf(buf, cap, "epoch-%0*u", ew, node->epoch);
+		break;
+	case BFS_NODE_BATCH:
+	case BFS_NODE_LABELS:
+		n = snprintf(buf, cap, "batch-%0*llu%s", bw,
+			     (unsigned long long)node->batch,
+			     node->kind == BFS_NODE_LABELS ? ".labels.npy" : ".npy");
+		break;
+	default:
+		return -EINVAL;
+	}
+	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
+}
+
+/* Parse an unsigned decimal of at most 19 digits; no sign, no spaces. */
+static int parse_u64(const char *s, size_t len, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (len == 0 || len > 19)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Check that `name` is exactly the canonical name of node. */
+static int canonical(const bfs_ns_shape *shape, const bfs_node *node,
+		     const char *name, size_t len)
+{
+	char buf[64];
+	int n = bfs_ns_name(shape, node, buf, sizeof(buf));
+
+	return n >= 0 && (size_t)n == len && memcmp(buf, name, len) == 0;
+}
+
+static int parse_epoch(const bfs_ns_shape *shape, const char *name,
+		       size_t len, bfs_node *node)
+{
+	uint64_t e;
+
+	if (len < 7 || memcmp(name, "epoch-", 6) != 0 ||
+	    parse_u64(name + 6, len - 6, &e) || e >= shape->epochs)
+		return -ENOENT;
+	node->kind = BFS_NODE_EPOCH;
+	node->epoch = (uint32_t)e;
+	return canonical(shape, node, name, len) ? 0 : -ENOENT;
+}
+
+static int parse_batch(const bfs_ns_shape *shape, const char *name,
+		       size_t len, bfs_node *node)
+{
+	static const char lab[] = ".labels.npy", npy[] = ".npy";
+	size_t end;
+	uint64_t b;
+
+	if (len < 6 || memcmp(name, "batch-", 6) != 0)
+		return -ENOENT;
+	if (len > 6 + sizeof(lab) - 1 &&
+	    memcmp(name + len - (sizeof(lab) - 1), lab, sizeof(lab) - 1) == 0) {
+		node->kind = BFS_NODE_LABELS;
+		end = len - (sizeof(lab) - 1);
+	} else if (len > 6 + sizeof(npy) - 1 &&
+		   memcmp(name + len - (sizeof(npy) - 1), npy, sizeof(npy) - 1) == 0) {
+		node->kind = BFS_NODE_BATCH;
+		end = len - (sizeof(npy) - 1);
+	} else {
+		return -ENOENT;
+	}
+	if (parse_u64(name + 6, end - 6, &b) || b >= shape->batches)
+		return -ENOENT;
+	node->batch = b;
+	return canonical(shape, node, name, len) ? 0 : -ENOENT;
+}
+
+int bfs_ns_parse(const bfs_ns_shape *shape, const char *path, bfs_node *node)
+{
+	const char *p = path, *slash;
+	size_t len;
+	bfs_node n = { .kind = BFS_NODE_ROOT };
+	int depth = 0;
+
+	if (!path || path[0] != '/')
+		return -ENOENT;
+	while (*p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		slash = strchr(p, '/');
+		len = slash ? (size_t)(slash - p) : strlen(p);
+		if (len > 255)
+			return -ENAMETOOLONG;
+		if (depth == 0) {
+			if (len == 12 && memcmp(p, "dataset.json", 12) == 0)
+				n.kind = BFS_NODE_DATASET_JSON;
+			else if (len == 10 && memcmp(p, "stats.json", 10) == 0)
+				n.kind = BFS_NODE_STATS_JSON;
+			else if (parse_epoch(shape, p, len, &n))
+				return -ENOENT;
+		} else if (depth == 1 && n.kind == BFS_NODE_EPOCH) {
+			if (parse_batch(shape, p, len, &n))
+				return -ENOENT;
+		} else {
+			return -ENOENT;
+		}
+		depth++;
+		p += len;
+	}
+	*node = n;
+	return 0;
+}

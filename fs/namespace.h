@@ -1,0 +1,53 @@
+/*
+ * namespace.h - the mount's file names, parsed and printed without FUSE.
+ *
+ *   /                               directory
+ *   /dataset.json  /stats.json      files
+ *   /epoch-NNNN/                    one directory per epoch
+ *   /epoch-NNNN/batch-NNNNNN.npy         images of one batch
+ *   /epoch-NNNN/batch-NNNNNN.labels.npy  labels of the same batch
+ *
+ * Only canonical names exist: a name parses when printing the parsed node
+ * gives back exactly the same string, so "batch-0001.npy", "batch-+00001.npy",
+ * "../x" or a name with odd bytes never map onto anything.  Numbers are
+ * zero-padded to 4 (epochs) and 6 (batches) digits, or wider when there
+ * are more of them.  Nothing here maps onto a host path.
+ */
+#ifndef BFS_NAMESPACE_H
+#define BFS_NAMESPACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+	BFS_NODE_ROOT,
+	BFS_NODE_DATASET_JSON,
+	BFS_NODE_STATS_JSON,
+	BFS_NODE_EPOCH,       /* directory epoch-NNNN */
+	BFS_NODE_BATCH,       /* batch-NNNNNN.npy */
+	BFS_NODE_LABELS,      /* batch-NNNNNN.labels.npy */
+} bfs_node_kind;
+
+typedef struct {
+	bfs_node_kind kind;
+	uint32_t epoch;   /* EPOCH, BATCH, LABELS */
+	uint64_t batch;   /* BATCH, LABELS: index within the epoch */
+} bfs_node;
+
+typedef struct {
+	uint32_t epochs;  /* epoch-0000 .. epoch-(epochs-1) */
+	uint64_t batches; /* batches per epoch */
+} bfs_ns_shape;
+
+/* Parse an absolute path ("/epoch-0000/batch-000001.npy").  Returns 0 and
+ * fills *node, or -ENOENT for any name that does not exist, -ENAMETOOLONG
+ * for a component longer than 255 bytes.  Pure; any thread. */
+int bfs_ns_parse(const bfs_ns_shape *shape, const char *path, bfs_node *node);
+
+/* The entry name of node inside its parent directory ("epoch-0000",
+ * "batch-000001.labels.npy", "dataset.json"; "" for the root).  Returns the
+ * length, or -ENOSPC when cap is too small.  Pure; any thread. */
+int bfs_ns_name(const bfs_ns_shape *shape, const bfs_node *node, char *buf,
+		size_t cap);
+
+#endif

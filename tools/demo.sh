@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# make demo: generate sample JPEGs, pack them into TFRecord shards, mount
+# them, look at a batch with file, head and np.load, read one epoch with
+# its throughput, and unmount.  Everything lives in a temp dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BATCHFS=$PWD/$BUILD/batchfs
+DIR=$(mktemp -d /tmp/batchfs-demo.XXXXXX)
+MNT=$DIR/mnt
+cleanup() {
+	mountpoint -q "$MNT" 2>/dev/null && "$BATCHFS" unmount "$MNT" || true
+	rm -rf "$DIR"
+}
+trap cleanup EXIT
+say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+python3 -c 'import numpy' 2>/dev/null ||
+	python3 -m pip install --quiet --disable-pip-version-check numpy
+
+SRC=../shared/data/imagenet-sample
+if [ -d "$SRC" ]; then
+	echo "Using the real ImageNet sample in $SRC"
+else
+	echo "Generating 320 synthetic JPEGs (no ../shared/data/imagenet-sample here)"
+	SRC=$DIR/jpegs
+	"$BUILD/tests/mkjpeg" "$SRC" --classes 10 --per-class 32 --seed 1 \
+		--min-size 160 --max-size 500 >/dev/null
+fi
+
+say batchfs mkshards "$SRC" "$DIR/shards" --per-shard 128
+"$BATCHFS" mkshards "$SRC" "$DIR/shards" --per-shard 128
+mkdir -p "$MNT"
+say batchfs mount "$DIR/shards" "$MNT" --batch 32 --size 224x224
+"$BATCHFS" mount "$DIR/shards" "$MNT" --batch 32 --size 224x224 --log "$DIR/batchfs.log"
+say ls "$MNT" "$MNT/epoch-0000 | head -4"
+ls "$MNT"
+ls "$MNT/epoch-0000" | head -4
+say file "$MNT/epoch-0000/batch-000000.npy"
+file "$MNT/epoch-0000/batch-000000.npy"
+say head -c 128 "$MNT/epoch-0000/batch-000000.npy"
+head -c 128 "$MNT/epoch-0000/batch-000000.npy" | tr -c '[:print:]\n' '.'
+echo
+say "python3 -c \"import numpy as np; x = np.load('.../batch-000000.npy'); print(x.shape, x.dtype)\""
+python3 -c "import numpy as np; x = np.load('$MNT/epoch-0000/batch-000000.npy'); print(x.shape, x.dtype, 'min %.3f max %.3f' % (x.min(), x.max()))"
+say batchfs inspect "$MNT/epoch-0000/batch-000000.labels.npy"
+"$BATCHFS" inspect "$MNT/epoch-0000/batch-000000.labels.npy"
+say "read one epoch"
+python3 - "$MNT" <<'PY'
+import json, os, sys, time
+mnt = sys.argv[1]
+ds = json.load(open(f"{mnt}/dataset.json"))
+t0 = time.perf_counter()
+nbytes = 0
+for k in range(ds["batches_per_epoch"]):
+    with open(f"{mnt}/epoch-0000/batch-{k:06d}.npy", "rb") as f:
+        nbytes += len(f.read())
+dt = time.perf_counter() - t0
+print(f"{ds['samples']} images in {ds['batches_per_epoch']} batches: "
+      f"{dt:.2f} s, {ds['samples'] / dt:.0f} images/s, {nbytes / dt / 1e6:.0f} MB/s "
+      f"on {os.cpu_count()} cores (cold: every image decoded and resized)")
+PY
+say batchfs unmount "$MNT"
+"$BATCHFS" unmount "$MNT"
+echo "done."
