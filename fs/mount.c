@@ -348,9 +348,13 @@ static int read_batch(struct mnt *m, const bfs_node *n, char *buf,
 	}
 	err = bfs_engine_get(m->eng, batch_id(m, n), &b, msg);
 	if (err) {
+		static uint64_t last_logged = UINT64_MAX; /* atomic */
+		uint64_t id = batch_id(m, n);
 		char esc[2 * BFS_ERRMSG_MAX];
 
-		bfs_log(BFS_LOG_WARN, "epoch %u batch %llu: %s",
+		/* The kernel retries a failed page read; say it once. */
+		if (__atomic_exchange_n(&last_logged, id, __ATOMIC_RELAXED) != id)
+			bfs_log(BFS_LOG_WARN, "read of epoch %u batch %llu fails with EIO: %s",
 			n->epoch, (unsigned long long)n->batch,
 			bfs_log_escape(msg[0] ? msg : bfs_strerror(err), esc,
 				       sizeof(esc)));
@@ -828,7 +832,8 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		 bfs_engine_options(m.eng)->width,
 		 logpath[0] ? "; log: " : "", logpath,
 		 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
-	bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
+	if (notify_fd >= 0)
+		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
 	for (size_t i = 0; i < bfs_source_nscan_errors(m.src); i++) {
 		char a[256], b[512];
 

@@ -12,6 +12,7 @@ T_PIDS=()
 T_FAILED=0
 
 t_cleanup() {
+	[ -n "${KEEP:-}" ] && cp "$T_DIR/mount.log" /tmp/last-mount.log 2>/dev/null
 	local m p
 	for m in "${T_MOUNTS[@]+"${T_MOUNTS[@]}"}"; do
 		if mountpoint -q "$m" 2>/dev/null; then
