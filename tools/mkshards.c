@@ -1,0 +1,719 @@
+/*
+ * mkshards.c - `batchfs mkshards`: ImageFolder of JPEGs -> TFRecord shards
+ * of tf.train.Example records (see mkshards.h).
+ *
+ * A tool main, so it prints: progress and problems on stderr, the summary
+ * on stdout.  The work is serial: list and sort the inputs, then for each
+ * file read it, take width/height from its JPEG header, build the Example
+ * and append it to the current shard's temp file.  The shard count is only
+ * known at the end (non-JPEGs are skipped), so the temp files are renamed
+ * to their final "-of-N" names last.
+ */
+#include "tools/mkshards.h"
+
+#include "engine/error.h"
+#include "engine/example.h"
+#include "engine/tfrecord.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <turbojpeg.h>
+
+#define MAX_JPEG_BYTES (512u << 20) /* larger files are skipped */
+
+static const char usage_text[] =
+	"usage: batchfs mkshards JPEG_DIR OUT_DIR [--per-shard N] [--prefix P] [--quiet]\n"
+	"\n"
+	"Pack JPEGs into TFRecord shards of tf.train.Example records with the\n"
+	"ImageNet keys (image/encoded, image/format, image/class/label,\n"
+	"image/class/synset, image/filename, image/height, image/width).\n"
+	"\n"
+	"  JPEG_DIR         class sub-folders (sorted by name; label = index from 0)\n"
+	"                   of .jpg/.jpeg files, or just files (all class 0)\n"
+	"  OUT_DIR          where P-00000-of-0000N.tfrecord go (created if missing)\n"
+	"  --per-shard N    records per shard (default 1024)\n"
+	"  --prefix P       shard name prefix (default train)\n"
+	"  --quiet          no progress output\n"
+	"  --help           this text\n"
+	"\n"
+	"Exit status: 0 done, 1 failed, 2 usage error.\n";
+
+typedef struct {
+	char *path;    /* JPEG_DIR/class/file */
+	char *name;    /* points into path: the file name */
+	int label;
+} item;
+
+typedef struct {
+	char **v;
+	size_t n, cap;
+} strvec;
+
+typedef struct {
+	const char *in, *out, *prefix;
+	long per_shard;
+	int quiet;
+} opts;
+
+typedef struct {
+	const opts *o;
+	char **synsets;    /* per label */
+	size_t nclasses;
+	item *items;
+	size_t nitems, items_cap;
+
+	char **tmp;        /* temp file path of each shard written so far */
+	size_t nshards, tmp_cap;
+	int fd;            /* current shard, or -1 */
+	long in_shard;     /* records in the current shard */
+
+	uint64_t written, skipped, bytes_in;
+	size_t done;       /* items looked at, for progress */
+	int tty;
+	double t0, last_progress;
+} job;
+
+static void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void errf(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("batchfs mkshards: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static char *join(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *s = malloc(la + lb + 2);
+
+	if (s) {
+		memcpy(s, a, la);
+		s[la] = '/';
+		memcpy(s + la + 1, b, lb + 1);
+	}
+	return s;
+}
+
+static int strvec_push(strvec *v, const char *s)
+{
+	if (v->n == v->cap) {
+		size_t ncap = v->cap ? v->cap * 2 : 64;
+		char **nv = realloc(v->v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		v->v = nv;
+		v->cap = ncap;
+	}
+	if (!(v->v[v->n] = strdup(s)))
+		return -ENOMEM;
+	v->n++;
+	return 0;
+}
+
+static void strvec_free(strvec *v)
+{
+	for (size_t i = 0; i < v->n; i++)
+		free(v->v[i]);
+	free(v->v);
+	v->v = NULL;
+	v->n = v->cap = 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b); /* bytewise */
+}
+
+static int is_jpeg_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return (n > 4 && strcasecmp(name + n - 4, ".jpg") == 0) ||
+	       (n > 5 && strcasecmp(name + n - 5, ".jpeg") == 0);
+}
+
+/* Sorted non-hidden entries of dir that are directories (want_dirs) or
+ * regular JPEG files (following symlinks).  *nother counts regular files
+ * skipped by the filter (for want_dirs: files beside the class folders). */
+static int list_dir(const char *dir, int want_dirs, strvec *out,
+		    size_t *nother)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int err = 0;
+
+	if (!d) {
+		err = -errno;
+		errf("cannot open %s: %s", dir, strerror(errno));
+		return err;
+	}
+	while ((errno = 0, de = readdir(d))) {
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, 0) != 0) {
+			errf("cannot stat %s/%s: %s", dir, de->d_name,
+			     strerror(errno));
+			continue; /* e.g. a dangling symlink */
+		}
+		if (want_dirs ? S_ISDIR(st.st_mode)
+			      : S_ISREG(st.st_mode) && is_jpeg_name(de->d_name)) {
+			if ((err = strvec_push(out, de->d_name)))
+				break;
+		} else if (S_ISREG(st.st_mode) && nother) {
+			(*nother)++;
+		}
+	}
+	if (!err && errno) {
+		err = -errno;
+		errf("cannot read %s: %s", dir, strerror(errno));
+	}
+	closedir(d);
+	if (!err)
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
+	return err;
+}
+
+static int add_item(job *j, const char *dir, const char *file, int label)
+{
+	item *it;
+
+	if (j->nitems == j->items_cap) {
+		size_t ncap = j->items_cap ? j->items_cap * 2 : 1024;
+		item *n = realloc(j->items, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		j->items = n;
+		j->items_cap = ncap;
+	}
+	it = &j->items[j->nitems];
+	if (!(it->path = join(dir, file)))
+		return -ENOMEM;
+	it->name = it->path + strlen(dir) + 1;
+	it->label = label;
+	j->nitems++;
+	return 0;
+}
+
+/* Fill j->synsets and j->items from the input tree. */
+static int collect(job *j)
+{
+	strvec classes = {0}, files = {0};
+	size_t loose = 0, ignored = 0;
+	int err;
+
+	if ((err = list_dir(j->o->in, 1, &classes, &loose)))
+		goto out;
+	if (classes.n == 0) {
+		/* No sub-folders: the directory itself is class 0. */
+		const char *base;
+		char *dir = strdup(j->o->in);
+		size_t n;
+
+		if (!dir) {
+			err = -ENOMEM;
+			goto out;
+		}
+		n = strlen(dir); /* the synset is the folder's own name */
+		while (n > 1 && dir[n - 1] == '/')
+			dir[--n] = '\0';
+		base = strrchr(dir, '/');
+		err = strvec_push(&classes, base ? base + 1 : dir);
+		free(dir);
+		if (err)
+			goto out;
+		j->synsets = classes.v;
+		j->nclasses = 1;
+		if ((err = list_dir(j->o->in, 0, &files, &ignored)))
+			goto out;
+		for (size_t f = 0; f < files.n && !err; f++)
+			err = add_item(j, j->o->in, files.v[f], 0);
+		goto out;
+	}
+	if (loose)
+		errf("note: %zu file(s) directly in %s ignored (class sub-folders "
+		     "are used)", loose, j->o->in);
+	j->synsets = classes.v;
+	j->nclasses = classes.n;
+	for (size_t c = 0; c < classes.n && !err; c++) {
+		char *dir = join(j->o->in, classes.v[c]);
+
+		if (!dir) {
+			err = -ENOMEM;
+			break;
+		}
+		strvec_free(&files);
+		err = list_dir(dir, 0, &files, &ignored);
+		for (size_t f = 0; f < files.n && !err; f++)
+			err = add_item(j, dir, files.v[f], (int)c);
+		free(dir);
+	}
+out:
+	if (classes.v != j->synsets)
+		strvec_free(&classes);
+	strvec_free(&files);
+	if (err == -ENOMEM)
+		errf("out of memory");
+	return err;
+}
+
+static int read_file(const char *path, uint8_t **buf, size_t *cap,
+		     size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	size_t got = 0;
+
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		int e = -errno;
+
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
+	if ((uint64_t)st.st_size > MAX_JPEG_BYTES) {
+		close(fd);
+		return -EFBIG;
+	}
+	if ((size_t)st.st_size + 1 > *cap) {
+		size_t ncap = (size_t)st.st_size + 1;
+		uint8_t *n = realloc(*buf, ncap);
+
+		if (!n) {
+			close(fd);
+			return -ENOMEM;
+		}
+		*buf = n;
+		*cap = ncap;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, *buf + got, (size_t)st.st_size - got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			int e = r < 0 ? -errno : -EIO; /* shrank under us */
+
+			close(fd);
+			return e;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	*len = got;
+	return 0;
+}
+
+static void progress(job *j, int final)
+{
+	double t = now_s(), el = t - j->t0;
+	double pct = j->nitems ? 100.0 * (double)j->done / (double)j->nitems : 100;
+	double mbs = el > 0 ? (double)j->bytes_in / el / 1e6 : 0;
+
+	if (j->o->quiet)
+		return;
+	if (j->tty) {
+		char bar[31];
+		int fill = (int)(pct * 30 / 100);
+
+		if (!final && t - j->last_progress < 0.1)
+			return;
+		for (int i = 0; i < 30; i++)
+			bar[i] = i < fill ? '#' : '-';
+		bar[30] = '\0';
+		fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu files, %zu shards, %.1f MB/s ",
+			bar, pct, j->done, j->nitems,
+			j->nshards, mbs);
+		if (final)
+			fputc('\n', stderr);
+	} else {
+		if (!final && t - j->last_progress < 5.0)
+			return;
+		fprintf(stderr, "mkshards: %zu/%zu files (%.0f%%), %zu shards, "
+			"%.1f MB/s\n", j->done, j->nitems, pct, j->nshards, mbs);
+	}
+	j->last_progress = t;
+}
+
+static char *shard_tmp_name(const job *j, size_t idx)
+{
+	char name[512];
+
+	snprintf(name, sizeof(name), ".%s-%05zu.tfrecord.tmp%ld", j->o->prefix,
+		 idx, (long)getpid());
+	return join(j->o->out, name);
+}
+
+static int close_shard(job *j)
+{
+	int err = 0;
+
+	if (j->fd < 0)
+		return 0;
+	if (fsync(j->fd) != 0)
+		err = -errno;
+	if (close(j->fd) != 0 && !err)
+		err = -errno;
+	j->fd = -1;
+	if (err)
+		errf("cannot write %s: %s", j->tmp[j->nshards - 1],
+		     strerror(-err));
+	return err;
+}
+
+static int open_shard(job *j)
+{
+	char *path;
+
+	if (j->nshards == j->tmp_cap) {
+		size_t ncap = j->tmp_cap ? j->tmp_cap * 2 : 16;
+		char **n = realloc(j->tmp, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		j->tmp = n;
+		j->tmp_cap = ncap;
+	}
+	if (!(path = shard_tmp_name(j, j->nshards)))
+		return -ENOMEM;
+	j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (j->fd < 0) {
+		int e = -errno;
+
+		errf("cannot create %s: %s", path, strerror(errno));
+		free(path);
+		return e;
+	}
+	j->tmp[j->nshards++] = path;
+	j->in_shard = 0;
+	return 0;
+}
+
+static int add_record(job *j, bfs_example_builder *b, const item *it,
+		      const uint8_t *jpeg, size_t len, int w, int h)
+{
+	const uint8_t *rec;
+	size_t rec_len;
+	int err;
+
+	bfs_example_builder_reset(b);
+	if ((err = bfs_example_builder_add_int64(b, "image/class/label", it->label)) ||
+	    (err = bfs_example_builder_add_bytes(b, "image/class/synset",
+				 j->synsets[it->label], strlen(j->synsets[it->label]))) ||
+	    (err = bfs_example_builder_add_bytes(b, "image/encoded", jpeg, len)) ||
+	    (err = bfs_example_builder_add_bytes(b, "image/filename", it->name,
+						 strlen(it->name))) ||
+	    (err = bfs_example_builder_add_bytes(b, "image/format", "JPEG", 4)) ||
+	    (err = bfs_example_builder_add_int64(b, "image/height", h)) ||
+	    (err = bfs_example_builder_add_int64(b, "image/width", w)) ||
+	    (err = bfs_example_builder_finish(b, &rec, &rec_len))) {
+		errf("out of memory");
+		return err;
+	}
+	if (j->fd < 0 && (err = open_shard(j)))
+		return err;
+	if ((err = bfs_tfrecord_write(j->fd, rec, rec_len))) {
+		errf("cannot write %s: %s", j->tmp[j->nshards - 1],
+		     strerror(-err));
+		return err;
+	}
+	j->written++;
+	if (++j->in_shard == j->o->per_shard)
+		return close_shard(j);
+	return 0;
+}
+
+static int convert(job *j)
+{
+	bfs_example_builder *b = NULL;
+	tjhandle tj = tjInitDecompress();
+	uint8_t *buf = NULL;
+	size_t cap = 0, len = 0;
+	int err = 0;
+
+	if (!tj || bfs_example_builder_create(&b)) {
+		errf("cannot set up: %s", tj ? "out of memory" : tjGetErrorStr());
+		err = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < j->nitems; i++) {
+		const item *it = &j->items[i];
+		int w, h, subsamp, cs;
+
+		err = read_file(it->path, &buf, &cap, &len);
+		if (err == -EFBIG) {
+			errf("skip %s: larger than %u MiB", it->path,
+			     MAX_JPEG_BYTES >> 20);
+			j->skipped++;
+			err = 0;
+			goto next;
+		}
+		if (err) {
+			errf("cannot read %s: %s", it->path, strerror(-err));
+			goto out;
+		}
+		j->bytes_in += len;
+		if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h,
+					&subsamp, &cs) != 0) {
+			if (j->tty && !j->o->quiet)
+				fputc('\n', stderr);
+			errf("skip %s: not a JPEG (%s)", it->path,
+			     tjGetErrorStr2(tj));
+			j->skipped++;
+			goto next;
+		}
+		if ((err = add_record(j, b, it, buf, len, w, h)))
+			goto out;
+next:
+		j->done++;
+		progress(j, 0);
+	}
+	err = close_shard(j);
+out:
+	if (tj)
+		tjDestroy(tj);
+	bfs_example_builder_destroy(b);
+	free(buf);
+	return err;
+}
+
+/* Rename every temp shard to PREFIX-i-of-N.tfrecord. */
+static int publish(job *j)
+{
+	for (size_t i = 0; i < j->nshards; i++) {
+		char name[512], *path;
+		int e;
+
+		snprintf(name, sizeof(name), "%s-%05zu-of-%05zu.tfrecord",
+			 j->o->prefix, i, j->nshards);
+		if (!(path = join(j->o->out, name)))
+			return -ENOMEM;
+		if (rename(j->tmp[i], path) != 0) {
+			e = -errno;
+			errf("cannot rename %s to %s: %s", j->tmp[i], path,
+			     strerror(errno));
+			free(path);
+			return e;
+		}
+		free(path);
+		free(j->tmp[i]);
+		j->tmp[i] = NULL; /* published: no longer ours to remove */
+	}
+	return 0;
+}
+
+/* Warn about shards with our prefix from an earlier run with another count. */
+static void warn_stale(const job *j)
+{
+	char tail[64];
+	size_t plen = strlen(j->o->prefix), stale = 0;
+	DIR *d = opendir(j->o->out);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	snprintf(tail, sizeof(tail), "-of-%05zu.tfrecord", j->nshards);
+	while ((de = readdir(d))) {
+		const char *n = de->d_name;
+
+		if (strncmp(n, j->o->prefix, plen) == 0 && n[plen] == '-' &&
+		    strstr(n + plen, "-of-") && !strstr(n + plen, tail))
+			stale++;
+	}
+	closedir(d);
+	if (stale)
+		errf("warning: %s also holds %zu '%s-*-of-*' file(s) from an "
+		     "earlier run; remove them before mounting", j->o->out,
+		     stale, j->o->prefix);
+}
+
+static int mkdir_p(const char *path)
+{
+	char *p = strdup(path);
+	int err = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; ; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+
+			*s = '\0';
+			if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+				err = -errno;
+				break;
+			}
+			*s = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	free(p);
+	return err;
+}
+
+static int parse_args(int argc, char **argv, opts *o)
+{
+	const char *pos[2];
+	int npos = 0;
+
+	o->per_shard = 1024;
+	o->prefix = "train";
+	o->quiet = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = NULL;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			fputs(usage_text, stdout);
+			return 1;
+		}
+		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+			o->quiet = 1;
+			continue;
+		}
+		if (!strncmp(a, "--per-shard", 11) || !strncmp(a, "--prefix", 8)) {
+			int is_per = a[2] == 'p' && a[5] == '-';
+			size_t klen = is_per ? 11 : 8;
+
+			if (a[klen] == '=')
+				val = a + klen + 1;
+			else if (a[klen] == '\0' && i + 1 < argc)
+				val = argv[++i];
+			else if (a[klen] == '\0') {
+				errf("%s needs a value", a);
+				return 2;
+			} else
+				goto unknown;
+			if (is_per) {
+				char *end;
+
+				errno = 0;
+				o->per_shard = strtol(val, &end, 10);
+				if (errno || *end || end == val || o->per_shard < 1) {
+					errf("--per-shard wants a positive integer, "
+					     "not '%s'", val);
+					return 2;
+				}
+			} else {
+				if (!*val || strchr(val, '/') || strlen(val) > 200) {
+					errf("--prefix must be a plain file name prefix");
+					return 2;
+				}
+				o->prefix = val;
+			}
+			continue;
+		}
+		if (a[0] == '-' && a[1] != '\0') {
+unknown:
+			errf("unknown option '%s' (try --help)", a);
+			return 2;
+		}
+		if (npos == 2) {
+			errf("too many arguments (try --help)");
+			return 2;
+		}
+		pos[npos++] = a;
+	}
+	if (npos != 2) {
+		fputs(usage_text, stderr);
+		return 2;
+	}
+	o->in = pos[0];
+	o->out = pos[1];
+	return 0;
+}
+
+int bfs_mkshards_main(int argc, char **argv)
+{
+	opts o;
+	job j;
+	struct stat st;
+	int r, err, status = 1;
+
+	r = parse_args(argc, argv, &o);
+	if (r)
+		return r == 1 ? 0 : r;
+	memset(&j, 0, sizeof(j));
+	j.o = &o;
+	j.fd = -1;
+	j.tty = isatty(STDERR_FILENO);
+	j.t0 = j.last_progress = now_s();
+
+	if (stat(o.in, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		errf("%s is not a directory", o.in);
+		return 1;
+	}
+	if ((err = collect(&j)))
+		goto out;
+	if (j.nitems == 0) {
+		errf("no .jpg/.jpeg files found in %s", o.in);
+		goto out;
+	}
+	if ((err = mkdir_p(o.out))) {
+		errf("cannot create %s: %s", o.out, strerror(-err));
+		goto out;
+	}
+	if ((err = convert(&j)))
+		goto out;
+	progress(&j, 1);
+	if (j.written == 0) {
+		errf("none of the %zu files in %s is a readable JPEG", j.nitems,
+		     o.in);
+		goto out;
+	}
+	if ((err = publish(&j)))
+		goto out;
+	warn_stale(&j);
+	if (j.skipped)
+		errf("skipped %llu file(s) that are not JPEGs",
+		     (unsigned long long)j.skipped);
+	if (!o.quiet)
+		printf("wrote %llu records in %zu shard(s) of up to %ld to %s "
+		       "(%zu classes, %.1f MB)\n",
+		       (unsigned long long)j.written, j.nshards, o.per_shard,
+		       o.out, j.nclasses, (double)j.bytes_in / 1e6);
+	status = 0;
+out:
+	if (j.fd >= 0)
+		close(j.fd);
+	for (size_t i = 0; i < j.nshards; i++) {
+		if (j.tmp[i])
+			unlink(j.tmp[i]); /* not published: leave no debris */
+		free(j.tmp[i]);
+	}
+	free(j.tmp);
+	for (size_t i = 0; i < j.nitems; i++)
+		free(j.items[i].path);
+	free(j.items);
+	for (size_t i = 0; i < j.nclasses; i++)
+		free(j.synsets[i]);
+	free(j.synsets);
+	return status;
+}
