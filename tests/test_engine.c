@@ -1,0 +1,363 @@
+/*
+ * test_engine.c - the source index and the batch engine without FUSE:
+ * bytes independent of threads and read order, bad samples in fail and
+ * skip mode, partial batches, and many readers sharing few slots.
+ *
+ * Test data is made here: JPEGs encoded with TurboJPEG, packed into a
+ * TFRecord shard with the project's own writer.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <turbojpeg.h>
+
+#include "engine/engine.h"
+#include "engine/example.h"
+#include "engine/source.h"
+#include "engine/tfrecord.h"
+
+#define NSAMPLES 21
+#define BAD_SAMPLE 9 /* a truncated JPEG in the "bad" shard set */
+
+static char dir_good[64], dir_bad[64];
+
+/* A w x h RGB JPEG whose content depends on seed. */
+static unsigned char *make_jpeg(int w, int h, int seed, unsigned long *len)
+{
+	unsigned char *px = malloc((size_t)w * h * 3), *jpeg = NULL;
+	tjhandle tj = tjInitCompress();
+
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++) {
+			unsigned char *p = px + ((size_t)y * w + x) * 3;
+			p[0] = (unsigned char)(x * 255 / w + seed * 37);
+			p[1] = (unsigned char)(y * 255 / h + seed * 11);
+			p[2] = (unsigned char)(((x / 8 + y / 8 + seed) & 1) * 200);
+		}
+	*len = 0;
+	if (tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jpeg, len, TJSAMP_420, 85,
+			0) != 0)
+		fail_msg("tjCompress2: %s", tjGetErrorStr2(tj));
+	tjDestroy(tj);
+	free(px);
+	return jpeg;
+}
+
+static void write_shards(const char *dir, int with_bad)
+{
+	bfs_example_builder *b;
+	char path[128];
+	int fd = -1;
+
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	for (int i = 0; i < NSAMPLES; i++) {
+		unsigned long len;
+		unsigned char *jpeg = make_jpeg(40 + i * 7, 30 + (i * 13) % 50, i,
+					       &len);
+		const uint8_t *rec;
+		size_t rlen;
+
+		if (i % 8 == 0) { /* three shards: 0-7, 8-15, 16-20 */
+			if (fd >= 0)
+				close(fd);
+			snprintf(path, sizeof(path), "%s/part-%05d.tfrecord", dir,
+				 i / 8);
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			assert_true(fd >= 0);
+		}
+		if (with_bad && i == BAD_SAMPLE)
+			len /= 2;
+		bfs_example_builder_reset(b);
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", jpeg, len), 0);
+		assert_int_equal(bfs_example_builder_add_int64(b, "image/class/label", 100 + i), 0);
+		assert_int_equal(bfs_example_builder_finish(b, &rec, &rlen), 0);
+		assert_int_equal(bfs_tfrecord_write(fd, rec, rlen), 0);
+		tjFree(jpeg);
+	}
+	close(fd);
+	bfs_example_builder_destroy(b);
+}
+
+static int setup(void **state)
+{
+	snprintf(dir_good, sizeof(dir_good), "/tmp/bfs-test-engine-%d-good", getpid());
+	snprintf(dir_bad, sizeof(dir_bad), "/tmp/bfs-test-engine-%d-bad", getpid());
+	mkdir(dir_good, 0755);
+	mkdir(dir_bad, 0755);
+	write_shards(dir_good, 0);
+	write_shards(dir_bad, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir_good, dir_bad);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static bfs_source *open_source(const char *dir)
+{
+	bfs_source_opts so = { .dir = dir };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *src = NULL;
+
+	if (bfs_source_open(&so, &src, msg))
+		fail_msg("open %s: %s", dir, msg);
+	return src;
+}
+
+static bfs_engine *open_engine(bfs_source *src, unsigned threads,
+			       bfs_on_error on_error, unsigned prefetch,
+			       unsigned slots)
+{
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = threads, .on_error = on_error,
+			      .prefetch = prefetch, .slots = slots };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+
+	if (bfs_engine_create(src, &o, &e, msg))
+		fail_msg("engine: %s", msg);
+	return e;
+}
+
+/* Copy all batches (in the given order) into one buffer in batch order. */
+static uint8_t *read_all(bfs_engine *e, int reverse, int64_t *labels)
+{
+	uint64_t nb = bfs_engine_batches_per_epoch(e);
+	size_t sb = bfs_engine_sample_bytes(e);
+	uint8_t *all = calloc(NSAMPLES, sb);
+
+	for (uint64_t i = 0; i < nb; i++) {
+		uint64_t k = reverse ? nb - 1 - i : i;
+		char msg[BFS_ERRMSG_MAX];
+		bfs_batch *b;
+
+		bfs_engine_hint(e, k);
+		if (bfs_engine_get(e, k, &b, msg))
+			fail_msg("batch %llu: %s", (unsigned long long)k, msg);
+		memcpy(all + k * 4 * sb, bfs_batch_images(b), bfs_batch_count(b) * sb);
+		if (labels)
+			memcpy(labels + k * 4, bfs_batch_labels(b),
+			       bfs_batch_count(b) * sizeof(int64_t));
+		bfs_engine_put(e, b);
+	}
+	return all;
+}
+
+static void test_source_indexes_shards_in_name_order(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	uint64_t rec;
+
+	assert_int_equal(bfs_source_count(src), NSAMPLES);
+	assert_int_equal(bfs_source_format(src), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nshards(src), 3);
+	assert_string_equal(bfs_source_sample_shard(src, 17, &rec), "part-00002.tfrecord");
+	assert_int_equal(rec, 1);
+	bfs_source_close(src);
+}
+
+static void test_source_refuses_an_empty_directory(void **state)
+{
+	char dir[64], msg[BFS_ERRMSG_MAX] = "";
+	bfs_source_opts so = { .dir = dir };
+	bfs_source *src = NULL;
+
+	snprintf(dir, sizeof(dir), "/tmp/bfs-test-engine-%d-empty", getpid());
+	mkdir(dir, 0755);
+	assert_int_equal(bfs_source_open(&so, &src, msg), BFS_E_EMPTY);
+	assert_null(src);
+	assert_non_null(strstr(msg, dir));
+	rmdir(dir);
+}
+
+static void test_engine_bytes_do_not_depend_on_threads_or_order(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine *e1 = open_engine(src, 1, BFS_ON_ERROR_FAIL, 1, 0);
+	bfs_engine *e3 = open_engine(src, 3, BFS_ON_ERROR_FAIL, 3, 0);
+	int64_t l1[NSAMPLES], l3[NSAMPLES];
+	uint8_t *a = read_all(e1, 0, l1), *b = read_all(e3, 1, l3);
+
+	assert_memory_equal(a, b, NSAMPLES * bfs_engine_sample_bytes(e1));
+	assert_memory_equal(l1, l3, sizeof(l1));
+	for (int i = 0; i < NSAMPLES; i++)
+		assert_int_equal(l1[i], 100 + i);
+	free(a);
+	free(b);
+	bfs_engine_destroy(e1);
+	bfs_engine_destroy(e3);
+	bfs_source_close(src);
+}
+
+static void test_engine_last_batch_is_partial_unless_dropped(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 4, .height = 8, .width = 8, .threads = 2,
+			      .drop_remainder = 1 };
+	bfs_engine *e = open_engine(src, 2, BFS_ON_ERROR_FAIL, 1, 0), *d = NULL;
+
+	assert_int_equal(bfs_engine_batches_per_epoch(e), 6);
+	assert_int_equal(bfs_engine_batch_count(e, 5), 1);
+	assert_int_equal(bfs_engine_create(src, &o, &d, NULL), 0);
+	assert_int_equal(bfs_engine_batches_per_epoch(d), 5);
+	assert_int_equal(bfs_engine_batch_count(d, 4), 4);
+	bfs_engine_destroy(d);
+	o.batch = 64;
+	assert_int_equal(bfs_engine_create(src, &o, &d, NULL), BFS_E_EMPTY);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+static void test_engine_fails_only_the_batch_with_a_bad_sample(void **state)
+{
+	bfs_source *src = open_source(dir_bad);
+	bfs_engine *e = open_engine(src, 2, BFS_ON_ERROR_FAIL, 2, 0);
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_sample_error errs[4];
+	bfs_batch *b;
+
+	for (uint64_t k = 0; k < 6; k++) {
+		int err = bfs_engine_get(e, k, &b, msg);
+
+		if (k == BAD_SAMPLE / 4) {
+			assert_int_equal(err, BFS_E_DECODE);
+			assert_null(b);
+			assert_non_null(strstr(msg, "part-00001.tfrecord record 1"));
+		} else {
+			assert_int_equal(err, 0);
+			bfs_engine_put(e, b);
+		}
+	}
+	assert_int_equal(bfs_engine_errors(e, errs, 4), 1);
+	assert_int_equal(errs[0].sample, BAD_SAMPLE);
+	assert_int_equal(errs[0].record, 1);
+	assert_string_equal(errs[0].shard, "part-00001.tfrecord");
+	assert_false(errs[0].replaced);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+static void test_engine_skip_replaces_a_bad_sample_with_the_next(void **state)
+{
+	bfs_source *good = open_source(dir_good), *bad = open_source(dir_bad);
+	bfs_engine *eg = open_engine(good, 2, BFS_ON_ERROR_FAIL, 2, 0);
+	bfs_engine *eb = open_engine(bad, 2, BFS_ON_ERROR_SKIP, 2, 0);
+	size_t sb = bfs_engine_sample_bytes(eg);
+	int64_t lg[NSAMPLES], lb[NSAMPLES];
+	uint8_t *g = read_all(eg, 0, lg), *b = read_all(eb, 1, lb);
+	bfs_sample_error errs[4];
+
+	for (int i = 0; i < NSAMPLES; i++) {
+		int src = i == BAD_SAMPLE ? BAD_SAMPLE + 1 : i;
+
+		assert_memory_equal(b + i * sb, g + src * sb, sb);
+		assert_int_equal(lb[i], lg[src]);
+	}
+	assert_int_equal(bfs_engine_errors(eb, errs, 4), 1);
+	assert_true(errs[0].replaced);
+	assert_int_equal(errs[0].replacement, BAD_SAMPLE + 1);
+	free(g);
+	free(b);
+	bfs_engine_destroy(eg);
+	bfs_engine_destroy(eb);
+	bfs_source_close(good);
+	bfs_source_close(bad);
+}
+
+struct reader {
+	bfs_engine *e;
+	const uint8_t *want;
+	unsigned seed;
+	int mismatches;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	size_t sb = bfs_engine_sample_bytes(r->e);
+	uint64_t nb = bfs_engine_batches_per_epoch(r->e);
+
+	for (int n = 0; n < 40; n++) {
+		uint64_t k = rand_r(&r->seed) % nb;
+		bfs_batch *b;
+
+		bfs_engine_hint(r->e, k);
+		if (bfs_engine_get(r->e, k, &b, NULL)) {
+			r->mismatches++;
+			continue;
+		}
+		if (memcmp(bfs_batch_images(b), r->want + k * 4 * sb,
+			   bfs_batch_count(b) * sb))
+			r->mismatches++;
+		bfs_engine_put(r->e, b);
+	}
+	return NULL;
+}
+
+static void test_engine_many_readers_on_few_slots_see_the_same_bytes(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine *ref = open_engine(src, 1, BFS_ON_ERROR_FAIL, 1, 0);
+	/* 2 slots for 6 batches and 6 readers: constant eviction and waiting */
+	bfs_engine *e = open_engine(src, 2, BFS_ON_ERROR_FAIL, 1, 2);
+	uint8_t *want = read_all(ref, 0, NULL);
+	struct reader r[6];
+	pthread_t t[6];
+
+	alarm(120); /* a deadlock fails the test instead of hanging CI */
+	for (int i = 0; i < 6; i++) {
+		r[i] = (struct reader){ .e = e, .want = want, .seed = 17u * i + 1 };
+		pthread_create(&t[i], NULL, reader_main, &r[i]);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(r[i].mismatches, 0);
+	}
+	alarm(0);
+	free(want);
+	bfs_engine_destroy(ref);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+static void test_engine_rejects_ids_out_of_range(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine *e = open_engine(src, 1, BFS_ON_ERROR_FAIL, 1, 0);
+	bfs_batch *b;
+
+	assert_int_equal(bfs_engine_get(e, 6, &b, NULL), -EINVAL);
+	bfs_engine_hint(e, 1000); /* ignored, must not crash */
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_source_indexes_shards_in_name_order),
+		cmocka_unit_test(test_source_refuses_an_empty_directory),
+		cmocka_unit_test(test_engine_bytes_do_not_depend_on_threads_or_order),
+		cmocka_unit_test(test_engine_last_batch_is_partial_unless_dropped),
+		cmocka_unit_test(test_engine_fails_only_the_batch_with_a_bad_sample),
+		cmocka_unit_test(test_engine_skip_replaces_a_bad_sample_with_the_next),
+		cmocka_unit_test(test_engine_many_readers_on_few_slots_see_the_same_bytes),
+		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

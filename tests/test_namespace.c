@@ -1,0 +1,131 @@
+/*
+ * test_namespace.c - canonical names of the mount and nothing else.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fs/namespace.h"
+
+static const bfs_ns_shape shape = { .epochs = 1, .batches = 16 };
+
+static void test_namespace_parses_root_and_json_files(void **state)
+{
+	bfs_node n;
+
+	assert_int_equal(bfs_ns_parse(&shape, "/", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_ROOT);
+	assert_int_equal(bfs_ns_parse(&shape, "/dataset.json", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_DATASET_JSON);
+	assert_int_equal(bfs_ns_parse(&shape, "/stats.json", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_STATS_JSON);
+}
+
+static void test_namespace_parses_batch_and_label_files(void **state)
+{
+	bfs_node n;
+
+	assert_int_equal(bfs_ns_parse(&shape, "/epoch-0000", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_EPOCH);
+	assert_int_equal(bfs_ns_parse(&shape, "/epoch-0000/batch-000015.npy", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_BATCH);
+	assert_int_equal(n.batch, 15);
+	assert_int_equal(bfs_ns_parse(&shape, "/epoch-0000/batch-000003.labels.npy", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_LABELS);
+	assert_int_equal(n.batch, 3);
+}
+
+static void test_namespace_rejects_names_that_are_not_canonical(void **state)
+{
+	static const char *bad[] = {
+		"", "dataset.json", "/dataset.json/x", "/Dataset.json",
+		"/epoch-0001", "/epoch-000", "/epoch-00000", "/epoch-+000",
+		"/epoch-0000/batch-000016.npy", "/epoch-0000/batch-00001.npy",
+		"/epoch-0000/batch-0000001.npy", "/epoch-0000/batch-+00001.npy",
+		"/epoch-0000/batch- 00001.npy", "/epoch-0000/batch-000001.NPY",
+		"/epoch-0000/batch-000001.npy.bak", "/epoch-0000/batch-000001",
+		"/epoch-0000/batch-.npy", "/epoch-0000/batch-000001.labels",
+		"/epoch-0000/batch-000001.npy/x", "/epoch-0000/..",
+		"/epoch-0000/../dataset.json", "/..", "/.", "/etc/passwd",
+		"/epoch-0000/batch-00000\xff.npy", "/epoch-0000/batch-000001\n.npy",
+		"/epoch-0000/dataset.json",
+		"/epoch-0000/batch-18446744073709551616.npy",
+	};
+	bfs_node n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = bfs_ns_parse(&shape, bad[i], &n);
+
+		if (err != -ENOENT)
+			fail_msg("'%s' parsed (%d)", bad[i], err);
+	}
+}
+
+static void test_namespace_rejects_overlong_components(void **state)
+{
+	char path[600] = "/";
+	bfs_node n;
+
+	memset(path + 1, 'a', 300);
+	path[301] = '\0';
+	assert_int_equal(bfs_ns_parse(&shape, path, &n), -ENAMETOOLONG);
+}
+
+static void test_namespace_names_round_trip(void **state)
+{
+	bfs_ns_shape big = { .epochs = 12000, .batches = 31250 };
+	char name[64], path[160];
+	bfs_node n = { .kind = BFS_NODE_LABELS, .epoch = 11999, .batch = 31249 }, p;
+
+	assert_int_equal(bfs_ns_name(&big, &n, name, sizeof(name)),
+			 (int)strlen("batch-031249.labels.npy"));
+	assert_string_equal(name, "batch-031249.labels.npy");
+	snprintf(path, sizeof(path), "/epoch-11999/%s", name);
+	assert_int_equal(bfs_ns_parse(&big, path, &p), 0);
+	assert_int_equal(p.kind, BFS_NODE_LABELS);
+	assert_int_equal(p.epoch, 11999);
+	assert_int_equal(p.batch, 31249);
+	/* epochs need 5 digits here, so the 4-digit form is not canonical */
+	assert_int_equal(bfs_ns_parse(&big, "/epoch-0001", &p), -ENOENT);
+	assert_int_equal(bfs_ns_parse(&big, "/epoch-00001", &p), 0);
+}
+
+static void test_namespace_widens_batch_numbers_past_a_million(void **state)
+{
+	bfs_ns_shape s = { .epochs = 1, .batches = 1234567 };
+	bfs_node n = { .kind = BFS_NODE_BATCH, .batch = 5 }, p;
+	char name[64];
+
+	bfs_ns_name(&s, &n, name, sizeof(name));
+	assert_string_equal(name, "batch-0000005.npy");
+	assert_int_equal(bfs_ns_parse(&s, "/epoch-0000/batch-1234566.npy", &p), 0);
+	assert_int_equal(bfs_ns_parse(&s, "/epoch-0000/batch-000005.npy", &p), -ENOENT);
+}
+
+static void test_namespace_name_reports_small_buffers(void **state)
+{
+	bfs_node n = { .kind = BFS_NODE_BATCH, .batch = 1 };
+	char tiny[8];
+
+	assert_int_equal(bfs_ns_name(&shape, &n, tiny, sizeof(tiny)), -ENOSPC);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_namespace_parses_root_and_json_files),
+		cmocka_unit_test(test_namespace_parses_batch_and_label_files),
+		cmocka_unit_test(test_namespace_rejects_names_that_are_not_canonical),
+		cmocka_unit_test(test_namespace_rejects_overlong_components),
+		cmocka_unit_test(test_namespace_names_round_trip),
+		cmocka_unit_test(test_namespace_widens_batch_numbers_past_a_million),
+		cmocka_unit_test(test_namespace_name_reports_small_buffers),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
