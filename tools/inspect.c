@@ -282,7 +282,7 @@ static int label_summary(const uint8_t *p, uint64_t n, dtype d)
 
 /* ---- one file ----------------------------------------------------------- */
 
-static int inspect_file(const char *path)
+static int inspect_file(const char *path, int *first)
 {
 	char err[BFS_ERRMSG_MAX];
 	bfs_npy_info info;
@@ -326,6 +326,9 @@ static int inspect_file(const char *path)
 		goto out;
 	}
 
+	if (!*first)
+		printf("\n");
+	*first = 0;
 	printf("%s\n  shape   (", path);
 	for (int i = 0; i < info.ndim; i++)
 		printf("%s%llu", i ? ", " : "", (unsigned long long)info.shape[i]);
@@ -372,7 +375,7 @@ out:
 
 int bfs_inspect_main(int argc, char **argv)
 {
-	int nfiles = 0, failed = 0, opts_done = 0;
+	int nfiles = 0, failed = 0, opts_done = 0, first = 1;
 
 	for (int i = 1; i < argc; i++) {
 		if (opts_done || argv[i][0] != '-' || argv[i][1] == '\0') {
@@ -395,17 +398,14 @@ int bfs_inspect_main(int argc, char **argv)
 		return 2;
 	}
 	opts_done = 0;
-	for (int i = 1, first = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i++) {
 		if (!opts_done && !strcmp(argv[i], "--")) {
 			opts_done = 1;
 			continue;
 		}
 		if (!opts_done && argv[i][0] == '-' && argv[i][1] != '\0')
 			continue;
-		if (!first)
-			printf("\n");
-		first = 0;
-		failed |= inspect_file(argv[i]);
+		failed |= inspect_file(argv[i], &first);
 	}
 	return failed ? 1 : 0;
 }
