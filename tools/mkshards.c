@@ -81,6 +81,7 @@ typedef struct {
 	uint64_t written, skipped, bytes_in;
 	size_t done;       /* items looked at, for progress */
 	int tty;
+	int bar_shown;     /* a progress bar without its newline is on stderr */
 	double t0, last_progress;
 } job;
 
@@ -195,7 +196,7 @@ static int list_dir(const char *dir, int want_dirs, strvec *out,
 		errf("cannot read %s: %s", dir, strerror(errno));
 	}
 	closedir(d);
-	if (!err)
+	if (!err && out->n)
 		qsort(out->v, out->n, sizeof(char *), cmp_str);
 	return err;
 }
@@ -351,6 +352,7 @@ static void progress(job *j, int final)
 		fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu files, %zu shards, %.1f MB/s ",
 			bar, pct, j->done, j->nitems,
 			j->nshards, mbs);
+		j->bar_shown = !final;
 		if (final)
 			fputc('\n', stderr);
 	} else {
@@ -482,8 +484,9 @@ static int convert(job *j)
 		j->bytes_in += len;
 		if (tjDecompressHeader3(tj, buf, (unsigned long)len, &w, &h,
 					&subsamp, &cs) != 0) {
-			if (j->tty && !j->o->quiet)
+			if (j->bar_shown)
 				fputc('\n', stderr);
+			j->bar_shown = 0;
 			errf("skip %s: not a JPEG (%s)", it->path,
 			     tjGetErrorStr2(tj));
 			j->skipped++;
