@@ -34,6 +34,7 @@ TEST_AUX := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*
 
 all: $(BUILD)/batchfs
 -include tools/gpu/gpu.mk
+-include tests/fuzz/fuzz.mk
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -528,6 +528,23 @@ void bfs_source_describe(const bfs_source *s, uint64_t i, char *out,
 		snprintf(out, cap, "%s", name);
 }
 
+int bfs_source_identity(const bfs_source *s, uint64_t i,
+			bfs_sample_identity *id)
+{
+	const struct bfs_shard *sh;
+
+	if (i >= s->nsamples)
+		return -EINVAL;
+	sh = &s->shards[s->samples[i].shard];
+	id->shard = sh->name;
+	id->shard_size = (uint64_t)sh->size;
+	id->shard_mtime_ns = (int64_t)sh->mtime.tv_sec * 1000000000 +
+			     sh->mtime.tv_nsec;
+	id->offset = s->samples[i].offset;
+	id->length = s->samples[i].length;
+	return 0;
+}
+
 void bfs_buf_free(bfs_buf *b)
 {
 	free(b->data);

@@ -91,6 +91,21 @@ void bfs_source_describe(const bfs_source *s, uint64_t i, char *out,
 const char *bfs_source_sample_shard(const bfs_source *s, uint64_t i,
 				    uint64_t *record);
 
+/* What identifies sample i's bytes on disk, for cache keys: the shard's
+ * path relative to bfs_source_dir(), its size and mtime as indexed, and
+ * the record's payload offset (0 for a folder image).  A shard whose size
+ * or mtime changes gets new identities, so stale entries are never hit.
+ * shard points into s and lives as long as s.  Returns 0 or -EINVAL. */
+typedef struct {
+	const char *shard;
+	uint64_t shard_size;
+	int64_t shard_mtime_ns;
+	uint64_t offset;
+	uint32_t length;
+} bfs_sample_identity;
+int bfs_source_identity(const bfs_source *s, uint64_t i,
+			bfs_sample_identity *id);
+
 /* Release the memory held by a bfs_buf (not the struct itself). */
 void bfs_buf_free(bfs_buf *b);
 
