@@ -1,0 +1,167 @@
+"""ctypes binding of libbatchfs_gpu.so (tools/gpu/batchfs_gpu.h).
+
+The structs below mirror the header; ``load()`` checks their sizes against
+``bfs_gpu_abi`` so a mismatch fails loudly instead of corrupting memory.
+"""
+
+import ctypes
+import os
+
+from ._npy import BatchfsError
+
+ABI_VERSION = 1
+ERRMSG_MAX = 512
+MAX_CHANNELS = 4
+
+E_NODEV = -10099
+E_CUDA = -10098
+E_END = -10097
+
+FLOAT32, UINT8, INT64 = 0, 1, 2
+IO_PREAD, IO_MMAP = 0, 1
+NORMALIZE, NCHW, TIMING = 0x1, 0x2, 0x4
+
+
+class Opts(ctypes.Structure):
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("depth", ctypes.c_int),
+        ("readers", ctypes.c_int),
+        ("passes", ctypes.c_int),
+        ("io", ctypes.c_int),
+        ("flags", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        ("mean", ctypes.c_float * MAX_CHANNELS),
+        ("std", ctypes.c_float * MAX_CHANNELS),
+    ]
+
+
+class Batch(ctypes.Structure):
+    _fields_ = [
+        ("seq", ctypes.c_int64),
+        ("index", ctypes.c_int64),
+        ("images", ctypes.c_void_p),
+        ("labels", ctypes.c_void_p),
+        ("shape", ctypes.c_int64 * 4),
+        ("ndim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("labels_len", ctypes.c_int64),
+        ("images_bytes", ctypes.c_uint64),
+        ("labels_bytes", ctypes.c_uint64),
+        ("upload_bytes", ctypes.c_uint64),
+        ("ready", ctypes.c_void_p),
+        ("copy_start", ctypes.c_void_p),
+        ("path", ctypes.c_char_p),
+        ("slot", ctypes.c_int32),
+        ("nchw", ctypes.c_int32),
+    ]
+
+
+def _candidates():
+    env = os.environ.get("BATCHFS_GPU_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libbatchfs_gpu.so")
+    d = here
+    for _ in range(4):  # a source checkout: <repo>/tools/python/batchfs
+        d = os.path.dirname(d)
+        yield os.path.join(d, "build", "libbatchfs_gpu.so")
+    yield os.path.join(os.getcwd(), "build", "libbatchfs_gpu.so")
+    yield "libbatchfs_gpu.so"  # the dynamic loader's search path
+
+
+_lib = None
+
+
+def find_library():
+    """Path of the library that load() would use, or None."""
+    for p in _candidates():
+        if os.sep not in p or os.path.exists(p):
+            return p
+    return None
+
+
+def load():
+    """Load and type the library once; raise BatchfsError if not found."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    tried = []
+    lib = None
+    for p in _candidates():
+        if os.sep in p and not os.path.exists(p):
+            tried.append(p)
+            continue
+        try:
+            lib = ctypes.CDLL(p)
+            break
+        except OSError as e:
+            tried.append("%s (%s)" % (p, e))
+    if lib is None:
+        raise BatchfsError("libbatchfs_gpu.so not found (build it with "
+                           "`make gpu`, or set BATCHFS_GPU_LIB); tried: " +
+                           ", ".join(tried))
+    c_int, c_void_p, c_char_p = ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p
+    sig = {
+        "bfs_gpu_opts_init": (None, [ctypes.POINTER(Opts)]),
+        "bfs_gpu_open": (c_int, [c_char_p, ctypes.POINTER(Opts),
+                                 ctypes.POINTER(c_void_p), c_char_p]),
+        "bfs_gpu_next": (c_int, [c_void_p, ctypes.POINTER(Batch)]),
+        "bfs_gpu_release": (c_int, [c_void_p, ctypes.POINTER(Batch)]),
+        "bfs_gpu_close": (None, [c_void_p]),
+        "bfs_gpu_count": (ctypes.c_int64, [c_void_p]),
+        "bfs_gpu_errmsg": (c_char_p, [c_void_p]),
+        "bfs_gpu_strerror": (c_char_p, [c_int]),
+        "bfs_gpu_device_count": (c_int, [ctypes.POINTER(c_int), c_char_p]),
+        "bfs_gpu_normalize": (c_int, [c_void_p, c_int, c_void_p,
+                                      ctypes.c_int64, ctypes.c_int64,
+                                      ctypes.c_int64, ctypes.c_int64,
+                                      c_void_p, c_void_p, c_int, c_void_p]),
+        "bfs_gpu_stream_wait": (c_int, [c_void_p, c_void_p]),
+        "bfs_gpu_abi": (c_int, [ctypes.POINTER(ctypes.c_size_t),
+                                ctypes.POINTER(ctypes.c_size_t)]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    osz, bsz = ctypes.c_size_t(), ctypes.c_size_t()
+    ver = lib.bfs_gpu_abi(ctypes.byref(osz), ctypes.byref(bsz))
+    if (ver != ABI_VERSION or osz.value != ctypes.sizeof(Opts) or
+            bsz.value != ctypes.sizeof(Batch)):
+        raise BatchfsError(
+            "libbatchfs_gpu.so ABI %d (opts %d, batch %d bytes) does not "
+            "match this package (ABI %d, %d, %d)" %
+            (ver, osz.value, bsz.value, ABI_VERSION, ctypes.sizeof(Opts),
+             ctypes.sizeof(Batch)))
+    _lib = lib
+    return lib
+
+
+def strerror(code):
+    return load().bfs_gpu_strerror(code).decode()
+
+
+def error(code, detail):
+    """A BatchfsError (or OSError subclass for errno codes) for code."""
+    text = strerror(code)
+    msg = "%s: %s" % (text, detail) if detail else text
+    if -4096 < code < 0:
+        import errno as _errno
+        cls = {_errno.ENOENT: FileNotFoundError,
+               _errno.ENOTDIR: NotADirectoryError,
+               _errno.EACCES: PermissionError}.get(-code)
+        if cls is not None:
+            return cls(-code, msg)
+    return BatchfsError(msg, code)
+
+
+def device_count():
+    """(count, reason): count 0 and the runtime's reason when no GPU."""
+    lib = load()
+    n = ctypes.c_int()
+    buf = ctypes.create_string_buffer(ERRMSG_MAX)
+    err = lib.bfs_gpu_device_count(ctypes.byref(n), buf)
+    return (0, buf.value.decode(errors="replace")) if err else (n.value, "")
