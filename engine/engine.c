@@ -17,6 +17,19 @@
  * first); read-ahead comes after, in the order it was asked for, which
  * is nearest batch first.  Read-ahead never evicts a batch that was
  * produced but not yet read, so it cannot thrash.
+ *
+ * Memory: the budget (opts.mem_bytes) is split once at create into a
+ * scratch pool (decoder pixels, encoded record, resize rows) and as many
+ * batch slots as the rest holds.  A worker reserves scratch from the pool
+ * before it grows a buffer and gives back what it holds above
+ * SCRATCH_BASE after each sample, so a rare huge image waits for room
+ * instead of pushing the process past the budget.
+ *
+ * Autotuning: each reader (keyed by pid) has its own read-ahead depth.
+ * A reader that had to wait for a batch gets one more batch of depth,
+ * but only while the workers were not already busy all the time (more
+ * depth cannot help a saturated pool); a reader that has not waited for
+ * a while gives one back.  Depth is capped by the slots it may use.
  */
 #include "engine/engine.h"
 
@@ -34,6 +47,9 @@
 #include "engine/version.h"
 
 #define MAX_ERRORS 1024 /* bad samples remembered; more are only counted */
+#define SCRATCH_BASE (8u << 20) /* per-worker scratch kept between samples */
+#define MAX_SLOTS 1024
+#define READER_IDLE_NS (10ull * 1000000000ull) /* forget quiet readers */
 
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_FAILED };
 
@@ -62,9 +78,23 @@ struct worker {
 	bfs_engine *e;
 	pthread_t thread;
 	bfs_decoder *dec;
+	size_t dec_bytes;      /* largest image the decoder has held */
 	bfs_buf in;            /* encoded bytes */
 	void *scratch;         /* resize scratch */
 	size_t scratch_cap;
+	size_t held;           /* scratch reserved from e->scratch_budget */
+};
+
+struct reader {
+	uint64_t key;          /* 0: entry unused */
+	uint64_t last_id;
+	uint64_t last_ns;      /* when it moved to last_id */
+	double interval_ns;    /* EWMA of time between new batches */
+	unsigned depth;
+	unsigned calm;         /* new batches since its last wait */
+	uint64_t idle_mark;    /* e->idle_ns when depth last grew */
+	uint64_t mark_ns;
+	uint64_t batches, waits, wait_ns;
 };
 
 struct bfs_engine {
@@ -89,6 +119,18 @@ struct bfs_engine {
 	bfs_sample_error *errors;          /* protected by lock */
 	size_t nerrors;
 	uint64_t nbad;
+
+	pthread_cond_t room;               /* scratch was given back */
+	size_t scratch_budget;             /* fixed at create */
+	size_t scratch_used;               /* protected by lock */
+	size_t scratch_max_one;            /* most one worker may hold */
+
+	struct reader readers[BFS_MAX_READERS]; /* protected by lock */
+	uint64_t idle_ns;                  /* workers' waiting, protected by lock */
+	unsigned idle_workers;             /* protected by lock */
+	uint64_t idle_since;               /* protected by lock */
+	double sample_ns;                  /* EWMA per sample, protected by lock */
+	uint64_t created_ns;
 
 	bfs_engine_stats st;               /* protected by lock */
 };
@@ -183,32 +225,117 @@ size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max)
 
 /* ---- producing one sample -------------------------------------------- */
 
+static size_t pow2_at_least(size_t need, size_t from)
+{
+	size_t cap = from ? from : 1 << 16;
+
+	while (cap < need)
+		cap *= 2;
+	return cap;
+}
+
+/* Make sure worker w holds at least `want` bytes of the scratch pool,
+ * waiting for other workers to give some back if the pool is short.
+ * Returns 0, or BFS_E_TOOBIG when one sample alone needs more than the
+ * budget can ever give one worker. */
+static int reserve(struct worker *w, size_t want, char *msg)
+{
+	bfs_engine *e = w->e;
+	size_t extra;
+
+	if (want <= w->held)
+		return 0;
+	if (want > e->scratch_max_one) {
+		bfs_seterr(msg,
+			   "decoding needs %zu MiB of scratch, more than --mem allows one worker (%zu MiB)",
+			   want >> 20, e->scratch_max_one >> 20);
+		return BFS_E_TOOBIG;
+	}
+	extra = want - w->held;
+	pthread_mutex_lock(&e->lock);
+	while (e->scratch_used + extra > e->scratch_budget && !e->stop)
+		pthread_cond_wait(&e->room, &e->lock);
+	e->scratch_used += extra;
+	e->st.mem_scratch = e->scratch_used;
+	pthread_mutex_unlock(&e->lock);
+	w->held = want;
+	return 0;
+}
+
+/* After a sample: a worker that grew past SCRATCH_BASE frees its buffers
+ * and gives the reservation back, so peaks stay rare and short. */
+static void trim(struct worker *w)
+{
+	bfs_engine *e = w->e;
+
+	if (w->held <= SCRATCH_BASE)
+		return;
+	bfs_decoder_destroy(w->dec);
+	w->dec = NULL;
+	if (bfs_decoder_create(&w->dec))
+		w->dec = NULL; /* retried before the next sample */
+	w->dec_bytes = 0;
+	bfs_buf_free(&w->in);
+	free(w->scratch);
+	w->scratch = NULL;
+	w->scratch_cap = 0;
+	pthread_mutex_lock(&e->lock);
+	e->scratch_used -= w->held;
+	e->st.mem_scratch = e->scratch_used;
+	pthread_cond_broadcast(&e->room);
+	pthread_mutex_unlock(&e->lock);
+	w->held = 0;
+}
+
 /* Decode source sample i into dst and *label.  0 or an error with msg. */
 static int make_sample(struct worker *w, uint64_t i, void *dst,
 		       int64_t *label, char *msg)
 {
 	bfs_engine *e = w->e;
 	const uint8_t *jpeg, *rgb;
-	size_t len, need;
+	bfs_sample_identity id;
+	size_t len, px, rs, in_cap;
+	uint64_t t0 = now_ns();
 	int err, sw, sh;
 
 	msg[0] = '\0';
+	if (!w->dec && (err = bfs_decoder_create(&w->dec)))
+		return err;
+	if ((err = bfs_source_identity(e->src, i, &id)))
+		return err;
+	in_cap = pow2_at_least((size_t)id.length + 4, w->in.cap);
+	if ((err = reserve(w, in_cap + w->dec_bytes + w->scratch_cap, msg)))
+		return err;
 	err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg);
 	if (err)
+		return err;
+	if ((err = bfs_decode_header(w->dec, jpeg, len, &sw, &sh, msg)))
+		return err;
+	if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
+		bfs_seterr(msg, "%dx%d JPEG has %llu pixels, more than the limit of %llu",
+			   sw, sh, (unsigned long long)sw * (unsigned long long)sh,
+			   (unsigned long long)e->o.max_pixels);
+		return BFS_E_TOOBIG;
+	}
+	px = (size_t)sw * (size_t)sh * 3;
+	rs = bfs_resize_scratch_size(sw, sh, e->o.width, e->o.height);
+	if ((err = reserve(w, w->in.cap + (px > w->dec_bytes ? px : w->dec_bytes) +
+			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
 	err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &rgb, &sw,
 			     &sh, msg);
 	if (err)
 		return err;
-	need = bfs_resize_scratch_size(sw, sh, e->o.width, e->o.height);
-	if (need > w->scratch_cap) {
-		void *n = realloc(w->scratch, need);
+	if (px > w->dec_bytes)
+		w->dec_bytes = px;
+	if (rs > w->scratch_cap) {
+		void *n = realloc(w->scratch, rs);
 		if (!n) {
 			bfs_seterr(msg, "out of memory for resize scratch");
 			return -ENOMEM;
 		}
 		w->scratch = n;
-		w->scratch_cap = need;
+		w->scratch_cap = rs;
 	}
 	err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3, dst, e->o.width,
 			     e->o.height, e->o.dtype, w->scratch);
@@ -218,6 +345,10 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	pthread_mutex_lock(&e->lock);
 	e->st.samples_decoded++;
 	e->st.bytes_read += len;
+	{
+		double ns = (double)(now_ns() - t0);
+		e->sample_ns = e->sample_ns ? 0.9 * e->sample_ns + 0.1 * ns : ns;
+	}
 	pthread_mutex_unlock(&e->lock);
 	return err;
 }
@@ -232,6 +363,7 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	uint64_t i = sample_of(e, id, j);
 	int err = make_sample(w, i, dst, label, msg);
 
+	trim(w);
 	if (!err)
 		return 0;
 	if (e->o.on_error == BFS_ON_ERROR_FAIL) {
@@ -243,6 +375,7 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 		char rmsg[BFS_ERRMSG_MAX];
 		int rerr = make_sample(w, r, dst, label, rmsg);
 
+		trim(w);
 		if (!rerr) {
 			report_error(e, i, err, msg, 1, r);
 			return 0;
@@ -367,9 +500,96 @@ static int start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 	return 0;
 }
 
-static void readahead_locked(bfs_engine *e, uint64_t id)
+/* ---- readers and autotuning ----------------------------------------- */
+
+static unsigned active_readers_locked(bfs_engine *e, uint64_t now)
 {
-	for (unsigned d = 1; d <= e->o.prefetch; d++) {
+	unsigned n = 0;
+
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++)
+		if (e->readers[r].key && now - e->readers[r].last_ns < READER_IDLE_NS)
+			n++;
+	return n ? n : 1;
+}
+
+/* The most read-ahead one reader may have: its share of the slots, one
+ * kept back for the batch it reads. */
+static unsigned depth_cap_locked(bfs_engine *e, uint64_t now)
+{
+	unsigned share = (e->nslots - 1) / active_readers_locked(e, now);
+
+	return share ? share : 1;
+}
+
+/* Find or make the entry of reader key (LRU replacement).  Lock held. */
+static struct reader *reader_locked(bfs_engine *e, uint64_t reader,
+				    uint64_t now)
+{
+	uint64_t key = reader + 1; /* 0 marks an unused entry */
+	struct reader *oldest = &e->readers[0];
+
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
+		struct reader *rd = &e->readers[r];
+
+		if (rd->key == key)
+			return rd;
+		if (rd->last_ns < oldest->last_ns)
+			oldest = rd;
+	}
+	memset(oldest, 0, sizeof(*oldest));
+	oldest->key = key;
+	oldest->last_id = UINT64_MAX;
+	oldest->last_ns = now;
+	oldest->depth = e->o.prefetch ? e->o.prefetch : 2;
+	oldest->idle_mark = e->idle_ns;
+	oldest->mark_ns = now;
+	return oldest;
+}
+
+/* Worker idle time so far, including workers idle right now.  Lock held. */
+static uint64_t idle_now_locked(bfs_engine *e, uint64_t now)
+{
+	return e->idle_ns + (uint64_t)e->idle_workers * (now - e->idle_since);
+}
+
+/* A reader waited for a batch: if the workers had idle time since the
+ * depth last changed, deeper read-ahead would have used it, so grow. */
+static void reader_waited_locked(bfs_engine *e, struct reader *rd,
+				 uint64_t now)
+{
+	uint64_t idle = idle_now_locked(e, now) - rd->idle_mark;
+	uint64_t span = (now - rd->mark_ns) * e->nworkers;
+
+	rd->calm = 0;
+	if (e->o.prefetch)
+		return;
+	if (span && idle * 20 > span && rd->depth < depth_cap_locked(e, now)) {
+		rd->depth++;
+		rd->idle_mark = idle_now_locked(e, now);
+		rd->mark_ns = now;
+	}
+}
+
+/* A reader moved on to a new batch without waiting for the last one. */
+static void reader_calm_locked(bfs_engine *e, struct reader *rd, uint64_t now)
+{
+	unsigned cap = depth_cap_locked(e, now);
+
+	if (e->o.prefetch)
+		return;
+	if (rd->depth > cap)
+		rd->depth = cap;
+	if (++rd->calm >= 8 * rd->depth && rd->depth > 2) {
+		rd->depth--;
+		rd->calm = 0;
+		rd->idle_mark = idle_now_locked(e, now);
+		rd->mark_ns = now;
+	}
+}
+
+static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
+{
+	for (unsigned d = 1; d <= depth; d++) {
 		uint64_t next = (id + d) % e->total;
 		struct bfs_batch *b;
 
@@ -382,13 +602,27 @@ static void readahead_locked(bfs_engine *e, uint64_t id)
 	}
 }
 
-void bfs_engine_hint(bfs_engine *e, uint64_t id)
+void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 {
+	uint64_t now = now_ns();
+	struct reader *rd;
 	struct bfs_batch *b;
 
 	if (id >= e->total)
 		return;
 	pthread_mutex_lock(&e->lock);
+	rd = reader_locked(e, reader, now);
+	if (rd->last_id != id) {
+		if (rd->last_id != UINT64_MAX) {
+			double dt = (double)(now - rd->last_ns);
+
+			rd->interval_ns = rd->interval_ns
+				? 0.8 * rd->interval_ns + 0.2 * dt : dt;
+		}
+		rd->last_id = id;
+		rd->last_ns = now;
+		rd->batches++;
+	}
 	if ((b = find_locked(e, id))) {
 		if (b->state == SLOT_FILLING && !b->urgent) {
 			b->urgent = 1;
@@ -397,15 +631,16 @@ void bfs_engine_hint(bfs_engine *e, uint64_t id)
 	} else if ((b = victim_locked(e, 1))) {
 		start_locked(e, b, id, 1);
 	}
-	readahead_locked(e, id);
+	readahead_locked(e, id, rd->depth);
 	pthread_mutex_unlock(&e->lock);
 }
 
-int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
-		   char *errmsg)
+int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
+		   bfs_batch **out, char *errmsg)
 {
 	struct bfs_batch *b;
-	uint64_t t0 = 0;
+	struct reader *rd;
+	uint64_t t0 = 0, now;
 	int err = 0, waited = 0;
 
 	*out = NULL;
@@ -425,7 +660,6 @@ int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
 			if ((err = start_locked(e, b, id, 1)))
 				goto out;
 			b->pins++;
-			readahead_locked(e, id);
 		} else if (!cancel_readahead_locked(e)) {
 			b = NULL;
 		} else {
@@ -439,9 +673,16 @@ int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
 		if (b)
 			b->pins--;
 	}
+	now = now_ns();
+	rd = reader_locked(e, reader, now);
 	if (waited) {
 		e->st.reader_waits++;
-		e->st.reader_wait_ns += now_ns() - t0;
+		e->st.reader_wait_ns += now - t0;
+		rd->waits++;
+		rd->wait_ns += now - t0;
+		reader_waited_locked(e, rd, now);
+	} else if (!b->consumed) {
+		reader_calm_locked(e, rd, now);
 	}
 	b->last_use = ++e->tick;
 	if (b->state == SLOT_FAILED) {
@@ -449,11 +690,13 @@ int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
 		bfs_seterr(errmsg, "%s", b->errmsg);
 		goto out;
 	}
+	b->pins++; /* before read-ahead, which may evict unpinned slots */
 	if (!b->consumed) {
 		b->consumed = 1;
 		e->st.batches_served++;
+		/* keep reading ahead as the reader moves, even without a hint */
+		readahead_locked(e, id, rd->depth);
 	}
-	b->pins++;
 	*out = b;
 out:
 	pthread_mutex_unlock(&e->lock);
@@ -507,7 +750,17 @@ static void *worker_main(void *arg)
 		int err;
 
 		if (!b) {
+			uint64_t t = now_ns();
+
+			/* idle time: the autotuner's sign of an unsaturated pool */
+			e->idle_ns += (uint64_t)e->idle_workers * (t - e->idle_since);
+			e->idle_since = t;
+			e->idle_workers++;
 			pthread_cond_wait(&e->work, &e->lock);
+			t = now_ns();
+			e->idle_ns += (uint64_t)e->idle_workers * (t - e->idle_since);
+			e->idle_since = t;
+			e->idle_workers--;
 			continue;
 		}
 		j = b->next++;
@@ -573,15 +826,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		e->o.height = e->o.width = 224;
 	if (!e->o.threads)
 		e->o.threads = online_cores();
-	if (!e->o.prefetch)
-		e->o.prefetch = 2;
-	if (!e->o.slots)
-		e->o.slots = e->o.prefetch + 4;
 	if (!e->o.epochs)
 		e->o.epochs = 1;
+	if (!e->o.mem_bytes)
+		e->o.mem_bytes = bfs_engine_default_mem();
 	if (e->o.height < 1 || e->o.width < 1 || e->o.height > 16384 ||
-	    e->o.width > 16384 || e->o.batch > 65536 || e->o.threads > 1024 ||
-	    e->o.slots > 4096 || e->o.slots <= e->o.prefetch) {
+	    e->o.width > 16384 || e->o.batch < 1 || e->o.batch > 65536 ||
+	    e->o.threads > 1024 || e->o.slots > MAX_SLOTS) {
 		bfs_seterr(errmsg, "invalid engine options");
 		free(e);
 		return -EINVAL;
@@ -604,9 +855,44 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 			  bfs_dtype_size(e->o.dtype);
 	e->images_cap = e->sample_bytes * e->o.batch;
 
+	/* Split the budget: scratch for every worker (at least SCRATCH_BASE
+	 * each, an eighth of the budget if that is more), the rest in slots. */
+	{
+		uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t);
+		uint64_t scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
+		uint64_t slots;
+
+		if (scratch < e->o.mem_bytes / 8)
+			scratch = e->o.mem_bytes / 8;
+		slots = e->o.mem_bytes > scratch
+			? (e->o.mem_bytes - scratch) / slot_bytes : 0;
+		if (slots > MAX_SLOTS)
+			slots = MAX_SLOTS;
+		if (e->o.slots)
+			slots = e->o.slots; /* an explicit count wins */
+		if (slots < 2) {
+			bfs_seterr(errmsg,
+				   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
+				   (unsigned long long)(e->o.mem_bytes >> 20),
+				   (unsigned long long)(slot_bytes >> 20),
+				   (unsigned long long)(scratch >> 20),
+				   e->o.threads,
+				   (unsigned long long)((2 * slot_bytes + scratch * 8 / 7) >> 20) + 1);
+			free(e);
+			return -EINVAL;
+		}
+		e->o.slots = (unsigned)slots;
+		e->scratch_budget = (size_t)scratch;
+		e->scratch_max_one = (size_t)(scratch - (uint64_t)(e->o.threads - 1) * SCRATCH_BASE);
+	}
+	if (e->o.prefetch >= e->o.slots)
+		e->o.prefetch = e->o.slots - 1;
+
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->work, NULL);
 	pthread_cond_init(&e->done, NULL);
+	pthread_cond_init(&e->room, NULL);
+	e->created_ns = e->idle_since = now_ns();
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
 	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
@@ -632,6 +918,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->st.threads = e->nworkers;
 	e->st.prefetch = e->o.prefetch;
 	e->st.slots = e->nslots;
+	e->st.mem_budget = e->o.mem_bytes;
 	*out = e;
 	return 0;
 fail:
@@ -647,6 +934,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_mutex_lock(&e->lock);
 	e->stop = 1;
 	pthread_cond_broadcast(&e->work);
+	pthread_cond_broadcast(&e->room);
 	pthread_mutex_unlock(&e->lock);
 	for (unsigned i = 0; i < e->nworkers; i++) {
 		pthread_join(e->workers[i].thread, NULL);
@@ -660,6 +948,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	}
 	pthread_cond_destroy(&e->work);
 	pthread_cond_destroy(&e->done);
+	pthread_cond_destroy(&e->room);
 	pthread_mutex_destroy(&e->lock);
 	free(e->workers);
 	free(e->errors);
@@ -669,8 +958,13 @@ void bfs_engine_destroy(bfs_engine *e)
 
 void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
 {
+	uint64_t now = now_ns(), alive;
+
 	pthread_mutex_lock(&e->lock);
 	*st = e->st;
+	st->mem_slots = e->st.mem_bytes;
+	st->mem_scratch = e->scratch_used;
+	st->mem_bytes = st->mem_slots + st->mem_scratch;
 	st->slots_ready = st->slots_filling = 0;
 	for (unsigned s = 0; s < e->nslots; s++) {
 		if (e->slots[s].state == SLOT_READY)
@@ -678,7 +972,38 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
 		else if (e->slots[s].state == SLOT_FILLING)
 			st->slots_filling++;
 	}
+	st->samples_per_s = e->sample_ns > 0 ? 1e9 / e->sample_ns * e->nworkers : 0;
+	alive = (now - e->created_ns) * e->nworkers;
+	st->worker_idle = alive ? (double)idle_now_locked(e, now) / (double)alive : 0;
+	st->nreaders = 0;
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
+		const struct reader *rd = &e->readers[r];
+		bfs_reader_stats *o;
+
+		if (!rd->key || now - rd->last_ns > READER_IDLE_NS)
+			continue;
+		o = &st->readers[st->nreaders++];
+		o->reader = rd->key - 1;
+		o->depth = rd->depth;
+		o->batches_per_s = rd->interval_ns > 0 ? 1e9 / rd->interval_ns : 0;
+		o->batches = rd->batches;
+		o->waits = rd->waits;
+		o->wait_s = (double)rd->wait_ns / 1e9;
+	}
 	pthread_mutex_unlock(&e->lock);
+}
+
+uint64_t bfs_engine_default_mem(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+	uint64_t mem = pages > 0 && psize > 0
+		? (uint64_t)pages * (uint64_t)psize / 8 : 1ull << 30;
+
+	if (mem > (1ull << 30))
+		mem = 1ull << 30;
+	if (mem < (256ull << 20))
+		mem = 256ull << 20;
+	return mem;
 }
 
 void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])

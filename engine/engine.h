@@ -49,8 +49,11 @@ typedef struct {
 	int height, width;       /* output size; default 224 x 224 */
 	bfs_dtype dtype;         /* default float32 */
 	unsigned threads;        /* decode workers; 0 = online cores */
-	unsigned prefetch;       /* batches decoded ahead of a reader; 0 = 2 */
-	unsigned slots;          /* batches held in memory; 0 = prefetch+4 */
+	unsigned prefetch;       /* batches read ahead per reader; 0 = auto */
+	uint64_t mem_bytes;      /* memory budget: batch slots + decoder
+				  * scratch; 0 = bfs_engine_default_mem() */
+	unsigned slots;          /* batches held in memory; 0 = as many as
+				  * mem_bytes allows (tests set it) */
 	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
 	bfs_on_error on_error;
 	uint64_t max_pixels;     /* 0 = no limit */
@@ -61,6 +64,18 @@ typedef struct {
 	void *ctx;
 } bfs_engine_opts;
 
+/* One reader (a process reading the mount), as the autotuner sees it. */
+typedef struct {
+	uint64_t reader;           /* the key given to hint/get (a pid) */
+	unsigned depth;            /* its read-ahead depth now */
+	double batches_per_s;      /* rate at which it moves to new batches */
+	uint64_t batches;          /* new batches it asked for */
+	uint64_t waits;            /* gets that found the batch not ready */
+	double wait_s;             /* time spent waiting */
+} bfs_reader_stats;
+
+#define BFS_MAX_READERS 32
+
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
 	uint64_t batches_produced;
@@ -69,20 +84,35 @@ typedef struct {
 	uint64_t sample_errors;    /* bad samples seen (distinct) */
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
-	uint64_t mem_bytes;        /* batch buffers allocated */
+	uint64_t mem_budget;       /* the budget (--mem) */
+	uint64_t mem_bytes;        /* slot buffers + decoder scratch now */
+	uint64_t mem_slots;        /* of which batch slots */
+	uint64_t mem_scratch;      /* of which decoder/resize scratch */
+	double samples_per_s;      /* production rate while busy (all threads) */
+	double worker_idle;        /* share of worker time spent idle */
 	unsigned threads;
-	unsigned prefetch;
+	unsigned prefetch;         /* fixed depth, or 0 when auto */
 	unsigned slots;
 	unsigned slots_ready;
 	unsigned slots_filling;
+	unsigned nreaders;
+	bfs_reader_stats readers[BFS_MAX_READERS];
 } bfs_engine_stats;
+
+/* The default memory budget: 1/8 of physical memory, between 256 MiB and
+ * 1 GiB.  1 GiB holds ~50 float32 batches of 32 x 224 x 224 x 3 (19 MB):
+ * read-ahead for several readers plus decoder scratch, while staying a
+ * small share of a training machine's host memory. */
+uint64_t bfs_engine_default_mem(void);
 
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_batch bfs_batch;
 
 /* Start the worker pool over src, which must outlive the engine.
- * Errors: -EINVAL (bad options), BFS_E_EMPTY (no batch: fewer samples than
- * one batch with drop_remainder), -ENOMEM, -EAGAIN (threads). */
+ * Errors: -EINVAL (bad options, or a memory budget too small for two
+ * batches plus decoder scratch: errmsg says how much is needed),
+ * BFS_E_EMPTY (no batch: fewer samples than one batch with
+ * drop_remainder), -ENOMEM, -EAGAIN (threads). */
 int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		      bfs_engine **out, char *errmsg);
 /* Stop the workers and free everything.  No batch may be held.  NULL ok. */
@@ -97,17 +127,19 @@ unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
 size_t bfs_engine_sample_bytes(const bfs_engine *e);
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e);
 
-/* A reader is about to read batch id: start it (if it is not in memory)
- * and read ahead the next `prefetch` batches.  Never blocks. */
-void bfs_engine_hint(bfs_engine *e, uint64_t id);
+/* Reader `reader` (any stable key, e.g. its pid; 0 = anonymous) is about
+ * to read batch id: start it (if it is not in memory) and read ahead the
+ * next batches, as deep as this reader's depth (fixed --prefetch, or
+ * autotuned).  Never blocks. */
+void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id);
 
 /* Get batch id, waiting until it is produced.  On success *out is pinned:
  * its memory stays valid and unchanged until bfs_engine_put(e, *out).
  * Errors: the first bad sample's code (BFS_E_*, -EIO, ...) with errmsg
  * naming the shard and record, when on_error is fail; -EINVAL for an id
  * out of range; -ENOMEM.  Nothing is pinned on error. */
-int bfs_engine_get(bfs_engine *e, uint64_t id, bfs_batch **out,
-		   char *errmsg);
+int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
+		   bfs_batch **out, char *errmsg);
 /* Unpin a batch from bfs_engine_get(). */
 void bfs_engine_put(bfs_engine *e, bfs_batch *b);
 

@@ -43,8 +43,11 @@ static const char usage_mount[] =
 	"  --size HxW           output height x width (224x224)\n"
 	"  --dtype T            float32 (resized/255, the tf.data default) or\n"
 	"                       uint8 (resized value rounded to nearest)\n"
-	"  --threads N          decode threads (all cores)\n"
-	"  --prefetch N         batches decoded ahead of each reader (2)\n"
+	"  --threads auto|N     decode threads (auto: all online cores)\n"
+	"  --prefetch auto|N    batches decoded ahead of each reader (auto:\n"
+	"                       autotuned per reader, like tf.data AUTOTUNE)\n"
+	"  --mem SIZE           memory budget for decoded batches and decoder\n"
+	"                       scratch (default: 1/8 of RAM, 256M..1G)\n"
 	"  --cache DIR|none     preprocessed-sample cache; only 'none' so far\n"
 	"  --format F           auto, tfrecord or folder (auto)\n"
 	"  --image-key KEY      Example feature with the JPEG (image/encoded)\n"
@@ -137,7 +140,7 @@ static int cmd_mount(int argc, char **argv)
 {
 	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
-	       O_ALLOW };
+	       O_ALLOW, O_MEM };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -153,6 +156,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "drop-remainder", no_argument, 0, O_DROP },
 		{ "log", required_argument, 0, O_LOG },
 		{ "allow-other", no_argument, 0, O_ALLOW },
+		{ "mem", required_argument, 0, O_MEM },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -186,12 +190,21 @@ static int cmd_mount(int argc, char **argv)
 				return bad("--dtype", optarg, "float32 or uint8");
 			break;
 		case O_THREADS:
-			if (parse_uint(optarg, 1, 1024, &o.engine.threads))
-				return bad("--threads", optarg, "1..1024");
+			if (!strcmp(optarg, "auto"))
+				o.engine.threads = 0;
+			else if (parse_uint(optarg, 1, 1024, &o.engine.threads))
+				return bad("--threads", optarg, "auto or 1..1024");
 			break;
 		case O_PREFETCH:
-			if (parse_uint(optarg, 1, 1024, &o.engine.prefetch))
-				return bad("--prefetch", optarg, "1..1024");
+			if (!strcmp(optarg, "auto"))
+				o.engine.prefetch = 0;
+			else if (parse_uint(optarg, 1, 1023, &o.engine.prefetch))
+				return bad("--prefetch", optarg, "auto or 1..1023");
+			break;
+		case O_MEM:
+			if (parse_size(optarg, &v) || v < (1u << 20))
+				return bad("--mem", optarg, "a size such as 512M or 2G");
+			o.engine.mem_bytes = v;
 			break;
 		case O_CACHE:
 			o.cache = optarg;

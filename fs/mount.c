@@ -146,7 +146,12 @@ static int build_dataset_json(struct mnt *m)
 		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
 	bfs_json_u64(&j, "max_pixels", eo->max_pixels);
 	bfs_json_u64(&j, "threads", eo->threads);
-	bfs_json_u64(&j, "prefetch", eo->prefetch);
+	if (eo->prefetch)
+		bfs_json_u64(&j, "prefetch", eo->prefetch);
+	else
+		bfs_json_str(&j, "prefetch", "auto");
+	bfs_json_u64(&j, "mem_bytes", eo->mem_bytes);
+	bfs_json_u64(&j, "slots", eo->slots);
 	bfs_json_str(&j, "cache", "none");
 	bfs_json_str(&j, "fingerprint", m->fingerprint);
 	bfs_json_open(&j, "files", '{');
@@ -311,7 +316,8 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 		/* The bytes never change, so the kernel may keep its cache. */
 		fi->keep_cache = 1;
 		fi->fh = 0;
-		bfs_engine_hint(m->eng, batch_id(m, &n));
+		bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid,
+				batch_id(m, &n));
 		return 0;
 	}
 	return -ENOENT;
@@ -346,7 +352,8 @@ static int read_batch(struct mnt *m, const bfs_node *n, char *buf,
 		if (done == size)
 			return (int)done;
 	}
-	err = bfs_engine_get(m->eng, batch_id(m, n), &b, msg);
+	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid,
+			     batch_id(m, n), &b, msg);
 	if (err) {
 		static uint64_t last_logged = UINT64_MAX; /* atomic */
 		uint64_t id = batch_id(m, n);
@@ -583,8 +590,23 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
 	bfs_json_u64(&j, "bytes_read", st.bytes_read);
 	bfs_json_u64(&j, "threads", st.threads);
-	bfs_json_u64(&j, "prefetch_depth", st.prefetch);
+	bfs_json_f64(&j, "samples_per_second", st.samples_per_s);
+	bfs_json_f64(&j, "worker_idle_share", st.worker_idle);
+	{
+		unsigned depth = 0;
+
+		for (unsigned r = 0; r < st.nreaders; r++)
+			if (st.readers[r].depth > depth)
+				depth = st.readers[r].depth;
+		bfs_json_u64(&j, "prefetch_depth", st.prefetch ? st.prefetch : depth);
+	}
+	bfs_json_str(&j, "prefetch_mode", st.prefetch ? "fixed" : "auto");
 	bfs_json_u64(&j, "memory_bytes", st.mem_bytes);
+	bfs_json_u64(&j, "memory_budget", st.mem_budget);
+	bfs_json_open(&j, "memory", '{');
+	bfs_json_u64(&j, "batch_slots", st.mem_slots);
+	bfs_json_u64(&j, "decoder_scratch", st.mem_scratch);
+	bfs_json_close(&j, '}');
 	bfs_json_open(&j, "slots", '{');
 	bfs_json_u64(&j, "total", st.slots);
 	bfs_json_u64(&j, "ready", st.slots_ready);
@@ -592,6 +614,20 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_close(&j, '}');
 	bfs_json_u64(&j, "reader_waits", st.reader_waits);
 	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
+	bfs_json_open(&j, "readers", '[');
+	for (unsigned r = 0; r < st.nreaders; r++) {
+		const bfs_reader_stats *rs = &st.readers[r];
+
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_u64(&j, "pid", rs->reader);
+		bfs_json_u64(&j, "depth", rs->depth);
+		bfs_json_f64(&j, "batches_per_second", rs->batches_per_s);
+		bfs_json_u64(&j, "batches", rs->batches);
+		bfs_json_u64(&j, "waits", rs->waits);
+		bfs_json_f64(&j, "wait_seconds", rs->wait_s);
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
 	bfs_json_u64(&j, "errors_total", nerr + nscan);
 	bfs_json_open(&j, "bad_shards", '[');
 	for (size_t i = 0; i < nscan; i++)
@@ -860,7 +896,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	loop = fuse_loop_cfg_create();
 	if (loop) {
 		fuse_loop_cfg_set_clone_fd(loop, 0);
-		fuse_loop_cfg_set_max_threads(loop, 64);
+		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
 	}
 	err = fuse_loop_mt(fuse, loop);
 	status = err == 0 ? 0 : 1;

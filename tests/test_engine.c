@@ -146,8 +146,8 @@ static uint8_t *read_all(bfs_engine *e, int reverse, int64_t *labels)
 		char msg[BFS_ERRMSG_MAX];
 		bfs_batch *b;
 
-		bfs_engine_hint(e, k);
-		if (bfs_engine_get(e, k, &b, msg))
+		bfs_engine_hint(e, 1, k);
+		if (bfs_engine_get(e, 1, k, &b, msg))
 			fail_msg("batch %llu: %s", (unsigned long long)k, msg);
 		memcpy(all + k * 4 * sb, bfs_batch_images(b), bfs_batch_count(b) * sb);
 		if (labels)
@@ -232,7 +232,7 @@ static void test_engine_fails_only_the_batch_with_a_bad_sample(void **state)
 	bfs_batch *b;
 
 	for (uint64_t k = 0; k < 6; k++) {
-		int err = bfs_engine_get(e, k, &b, msg);
+		int err = bfs_engine_get(e, 1, k, &b, msg);
 
 		if (k == BAD_SAMPLE / 4) {
 			assert_int_equal(err, BFS_E_DECODE);
@@ -296,8 +296,8 @@ static void *reader_main(void *arg)
 		uint64_t k = rand_r(&r->seed) % nb;
 		bfs_batch *b;
 
-		bfs_engine_hint(r->e, k);
-		if (bfs_engine_get(r->e, k, &b, NULL)) {
+		bfs_engine_hint(r->e, r->seed, k);
+		if (bfs_engine_get(r->e, r->seed, k, &b, NULL)) {
 			r->mismatches++;
 			continue;
 		}
@@ -341,8 +341,8 @@ static void test_engine_rejects_ids_out_of_range(void **state)
 	bfs_engine *e = open_engine(src, 1, BFS_ON_ERROR_FAIL, 1, 0);
 	bfs_batch *b;
 
-	assert_int_equal(bfs_engine_get(e, 6, &b, NULL), -EINVAL);
-	bfs_engine_hint(e, 1000); /* ignored, must not crash */
+	assert_int_equal(bfs_engine_get(e, 1, 6, &b, NULL), -EINVAL);
+	bfs_engine_hint(e, 1, 1000); /* ignored, must not crash */
 	bfs_engine_destroy(e);
 	bfs_source_close(src);
 }
