@@ -3,8 +3,8 @@
  * record writer (see tfrecord.h).
  *
  * The scan owns one heap buffer for its whole run.  Runs of small records
- * are served from 256 KiB chunks; after a record at least that large the
- * next header is fetched with a 4 KiB pread, so big payloads are skipped
+ * are served from 256 KiB chunks; after a record of 16 KiB or more the next
+ * header is fetched with a 4 KiB pread, so big payloads (JPEGs) are skipped
  * rather than read.
  */
 #include "engine/tfrecord.h"
@@ -21,6 +21,9 @@
 
 #define SCAN_CHUNK (256u * 1024)
 #define SMALL_READ 4096u
+/* After a payload this large, fetching the next header with one small pread
+ * beats copying the chunk that would mostly hold payload bytes. */
+#define BIG_RECORD (16u * 1024)
 
 static inline uint64_t le64(const uint8_t *p)
 {
@@ -149,7 +152,7 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 				if (next == file_size) {
 					proven = 1;
 				} else if (file_size - next >= BFS_TFRECORD_HEADER) {
-					if ((err = header_at(&r, next, len >= SCAN_CHUNK,
+					if ((err = header_at(&r, next, len >= BIG_RECORD,
 							     &h2)))
 						goto io_error;
 					proven = masked_crc(h2, 8) == le32(h2 + 8);
@@ -181,7 +184,7 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 		}
 		if ((err = fn(ctx, &e)))
 			break;
-		small = len >= SCAN_CHUNK;
+		small = len >= BIG_RECORD;
 		pos = e.offset + len + BFS_TFRECORD_FOOTER;
 		idx++;
 	}

@@ -33,10 +33,11 @@ typedef int (*bfs_tfrecord_scan_fn)(void *ctx, const bfs_tfrecord_entry *e);
 
 /*
  * Index the shard open on `fd` (any file position; only pread is used) of
- * `file_size` bytes by reading the 12-byte record headers only: headers are
- * read through a 256 KiB buffer, and after a record larger than that the
- * next header is pread directly, so payloads are never read.  Payload CRCs
- * are NOT checked here (see bfs_tfrecord_check).
+ * `file_size` bytes by reading the 12-byte record headers only: runs of
+ * small records are read in 256 KiB chunks, and after a record of 16 KiB or
+ * more the next header is fetched with one 4 KiB pread, so JPEG-sized
+ * payloads are skipped, not read.  Payload CRCs are NOT checked here (see
+ * bfs_tfrecord_check).  Allocates one 256 KiB buffer for the call.
  *
  * Calls fn(ctx, entry) for every complete record.  Returns:
  *   0                when the last record ends exactly at file_size
@@ -47,7 +48,7 @@ typedef int (*bfs_tfrecord_scan_fn)(void *ctx, const bfs_tfrecord_entry *e);
  *   BFS_E_CRC        when a length CRC fails and the length cannot be
  *                    proven (see bfs_tfrecord_entry.status);
  *   -errno           when pread fails; -EIO if the file is shorter than
- *                    file_size says;
+ *                    file_size says; -ENOMEM;
  *   fn's nonzero return value, unchanged.
  * In every error case fn has been called for each complete record before
  * the bad one, and errmsg (BFS_ERRMSG_MAX bytes, may be NULL) names the

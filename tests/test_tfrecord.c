@@ -74,11 +74,14 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 	}
 }
 
-/* Record i's payload length: small, with a few above the 256 KiB chunk. */
+/* Record i's payload length: mostly small, some above the 16 KiB "big
+ * record" mark and a few above the 256 KiB chunk, so every read path runs. */
 static size_t rec_len(size_t i)
 {
 	if (i % 97 == 50)
 		return 300000 + i;
+	if (i % 13 == 4 || i % 13 == 5)
+		return 20000 + i;
 	return (i * 37) % 1500;
 }
 
