@@ -3,8 +3,10 @@
  * with TensorFlow's ResizeBilinear (half_pixel_centers=True, antialias off),
  * the kernel behind tf.image.resize(img, [H, W]) in the seed pipeline.
  *
- * Arithmetic, all in IEEE float32 without FMA contraction (resize.c must be
- * compiled with -ffp-contract=off; the Makefile does):
+ * Arithmetic, all in IEEE float32 without FMA contraction (the Makefile builds
+ * resize.o with -ffp-contract=off, and resize.c asks for it by pragma too,
+ * which gcc always honours and clang honours unless -ffp-contract=fast), in
+ * the default rounding mode (round to nearest, ties to even):
  *   scale  = (float)in_size / (float)out_size
  *   in     = ((float)i + 0.5f) * scale - 0.5f
  *   lower  = max(floor(in), 0);  upper = min(ceil(in), in_size - 1)
