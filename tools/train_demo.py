@@ -143,7 +143,7 @@ def run(name, torch, model, opt, batches, steps, warmup):
     r = dict(name=name, images_per_s=n_img / wall, busy=busy / span,
              step_ms=busy / len(starts), wall=wall, host_wait=wait,
              loss=float(loss))
-    print("%-28s %8.0f images/s   GPU busy %5.1f%%   %.1f ms/step   "
+    print("%-44s %8.0f images/s   GPU busy %5.1f%%   %.1f ms/step   "
           "host waited for data %.2f s of %.2f s" %
           (name, r["images_per_s"], 100 * r["busy"], r["step_ms"], wait,
            wall), flush=True)
@@ -180,8 +180,9 @@ def imagefolder_batches(torch, folder, size, batch, workers):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--batches", help="epoch folder of a batchfs mount, or "
-                    "any folder of uint8 batch-*.npy files")
+    ap.add_argument("--batches", action="append", default=[],
+                    help="epoch folder of a batchfs mount, or any folder of "
+                    "uint8 batch-*.npy files (repeat to compare several)")
     ap.add_argument("--imagefolder", help="JPEG tree of the same images for "
                     "the torchvision ImageFolder + DataLoader comparison")
     ap.add_argument("--make-data", metavar="DIR")
@@ -212,10 +213,9 @@ def main():
            a.steps, a.warmup), flush=True)
     results = []
     model, opt = build(torch, a.classes)
-    if a.batches:
-        results.append(run("batchfs GpuLoader", torch, model, opt,
-                           gpuloader_batches(torch, a.batches, a.depth,
-                                             a.readers),
+    for b in a.batches:
+        results.append(run("GpuLoader %s" % b, torch, model, opt,
+                           gpuloader_batches(torch, b, a.depth, a.readers),
                            a.steps, a.warmup))
     if a.imagefolder:
         results.append(run("ImageFolder+DataLoader(%d)" % a.workers, torch,

@@ -275,6 +275,24 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 		{
 			cudaError_t e = cudaHostRegister(s->map, isize, flags);
 
+			if (e != cudaSuccess && flags == cudaHostRegisterReadOnly) {
+				/* Some drivers refuse read-only registration of
+				 * file pages: fall back to a private writable
+				 * mapping (its pages are copied when pinned). */
+				(void)cudaGetLastError();
+				munmap(s->map, isize);
+				s->map = mmap(NULL, isize, PROT_READ | PROT_WRITE,
+					      MAP_PRIVATE, fd, 0);
+				if (s->map == MAP_FAILED) {
+					s->map = NULL;
+					err = -errno;
+					bfs_seterr(errmsg, "%s: mmap: %s", ipath,
+						   strerror(errno));
+					goto out;
+				}
+				e = cudaHostRegister(s->map, isize,
+						     cudaHostRegisterDefault);
+			}
 			if (e != cudaSuccess) {
 				munmap(s->map, isize);
 				s->map = NULL;
