@@ -5,7 +5,8 @@
  * to three equal channels, CMYK/YCCK converted to RGB with TF's formula.
  *
  * One bfs_decoder per worker thread: it owns a TurboJPEG handle and a scratch
- * buffer that grows to the largest image seen and is reused (never shrunk).
+ * buffer that grows to the largest image seen and is reused (never shrunk):
+ * 3 * width * height bytes, 4 * width * height for a CMYK image.
  */
 #ifndef BFS_DECODE_H
 #define BFS_DECODE_H
