@@ -364,7 +364,9 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		return -ENOMEM;
 	s->dir = strdup(real);
 	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
-	s->label_key = strdup(o->label_key ? o->label_key : "image/class/label");
+	s->label_key = strdup(!o->label_key ? "image/class/label"
+			      : strcmp(o->label_key, "none") == 0 ? ""
+			      : o->label_key);
 	if (!s->dir || !s->image_key || !s->label_key) {
 		err = -ENOMEM;
 		goto fail;
@@ -634,7 +636,19 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 	}
 	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg)))
 		return err;
-	*label = -1;
-	return bfs_example_find(buf->data, smp->length, s->image_key,
-				s->label_key, jpeg, jpeg_len, label, errmsg);
+	if (!s->label_key[0]) { /* --label-key none: unlabeled data */
+		*label = -1;
+		return bfs_example_find(buf->data, smp->length, s->image_key,
+					NULL, jpeg, jpeg_len, label, errmsg);
+	}
+	*label = INT64_MIN; /* stays so when the feature is missing */
+	err = bfs_example_find(buf->data, smp->length, s->image_key,
+			       s->label_key, jpeg, jpeg_len, label, errmsg);
+	if (!err && *label == INT64_MIN) {
+		bfs_seterr(errmsg,
+			   "no int64 feature '%s' (use --label-key, or --label-key none for unlabeled data)",
+			   s->label_key);
+		return BFS_E_NOKEY;
+	}
+	return err;
 }

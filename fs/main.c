@@ -51,7 +51,7 @@ static const char usage_mount[] =
 	"  --cache DIR|none     preprocessed-sample cache; only 'none' so far\n"
 	"  --format F           auto, tfrecord or folder (auto)\n"
 	"  --image-key KEY      Example feature with the JPEG (image/encoded)\n"
-	"  --label-key KEY      int64 Example feature with the label\n"
+	"  --label-key KEY      int64 Example feature with the label, or none\n"
 	"                       (image/class/label)\n"
 	"  --on-error MODE      fail: a batch with a bad sample fails with EIO\n"
 	"                       (default); skip: a bad sample is replaced by the\n"

@@ -78,10 +78,13 @@ zero = example({"image/encoded": b"", "image/class/label": 8})
 add("b.tfrecord", zero, "zero-length image")  # batch 8
 for _ in range(batch - 1):
     add("b.tfrecord")
+add("b.tfrecord", example({"image/encoded": jpegs[2]}), "missing label key")  # batch 9
+for _ in range(batch - 1):
+    add("b.tfrecord")
 for _ in range(batch):
-    add("c.tfrecord")                        # batch 9: good, then a cut record
+    add("c.tfrecord")                        # batch 10: good, then a cut record
 for _ in range(batch):
-    add("d.tfrecord")                        # batch 10: good
+    add("d.tfrecord")                        # batch 11: good
 for name, recs in shards.items():
     write_shard(os.path.join(out, name), recs)
 # cut c.tfrecord in the middle of an extra record

@@ -59,7 +59,7 @@ assert "c.tfrecord" in st["bad_shards"] and "b.tfrecord" in st["bad_shards"], st
 idx = [e for e in st["errors"] if e["kind"] == "index"]
 assert idx and idx[0]["shard"] == "c.tfrecord" and "record 4" in idx[0]["message"], idx
 msgs = " ".join(e["message"] for e in st["errors"])
-for word in ("CRC", "PNG", "image/encoded", "pixels"):
+for word in ("CRC", "PNG", "image/encoded", "image/class/label", "pixels", "Premature end"):
     assert word.lower() in msgs.lower(), (word, msgs)
 PY
 check "the log names the shard and record of a bad sample" \
@@ -98,12 +98,12 @@ import errno, sys
 import numpy as np
 d = sys.argv[1]
 try:
-    np.load(d + "/mnt2/epoch-0000/batch-000010.npy")
-    raise SystemExit("batch 10 should fail")
+    np.load(d + "/mnt2/epoch-0000/batch-000011.npy")
+    raise SystemExit("batch 11 should fail")
 except OSError as e:
     assert e.errno == errno.EIO, e
 np.load(d + "/mnt2/epoch-0000/batch-000000.npy")
-np.load(d + "/mnt2/epoch-0000/batch-000009.npy")
+np.load(d + "/mnt2/epoch-0000/batch-000010.npy")
 PY
 fusermount3 -u "$D/mnt2"
 
