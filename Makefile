@@ -35,6 +35,7 @@ TEST_AUX := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*
 all: $(BUILD)/batchfs
 -include tools/gpu/gpu.mk
 -include tests/fuzz/fuzz.mk
+-include tools/bench.mk
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,0 +1,23 @@
+# tools/bench.mk - `make bench` and `make bench-quick` (tools/bench.py):
+# the in-process ceiling, cold epochs through the mount, a consumer, the
+# seed tf.data pipeline, memory, scale and FUSE serving, as one table.
+# Included by the Makefile; benchmarks are never part of `make test`.
+
+BENCH_PY      ?= python3
+BENCH_ARGS    ?=
+BENCH_CEILING := $(BUILD)/bench_ceiling
+BENCH_DEPS    := $(BUILD)/batchfs $(BUILD)/tests/mkjpeg $(BENCH_CEILING)
+
+$(BENCH_CEILING): tools/bench/ceiling_main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# The full run (< 15 minutes on 2 cores); rewrites docs/BENCHMARKS.md.
+bench: $(BENCH_DEPS)
+	$(BENCH_PY) tools/bench.py --build $(BUILD) --doc docs/BENCHMARKS.md $(BENCH_ARGS)
+
+# Smaller sizes for a fast check; leaves docs/ alone.
+bench-quick: $(BENCH_DEPS)
+	$(BENCH_PY) tools/bench.py --build $(BUILD) --quick $(BENCH_ARGS)
+
+.PHONY: bench bench-quick
