@@ -142,7 +142,7 @@ def run(name, torch, model, opt, batches, steps, warmup):
     span = starts[0].elapsed_time(ends[-1])
     r = dict(name=name, images_per_s=n_img / wall, busy=busy / span,
              step_ms=busy / len(starts), wall=wall, host_wait=wait,
-             loss=float(loss))
+             loss=float(loss.detach()))
     print("%-44s %8.0f images/s   GPU busy %5.1f%%   %.1f ms/step   "
           "host waited for data %.2f s of %.2f s" %
           (name, r["images_per_s"], 100 * r["busy"], r["step_ms"], wait,
@@ -193,7 +193,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--depth", type=int, default=3)
-    ap.add_argument("--readers", type=int, default=2)
+    ap.add_argument("--readers", type=int, default=0,
+                    help="GpuLoader reader threads (0: min(depth, 4))")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--classes", type=int, default=1000)
     a = ap.parse_args()

@@ -103,11 +103,17 @@ typedef struct bfs_gpu_opts {
 	                   loader fills the rest; holding all of them makes
 	                   the next bfs_gpu_next fail with -EBUSY. */
 	int readers;    /* reader threads, 1..BFS_GPU_MAX_READERS, at most
-	                   depth; default 1.  Reader t handles batches t,
-	                   t+readers, ... so files are read in parallel. */
+	                   depth; 0 (the default) means min(depth, 4).
+	                   Reader t handles batches t, t+readers, ... so
+	                   files are read in parallel: one pread() stream
+	                   through FUSE reached 1.9 GB/s on an H200 host,
+	                   four 13.8, eight 20.6 (docs/BENCHMARKS.md). */
 	int passes;     /* passes over the folder before BFS_GPU_E_END;
 	                   default 1; -1 repeats forever */
-	int io;         /* bfs_gpu_io; default BFS_GPU_IO_PREAD */
+	int io;         /* bfs_gpu_io; default BFS_GPU_IO_PREAD, which won:
+	                   mmap + cudaHostRegister is faster with one
+	                   reader but does not scale with readers and
+	                   slows the copies themselves (BENCHMARKS.md) */
 	int flags;      /* BFS_GPU_NORMALIZE | BFS_GPU_NCHW | BFS_GPU_TIMING */
 	void *stream;   /* cudaStream_t of the consumer, or NULL for the legacy
 	                   default stream.  bfs_gpu_next makes it wait for each
@@ -143,6 +149,9 @@ typedef struct bfs_gpu_batch {
 	void *copy_start;     /* cudaEvent_t recorded just before the upload
 	                         when BFS_GPU_TIMING, else NULL; with TIMING
 	                         `ready` is timed too (cudaEventElapsedTime). */
+	void *copy_end;       /* cudaEvent_t recorded right after the copies,
+	                         before the NORMALIZE kernel, with TIMING;
+	                         else NULL */
 	const char *path;     /* path of the images file; owned by the loader,
 	                         valid until bfs_gpu_close */
 	int32_t slot;         /* ring slot, 0..depth-1 */

@@ -9,7 +9,7 @@
 #   carry: .devcarry/ holding bin/{libbatchfs_gpu.so,batchfs-gpu,
 #          test_gpu_device,batchfs,mkjpeg} built here, and the Debian debs
 #          libfuse3-3 fuse3 libturbojpeg0 liblmdb0 (apt-get download)
-#   run:   bash tools/gpu/device_check.sh [quick]
+#   run:   bash tools/gpu/device_check.sh [quick|bench]   (bench: no demo)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/bfs-gpu-out}
@@ -92,14 +92,20 @@ bench() {  # bench LABEL ARGS...
 	fi
 }
 stage "bench: page-cache folders"
-bench "u8 pread d3 r1" "$D/u8" --depth 3 --passes 4
-bench "u8 pread d4 r4" "$D/u8" --depth 4 --readers 4 --passes 4
-bench "u8 mmap d3 r1" "$D/u8" --depth 3 --io mmap --passes 4
-bench "u8 mmap d4 r4" "$D/u8" --depth 4 --readers 4 --io mmap --passes 4
+bench "u8 defaults (d3, auto readers, pread)" "$D/u8" --passes 4
+for io in pread mmap; do
+	for r in 1 2 4 8; do
+		bench "u8 $io d$((r > 3 ? r : 3)) r$r" "$D/u8" --depth $((r > 3 ? r : 3)) \
+			--readers $r --io $io --passes 4
+	done
+done
 bench "u8 pread d4 r4 normalize" "$D/u8" --depth 4 --readers 4 --normalize --passes 4
-bench "f32 pread d3 r1" "$D/f32" --depth 3 --passes 3
-bench "f32 pread d4 r4" "$D/f32" --depth 4 --readers 4 --passes 3
-bench "f32 mmap d4 r4" "$D/f32" --depth 4 --readers 4 --io mmap --passes 3
+for io in pread mmap; do
+	for r in 1 4; do
+		bench "f32 $io d$((r > 3 ? r : 3)) r$r" "$D/f32" --depth $((r > 3 ? r : 3)) \
+			--readers $r --io $io --passes 3
+	done
+done
 
 stage "demo data"
 N=2560; [ "$QUICK" = quick ] && N=1024
@@ -113,10 +119,13 @@ if timeout 60 "$BATCHFS" mount "$D/demo/jpeg" "$MNT" --batch 256 --size 224x224 
 	--dtype uint8 --log "$OUT/mount.log" >>"$OUT/mount.log" 2>&1 &&
 	[ -e "$MNT/epoch-0000/batch-000000.npy" ]; then
 	echo "mounted: $(ls "$MNT/epoch-0000" | wc -l) files" | tee -a "$S"
-	bench "mount u8 pread d3 r1" "$MNT/epoch-0000" --depth 3 --passes 2
-	bench "mount u8 pread d4 r4" "$MNT/epoch-0000" --depth 4 --readers 4 --passes 2
-	bench "mount u8 mmap d3 r1" "$MNT/epoch-0000" --depth 3 --io mmap --passes 2
-	bench "mount u8 mmap d4 r4" "$MNT/epoch-0000" --depth 4 --readers 4 --io mmap --passes 2
+	bench "mount u8 defaults" "$MNT/epoch-0000" --passes 2
+	for io in pread mmap; do
+		for r in 1 2 4 8; do
+			bench "mount u8 $io d$((r > 3 ? r : 3)) r$r" "$MNT/epoch-0000" \
+				--depth $((r > 3 ? r : 3)) --readers $r --io $io --passes 2
+		done
+	done
 	FEED="$MNT/epoch-0000 --batches $D/demo/batches"
 else
 	echo "FUSE mount failed here; the demo reads a folder of batch files" \
@@ -124,6 +133,7 @@ else
 	tail -5 "$OUT/mount.log" | tee -a "$S"
 fi
 
+if [ "$QUICK" = bench ]; then stage done; echo "-----"; cat "$S"; exit 0; fi
 stage demo
 STEPS=30; [ "$QUICK" = quick ] && STEPS=15
 # shellcheck disable=SC2086

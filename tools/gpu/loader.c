@@ -55,6 +55,7 @@ struct slot {
 	int64_t *dev_labels;
 	cudaEvent_t ready;      /* recorded by the reader after the upload */
 	cudaEvent_t copy_start; /* with TIMING; reader */
+	cudaEvent_t copy_end;   /* with TIMING; reader */
 	cudaEvent_t released;   /* recorded by the consumer at release */
 
 	void *map;              /* MMAP: registered mapping in use; reader */
@@ -161,7 +162,7 @@ void bfs_gpu_opts_init(bfs_gpu_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->depth = 3;
-	o->readers = 1;
+	o->readers = 0;  /* min(depth, 4) */
 	o->passes = 1;
 	o->io = BFS_GPU_IO_PREAD;
 	for (i = 0; i < BFS_GPU_MAX_CHANNELS; i++)
@@ -368,6 +369,8 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 			   s->pinned + ld->labels_off + lh.header_len,
 			   lh.data_len, cudaMemcpyHostToDevice, r->stream),
 	   errmsg);
+	if (s->copy_end)
+		CU(cudaEventRecord(s->copy_end, r->stream), errmsg);
 
 	memset(b, 0, sizeof(*b));
 	b->seq = seq;
@@ -381,6 +384,7 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 	b->slot = (int32_t)(s - ld->slots);
 	b->ready = s->ready;
 	b->copy_start = s->copy_start;
+	b->copy_end = s->copy_end;
 	memcpy(b->shape, ih.shape, sizeof(b->shape));
 	if (ld->o.flags & BFS_GPU_NORMALIZE) {
 		int nchw = !!(ld->o.flags & BFS_GPU_NCHW);
@@ -535,6 +539,8 @@ void bfs_gpu_close(bfs_gpu_loader *ld)
 			cudaEventDestroy(s->ready);
 		if (s->copy_start)
 			cudaEventDestroy(s->copy_start);
+		if (s->copy_end)
+			cudaEventDestroy(s->copy_end);
 		if (s->released)
 			cudaEventDestroy(s->released);
 	}
@@ -613,6 +619,8 @@ int bfs_gpu_open(const char *dir, const bfs_gpu_opts *o,
 		ld->o = *o;
 	else
 		bfs_gpu_opts_init(&ld->o);
+	if (ld->o.readers == 0)
+		ld->o.readers = ld->o.depth < 4 ? ld->o.depth : 4;
 	err = check_opts(&ld->o, errmsg);
 	if (err)
 		goto out;
@@ -683,8 +691,10 @@ int bfs_gpu_open(const char *dir, const bfs_gpu_opts *o,
 		CU(cudaEventCreateWithFlags(&s->ready, evflags), errmsg);
 		CU(cudaEventCreateWithFlags(&s->released,
 					    cudaEventDisableTiming), errmsg);
-		if (ld->o.flags & BFS_GPU_TIMING)
+		if (ld->o.flags & BFS_GPU_TIMING) {
 			CU(cudaEventCreate(&s->copy_start), errmsg);
+			CU(cudaEventCreate(&s->copy_end), errmsg);
+		}
 	}
 	for (i = 0; i < ld->o.readers; i++) {
 		ld->readers[i].ld = ld;

@@ -51,6 +51,7 @@ class Batch(ctypes.Structure):
         ("upload_bytes", ctypes.c_uint64),
         ("ready", ctypes.c_void_p),
         ("copy_start", ctypes.c_void_p),
+        ("copy_end", ctypes.c_void_p),
         ("path", ctypes.c_char_p),
         ("slot", ctypes.c_int32),
         ("nchw", ctypes.c_int32),

@@ -187,7 +187,7 @@ class GpuLoader:
     normalize   deliver float32 (x/255 - mean)/std (x/255 when mean/std are
                 None; "imagenet" for the usual constants)
     layout      "NHWC" (as stored) or "NCHW" (with normalize)
-    readers     reader threads (GPU mode)
+    readers     reader threads in GPU mode; 0: min(depth, 4)
     io          "pread" (into pinned memory) or "mmap" (mmap +
                 cudaHostRegister)
     passes      passes over the folder per iteration (-1: forever)
@@ -203,7 +203,7 @@ class GpuLoader:
     """
 
     def __init__(self, epoch_dir, device=0, depth=3, normalize=False,
-                 mean=None, std=None, layout="NHWC", readers=1, io="pread",
+                 mean=None, std=None, layout="NHWC", readers=0, io="pread",
                  passes=1, output=None, stream=None):
         self.epoch_dir = str(epoch_dir)
         self.cpu = isinstance(device, str) and device.lower() == "cpu"
