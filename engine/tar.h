@@ -1,0 +1,121 @@
+/*
+ * tar.h - WebDataset tar shards: index the samples of a tar archive from its
+ * 512-byte member headers, bounds-checked, without reading image data.
+ *
+ * A WebDataset shard is a plain tar whose members are grouped into samples
+ * by KEY, WebDataset's rule (webdataset.tariterators.base_plus_ext): KEY is
+ * the member path up to the first '.' of its last path component, and the
+ * rest is the extension; "train/n01440764_1.jpg" has KEY
+ * "train/n01440764_1" and extension "jpg", "a/b.seg.png" has KEY "a/b" and
+ * extension "seg.png".  Names without such a '.' and "__x__" names at the
+ * top level are ignored, as WebDataset ignores them.  Members of one sample
+ * are adjacent; a KEY that comes back after another KEY starts a new sample.
+ *
+ * Of each sample batchfs uses the image member (extension jpg or jpeg, any
+ * case) and the label member (cls, any case: ASCII decimal, surrounding
+ * whitespace allowed); everything else (txt, json, ...) is skipped.
+ *
+ * Formats read: POSIX ustar (with the prefix field), GNU tar (long names
+ * 'L', long link names 'K', base-256 numbers), pax (extended headers 'x'
+ * with path= and size=; global headers 'g' are skipped), and v7.  Members
+ * that are not regular files ('0', '\0', '7') are skipped.  Sparse members
+ * never hold a usable image (see BFS_E_FORMAT below).
+ *
+ * No global state: every function may be called from any thread, on
+ * different file descriptors concurrently.
+ */
+#ifndef BFS_TAR_H
+#define BFS_TAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BFS_TAR_BLOCK 512
+
+/* A long name ('L') or pax header ('x', 'g') larger than this is refused
+ * with BFS_E_CORRUPT rather than read into memory. */
+#define BFS_TAR_MAX_EXT_HEADER (1u << 20)
+
+typedef struct {
+	uint64_t offset;        /* file offset of the image member's data */
+	uint64_t length;        /* image bytes (the member's size) */
+	int64_t label;          /* the .cls value when status is 0, else -1 */
+	const char *key;        /* the sample's KEY, NUL-terminated */
+	const char *name;       /* the image member's full path */
+	uint64_t member;        /* the image member's index in the archive
+				 * (0-based; extension headers 'L', 'K',
+				 * 'x', 'g' belong to the member after them
+				 * and are not counted) */
+	uint64_t header_offset; /* file offset of that member's header (of
+				 * its first extension header, if any) */
+	int status;             /* 0, or a bad sample that keeps its slot
+				 * and must fail when read:
+				 *   BFS_E_NOKEY   no KEY.cls in the sample
+				 *                 (for unlabeled data the
+				 *                 caller may accept it);
+				 *   BFS_E_CORRUPT the .cls is not a decimal
+				 *                 int64, is over 256 bytes,
+				 *                 or the sample has two
+				 *                 image or two .cls members;
+				 *   BFS_E_FORMAT  the image member is a GNU
+				 *                 sparse file */
+	const char *msg;        /* "" when status is 0, else what is wrong,
+				 * e.g. "member n01440764_1.jpg has no .cls" */
+} bfs_tar_sample;
+
+/* Called once per sample with an image member, in archive order.  `s` and
+ * the strings it points to are valid only during the call.  A nonzero
+ * return stops the scan and is returned by it. */
+typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
+
+/*
+ * Index the tar shard open on `fd` (any file position; only pread is used)
+ * of `file_size` bytes.  Reads member headers, the small .cls members, and
+ * long-name and pax headers; image data is never read.  After a member of
+ * 16 KiB or more the next header is fetched with one 4 KiB pread (which
+ * usually also holds the .cls member after it), otherwise 64 KiB at a time.
+ * Every header checksum is verified (unsigned or signed sum, as tar and
+ * Python's tarfile accept), every number is range-checked, and every size
+ * is checked against file_size before it is used; memory is one 64 KiB
+ * buffer plus the names of the sample in progress, whatever the file says.
+ *
+ * The scan ends successfully at the first all-zero header block (the
+ * end-of-archive marker; what follows it is not looked at) or at a zero
+ * tail shorter than a block (a cut marker).  A file that ends anywhere
+ * else, even at a member boundary, was cut: the members after the cut may
+ * have belonged to the last sample.  An empty file is an archive with no
+ * samples.
+ *
+ * Calls fn(ctx, sample) for every sample that has an image member (a KEY
+ * with only .cls/.txt/... members is not a sample).  Returns:
+ *   0                the archive ended at its end-of-archive marker;
+ *   BFS_E_CORRUPT    a header whose checksum fails, a number field that is
+ *                    not octal or base-256 or overflows, a negative size, a
+ *                    malformed pax record, an extension header over
+ *                    BFS_TAR_MAX_EXT_HEADER, or one not followed by a
+ *                    member;
+ *   BFS_E_TRUNCATED  the file ends before the end-of-archive marker:
+ *                    inside a header, inside a member's data or padding,
+ *                    or between members (also for an absurd size field:
+ *                    nothing is ever allocated from a size field);
+ *   -errno           pread failed; -EIO if the file is shorter than
+ *                    file_size says; -ENOMEM;
+ *   fn's nonzero return value, unchanged.
+ * In every error case fn has been called for each sample before the bad
+ * header, including the sample in progress when its image member is whole
+ * (with BFS_E_NOKEY if its .cls was not reached), and errmsg
+ * (BFS_ERRMSG_MAX bytes, may be NULL) names the member index, the byte
+ * offset of its header and what is wrong, e.g. "member 7 at offset 9216:
+ * header checksum 0o6543 does not match the computed 0o6552".
+ */
+int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
+		 char *errmsg);
+
+/*
+ * Format detection: 1 if `first512` (the first `len` bytes of a file) is a
+ * tar header block with a valid checksum, else 0.  Needs len >= 512; an
+ * all-zero block (an empty archive) gives 0.  Pure function; any thread.
+ */
+int bfs_tar_probe(const uint8_t *first512, size_t len);
+
+#endif
