@@ -1,0 +1,1045 @@
+/*
+ * cache.c - the sample cache's environment, keys and read path (see
+ * cache.h): opening and sharing the LMDB environment, building keys,
+ * bfs_cache_get, index reads and stats.  The writer lives in
+ * cache_writer.c, clear/verify/listing in cache_admin.c.
+ *
+ * DESIGN
+ *   A process-wide registry (reg_lock, reg_head) holds one struct bfs__env
+ *   per directory, refcounted by the bfs_cache handles on it, because LMDB
+ *   must not open one environment twice in a process.  Every transaction
+ *   of the process read-holds env->maplock; the rare thread that must
+ *   adopt a map grown by another process (MDB_MAP_RESIZED) write-holds it,
+ *   so no transaction touches the map while it is replaced.
+ *   A reader owns one MDB_txn, reset between gets: renew at the start of a
+ *   get, reset at its end.  Counters are atomics; nothing else is shared
+ *   between readers.
+ */
+#include "cache/cache_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/crc32c.h"
+
+_Static_assert(sizeof(struct bfs__vhdr) == BFS__VHDR, "value header size");
+_Static_assert(sizeof(struct bfs__ihdr) == BFS__VHDR, "index header size");
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bfs__env *reg_head; /* protected by reg_lock */
+
+/* ---- small helpers ---------------------------------------------------- */
+
+int64_t bfs__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+int64_t bfs__wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+void bfs__put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (uint8_t)v;
+		v >>= 8;
+	}
+}
+
+uint64_t bfs__get_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int bfs__map_err(int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc > 0)
+		return -rc;
+	switch (rc) {
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_MAP_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	case MDB_TXN_FULL:
+	case MDB_BAD_VALSIZE:
+		return -E2BIG;
+	case MDB_PANIC:
+	case MDB_CORRUPTED:
+	case MDB_INVALID:
+	case MDB_VERSION_MISMATCH:
+	case MDB_PAGE_NOTFOUND:
+		return BFS_E_CORRUPT;
+	default:
+		return -EIO;
+	}
+}
+
+int bfs__parse_fp(const char *hex, uint8_t out[8])
+{
+	uint64_t v = 0;
+
+	if (!hex || strlen(hex) != 16)
+		return -EINVAL;
+	for (int i = 0; i < 16; i++) {
+		char ch = hex[i];
+		int d;
+
+		if (ch >= '0' && ch <= '9')
+			d = ch - '0';
+		else if (ch >= 'a' && ch <= 'f')
+			d = ch - 'a' + 10;
+		else if (ch >= 'A' && ch <= 'F')
+			d = ch - 'A' + 10;
+		else
+			return -EINVAL;
+		v = v << 4 | (uint64_t)d;
+	}
+	bfs__put_be64(out, v);
+	return 0;
+}
+
+void bfs__fp_hex(const uint8_t fp[8], char out[17])
+{
+	snprintf(out, 17, "%016llx", (unsigned long long)bfs__get_be64(fp));
+}
+
+/* ---- hashing ------------------------------------------------------------
+ * Two unrelated 64-bit hashes: FNV-1a with a final avalanche (the shard
+ * hash in keys) and a multiply-xorshift byte hash (the identity check kept
+ * in values).  Not cryptographic; together they make a wrong hit need a
+ * simultaneous collision of both. */
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+typedef struct {
+	uint64_t a, b;
+} hash2;
+
+static void h2_init(hash2 *h, uint64_t tag)
+{
+	h->a = 0xcbf29ce484222325ull ^ tag;
+	h->b = 0x6a09e667f3bcc909ull ^ mix64(tag);
+}
+
+static void h2_feed(hash2 *h, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h->a ^= s[i];
+		h->a *= 0x100000001b3ull;
+		h->b = (h->b + s[i] + 1) * 0x9e3779b97f4a7c15ull;
+		h->b ^= h->b >> 29;
+	}
+}
+
+static void h2_u64(hash2 *h, uint64_t v)
+{
+	uint8_t b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	h2_feed(h, b, 8);
+}
+
+/* "dir/shard", with trailing slashes of dir dropped, and a NUL after the
+ * path so that no path is a prefix of another's input. */
+static void h2_path(hash2 *h, const char *dir, const char *shard)
+{
+	size_t n = strlen(dir);
+
+	while (n > 0 && dir[n - 1] == '/')
+		n--;
+	h2_feed(h, dir, n);
+	h2_feed(h, "/", 1);
+	h2_feed(h, shard, strlen(shard) + 1);
+}
+
+uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
+			 int64_t mtime_ns)
+{
+	hash2 h;
+
+	h2_init(&h, 0x5348415244ull); /* "SHARD" */
+	h2_path(&h, dir, shard);
+	h2_u64(&h, size);
+	h2_u64(&h, (uint64_t)mtime_ns);
+	return mix64(h.a);
+}
+
+uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
+				int64_t mtime_ns)
+{
+	hash2 h;
+
+	/* the same bytes h2_path() feeds for the dir and shard joined */
+	h2_init(&h, 0x5348415244ull);
+	h2_feed(&h, path, n);
+	h2_feed(&h, "", 1);
+	h2_u64(&h, size);
+	h2_u64(&h, (uint64_t)mtime_ns);
+	return mix64(h.a);
+}
+
+void bfs__index_key(const char *dir, const char *shard, uint8_t out[16])
+{
+	hash2 h;
+
+	h2_init(&h, 0x494e444558ull); /* "INDEX" */
+	h2_path(&h, dir, shard);
+	bfs__put_be64(out, mix64(h.a));
+	bfs__put_be64(out + 8, mix64(h.b));
+}
+
+int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
+		       const char *dir, const bfs_sample_identity *id)
+{
+	hash2 h;
+	int err;
+
+	if (!key || !dir || !id || !id->shard)
+		return -EINVAL;
+	err = bfs__parse_fp(fingerprint, key->k);
+	if (err)
+		return err;
+	bfs__put_be64(key->k + 8, bfs__shard_hash(dir, id->shard,
+						  id->shard_size,
+						  id->shard_mtime_ns));
+	bfs__put_be64(key->k + 16, id->offset);
+	h2_init(&h, 0x53414d504c45ull); /* "SAMPLE" */
+	h2_path(&h, dir, id->shard);
+	h2_u64(&h, id->shard_size);
+	h2_u64(&h, (uint64_t)id->shard_mtime_ns);
+	h2_u64(&h, id->offset);
+	h2_u64(&h, id->length);
+	h2_feed(&h, fingerprint, 16);
+	key->check = mix64(h.b) | 1; /* never 0: 0 means "don't check" */
+	return 0;
+}
+
+/* ---- directories and defaults ----------------------------------------- */
+
+int bfs_cache_default_dir(char *buf, size_t cap)
+{
+	const char *x = getenv("XDG_CACHE_HOME");
+	const char *home;
+	int n;
+
+	if (x && x[0] == '/') {
+		n = snprintf(buf, cap, "%s/batchfs", x);
+	} else {
+		home = getenv("HOME");
+		if (!home || home[0] != '/') {
+			struct passwd pw, *res = NULL;
+			char tmp[4096];
+
+			if (getpwuid_r(getuid(), &pw, tmp, sizeof(tmp), &res) ||
+			    !res || !pw.pw_dir || pw.pw_dir[0] != '/')
+				return -ENOENT;
+			n = snprintf(buf, cap, "%s/.cache/batchfs", pw.pw_dir);
+		} else {
+			n = snprintf(buf, cap, "%s/.cache/batchfs", home);
+		}
+	}
+	if (n < 0 || (size_t)n >= cap)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+uint64_t bfs_cache_default_size(const char *dir)
+{
+	char path[PATH_MAX];
+	struct statvfs vfs;
+	struct stat st;
+	uint64_t v = 0, existing = 0;
+
+	if (!dir || snprintf(path, sizeof(path), "%s/data.mdb", dir) >=
+			    (int)sizeof(path))
+		return BFS_CACHE_DEFAULT_MIN;
+	if (stat(path, &st) == 0)
+		existing = (uint64_t)st.st_size;
+	snprintf(path, sizeof(path), "%s", dir);
+	for (;;) {
+		char *slash;
+
+		if (statvfs(path[0] ? path : "/", &vfs) == 0) {
+			v = existing + (uint64_t)vfs.f_bavail * vfs.f_frsize / 10;
+			break;
+		}
+		slash = strrchr(path, '/');
+		if (!slash || errno != ENOENT)
+			return BFS_CACHE_DEFAULT_MIN;
+		*slash = '\0';
+	}
+	if (v > BFS_CACHE_DEFAULT_MAX)
+		v = BFS_CACHE_DEFAULT_MAX;
+	if (v < BFS_CACHE_DEFAULT_MIN)
+		v = BFS_CACHE_DEFAULT_MIN;
+	return v;
+}
+
+static int mkdir_p(const char *dir)
+{
+	char path[PATH_MAX];
+	size_t n = strlen(dir);
+
+	if (n == 0 || n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (path[i] != '/' && path[i] != '\0')
+			continue;
+		path[i] = '\0';
+		if (mkdir(path, 0700) != 0 && errno != EEXIST)
+			return -errno;
+		path[i] = dir[i];
+	}
+	return 0;
+}
+
+/* ---- the environment registry ------------------------------------------ */
+
+static void adopt_map(struct bfs__env *e)
+{
+	pthread_rwlock_wrlock(&e->maplock);
+	/* no transaction of this process is open: size 0 adopts the size
+	 * the growing process stored in the meta page */
+	mdb_env_set_mapsize(e->env, 0);
+	pthread_rwlock_unlock(&e->maplock);
+}
+
+int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&e->maplock);
+	rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
+	if (rc == MDB_MAP_RESIZED) {
+		pthread_rwlock_unlock(&e->maplock);
+		adopt_map(e);
+		pthread_rwlock_rdlock(&e->maplock);
+		rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
+	}
+	if (rc)
+		pthread_rwlock_unlock(&e->maplock);
+	return rc;
+}
+
+int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit)
+{
+	int rc = 0;
+
+	if (commit)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&e->maplock);
+	return rc;
+}
+
+static void env_free(struct bfs__env *e)
+{
+	if (!e)
+		return;
+	if (e->env)
+		mdb_env_close(e->env);
+	/* only now: closing an fd of lock.mdb drops the process's fcntl
+	 * locks on it, which LMDB relies on while the env is open */
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	pthread_rwlock_destroy(&e->maplock);
+	free(e);
+}
+
+static int open_dbis(struct bfs__env *e, int admin, char *errmsg)
+{
+	MDB_txn *txn;
+	MDB_val k = { 6, "format" }, v;
+	unsigned flags = admin ? 0 : MDB_CREATE;
+	uint32_t fmt = BFS__CACHE_FORMAT;
+	int rc;
+
+	rc = mdb_txn_begin(e->env, NULL, admin ? MDB_RDONLY : 0, &txn);
+	if (rc)
+		goto fail;
+	if ((rc = mdb_dbi_open(txn, "samples", flags, &e->samples)) ||
+	    (rc = mdb_dbi_open(txn, "index", flags, &e->index)) ||
+	    (rc = mdb_dbi_open(txn, "meta", flags, &e->meta))) {
+		mdb_txn_abort(txn);
+		if (rc == MDB_NOTFOUND) {
+			bfs_seterr(errmsg, "not a batchfs cache (no samples/index/meta databases)");
+			return -ENOENT;
+		}
+		goto fail;
+	}
+	rc = mdb_get(txn, e->meta, &k, &v);
+	if (rc == 0) {
+		if (v.mv_size != 4 || (memcpy(&fmt, v.mv_data, 4), fmt) !=
+					      BFS__CACHE_FORMAT) {
+			mdb_txn_abort(txn);
+			bfs_seterr(errmsg, "a cache of another batchfs format (%u, this is %d); 'batchfs cache clear' removes it",
+				   (unsigned)fmt, BFS__CACHE_FORMAT);
+			return BFS_E_CORRUPT;
+		}
+	} else if (rc == MDB_NOTFOUND && !admin) {
+		v.mv_size = 4;
+		v.mv_data = &fmt;
+		rc = mdb_put(txn, e->meta, &k, &v, 0);
+		if (rc) {
+			mdb_txn_abort(txn);
+			goto fail;
+		}
+	} else if (rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	bfs_seterr(errmsg, "opening the cache databases: %s", mdb_strerror(rc));
+	return bfs__map_err(rc);
+}
+
+/* Open or share the environment of dir.  Registry lock held inside. */
+static int env_acquire(bfs_cache *c, char *errmsg)
+{
+	struct bfs__env *e;
+	struct stat st;
+	pthread_rwlockattr_t ra;
+	MDB_stat ms;
+	char path[PATH_MAX];
+	unsigned flags;
+	int dead, rc, err;
+	pid_t me = getpid();
+
+	if (stat(c->dir, &st) != 0) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", c->dir, strerror(errno));
+		return err;
+	}
+	pthread_mutex_lock(&reg_lock);
+	for (e = reg_head; e; e = e->next)
+		if (e->dev == st.st_dev && e->ino == st.st_ino && e->pid == me) {
+			e->refs++;
+			c->e = e;
+			pthread_mutex_unlock(&reg_lock);
+			return 0;
+		}
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		pthread_mutex_unlock(&reg_lock);
+		return -ENOMEM;
+	}
+	e->lock_fd = -1;
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->pid = me;
+	e->refs = 1;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra,
+		PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&e->maplock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+
+	rc = mdb_env_create(&e->env);
+	if (rc)
+		goto lmdb_fail;
+	mdb_env_set_maxreaders(e->env, BFS__MAXREADERS);
+	mdb_env_set_maxdbs(e->env, 4);
+	if (!c->o.admin) {
+		long pg = sysconf(_SC_PAGESIZE);
+		uint64_t sz = c->o.max_bytes / (uint64_t)pg * (uint64_t)pg;
+
+		mdb_env_set_mapsize(e->env, (size_t)sz);
+	}
+	flags = MDB_NOTLS;
+	flags |= c->o.sync == BFS_CACHE_SYNC_NONE ? MDB_NOSYNC : MDB_NOMETASYNC;
+	rc = mdb_env_open(e->env, c->dir, flags, 0600);
+	if (rc) {
+		mdb_env_close(e->env);
+		e->env = NULL;
+		goto lmdb_fail;
+	}
+	if (c->o.admin)
+		mdb_env_set_mapsize(e->env, 0); /* adopt the stored size */
+	mdb_reader_check(e->env, &dead);
+	/* Give lock.mdb its blocks now: it is a shared mapping, and touching
+	 * a page of a sparse file on a full file system (a small tmpfs)
+	 * would be a SIGBUS.  Failure is harmless on normal disks. */
+	snprintf(path, sizeof(path), "%s/lock.mdb", c->dir);
+	e->lock_fd = open(path, O_RDWR | O_CLOEXEC);
+	if (e->lock_fd >= 0 && fstat(e->lock_fd, &st) == 0 && st.st_size > 0)
+		(void)posix_fallocate(e->lock_fd, 0, st.st_size);
+	err = open_dbis(e, c->o.admin, errmsg);
+	if (err)
+		goto fail;
+	mdb_env_stat(e->env, &ms);
+	e->psize = ms.ms_psize;
+	e->next = reg_head;
+	reg_head = e;
+	c->e = e;
+	pthread_mutex_unlock(&reg_lock);
+	return 0;
+
+lmdb_fail:
+	bfs_seterr(errmsg, "%s: LMDB: %s", c->dir, mdb_strerror(rc));
+	err = bfs__map_err(rc);
+fail:
+	env_free(e);
+	pthread_mutex_unlock(&reg_lock);
+	return err;
+}
+
+static void env_release(struct bfs__env *e)
+{
+	struct bfs__env **pp;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	if (--e->refs > 0 || e->pid != getpid()) {
+		pthread_mutex_unlock(&reg_lock);
+		return;
+	}
+	for (pp = &reg_head; *pp; pp = &(*pp)->next)
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	env_free(e);
+}
+
+/* ---- open / close -------------------------------------------------------- */
+
+int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
+{
+	bfs_cache *c;
+	pthread_condattr_t ca;
+	char path[PATH_MAX];
+	struct stat st;
+	int err;
+
+	*out = NULL;
+	if (!o)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->o = *o;
+	c->users_fd = -1;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->wake, &ca);
+	pthread_cond_init(&c->progress, &ca);
+	pthread_condattr_destroy(&ca);
+
+	if (o->dir && o->dir[0]) {
+		c->dir = strdup(o->dir);
+	} else {
+		err = bfs_cache_default_dir(path, sizeof(path));
+		if (err) {
+			bfs_seterr(errmsg, "no cache directory: set XDG_CACHE_HOME or HOME, or pass one");
+			goto fail;
+		}
+		c->dir = strdup(path);
+	}
+	err = -ENOMEM;
+	if (!c->dir)
+		goto fail;
+	c->o.dir = c->dir;
+	if (o->fingerprint) {
+		err = bfs__parse_fp(o->fingerprint, c->fp);
+		if (err) {
+			bfs_seterr(errmsg, "cache fingerprint '%s' is not 16 hex digits",
+				   o->fingerprint);
+			goto fail;
+		}
+		bfs__fp_hex(c->fp, c->fp_hex);
+		c->has_fp = 1;
+	}
+	c->o.fingerprint = c->has_fp ? c->fp_hex : NULL;
+	if (!o->admin && !c->has_fp) {
+		err = -EINVAL;
+		bfs_seterr(errmsg, "a cache opened for a mount needs the settings fingerprint");
+		goto fail;
+	}
+	if (!o->admin) {
+		if (!c->o.max_bytes)
+			c->o.max_bytes = bfs_cache_default_size(c->dir);
+		if (c->o.max_bytes < BFS_CACHE_MIN_BYTES) {
+			err = -EINVAL;
+			bfs_seterr(errmsg, "cache size %llu is below the minimum of 1 MiB",
+				   (unsigned long long)c->o.max_bytes);
+			goto fail;
+		}
+		if (c->o.max_bytes > (uint64_t)SIZE_MAX / 2)
+			c->o.max_bytes = (uint64_t)SIZE_MAX / 2;
+		err = mkdir_p(c->dir);
+		if (err) {
+			bfs_seterr(errmsg, "creating %s: %s", c->dir, strerror(-err));
+			goto fail;
+		}
+	} else {
+		snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+		if (stat(path, &st) != 0) {
+			err = -errno;
+			bfs_seterr(errmsg, "no cache in %s (%s)", c->dir,
+				   strerror(errno));
+			goto fail;
+		}
+	}
+	if (!c->o.queue_max)
+		c->o.queue_max = BFS_CACHE_QUEUE_MAX;
+	if (!c->o.foreign_idle_s)
+		c->o.foreign_idle_s = BFS_CACHE_FOREIGN_IDLE_S;
+
+	/* users.lock: shared while open; bfs_cache_remove_files takes it
+	 * exclusively.  Blocks only while a remove_files runs. */
+	snprintf(path, sizeof(path), "%s/users.lock", c->dir);
+	c->users_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (c->users_fd < 0 && o->admin)
+		c->users_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (c->users_fd < 0) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	while (flock(c->users_fd, LOCK_SH) != 0) {
+		if (errno != EINTR) {
+			err = -errno;
+			bfs_seterr(errmsg, "%s: flock: %s", path, strerror(errno));
+			goto fail;
+		}
+	}
+	/* the files may have been removed while we waited: env_acquire
+	 * creates them again (or fails for admin) */
+	if (o->admin) {
+		snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+		if (stat(path, &st) != 0) {
+			err = -ENOENT;
+			bfs_seterr(errmsg, "no cache in %s", c->dir);
+			goto fail;
+		}
+	}
+	err = env_acquire(c, errmsg);
+	if (err)
+		goto fail;
+	if (!o->admin) {
+		err = bfs__writer_start(c);
+		if (err) {
+			bfs_seterr(errmsg, "starting the cache writer: %s",
+				   strerror(-err));
+			goto fail;
+		}
+	}
+	*out = c;
+	return 0;
+fail:
+	bfs_cache_close(c);
+	return err;
+}
+
+void bfs_cache_close(bfs_cache *c)
+{
+	if (!c)
+		return;
+	bfs__writer_stop(c);
+	env_release(c->e);
+	if (c->users_fd >= 0)
+		close(c->users_fd);
+	pthread_cond_destroy(&c->wake);
+	pthread_cond_destroy(&c->progress);
+	pthread_mutex_destroy(&c->lock);
+	free(c->dir);
+	free(c);
+}
+
+const char *bfs_cache_dir(const bfs_cache *c)
+{
+	return c->dir;
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+int bfs_cache_reader_create(bfs_cache *c, bfs_cache_reader **out)
+{
+	bfs_cache_reader *r;
+	int rc;
+
+	*out = NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->c = c;
+	rc = bfs__txn_begin(c->e, 1, &r->txn);
+	if (rc) {
+		free(r);
+		return bfs__map_err(rc);
+	}
+	mdb_txn_reset(r->txn); /* keeps the reader slot */
+	pthread_rwlock_unlock(&c->e->maplock);
+	*out = r;
+	return 0;
+}
+
+void bfs_cache_reader_destroy(bfs_cache_reader *r)
+{
+	if (!r)
+		return;
+	if (r->txn)
+		mdb_txn_abort(r->txn); /* frees the slot (MDB_NOTLS) */
+	free(r);
+}
+
+/* Copy n bytes from src to dst and return the CRC32C of what was
+ * written, one L1-sized chunk at a time: the map is read once and the
+ * CRC reads the chunk back from cache. */
+uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc)
+{
+	const size_t chunk = 16384;
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	while (n) {
+		size_t m = n < chunk ? n : chunk;
+
+		memcpy(d, s, m);
+		crc = bfs_crc32c(crc, d, m);
+		d += m;
+		s += m;
+		n -= m;
+	}
+	return crc;
+}
+
+uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
+{
+	crc = bfs_crc32c(crc, h, 8);
+	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
+}
+
+int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
+		     size_t want_len, int64_t *label)
+{
+	struct bfs__vhdr h;
+	const uint8_t *payload;
+	uint32_t crc;
+
+	if (v->mv_size < BFS__VHDR)
+		return BFS_E_CRC;
+	memcpy(&h, v->mv_data, BFS__VHDR);
+	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
+	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
+		return BFS_E_CRC;
+	if (check && h.check != check)
+		return -ENOENT;
+	if (dst && h.len != want_len)
+		return -EINVAL;
+	payload = (const uint8_t *)v->mv_data + BFS__VHDR;
+	if (dst)
+		crc = bfs__copy_crc(dst, payload, h.len, 0);
+	else
+		crc = bfs_crc32c(0, payload, h.len);
+	if (bfs__vhdr_crc(crc, &h) != h.crc)
+		return BFS_E_CRC;
+	if (label)
+		*label = h.label;
+	return 0;
+}
+
+/* The fast path when CRCs are not checked (skip_crc). */
+static int copy_value(const MDB_val *v, uint64_t check, void *dst,
+		      size_t want_len, int64_t *label)
+{
+	struct bfs__vhdr h;
+
+	if (v->mv_size < BFS__VHDR)
+		return BFS_E_CRC;
+	memcpy(&h, v->mv_data, BFS__VHDR);
+	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
+	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
+		return BFS_E_CRC;
+	if (h.check != check)
+		return -ENOENT;
+	if (h.len != want_len)
+		return -EINVAL;
+	memcpy(dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
+	*label = h.label;
+	return 0;
+}
+
+int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
+		  size_t len, int64_t *label)
+{
+	bfs_cache *c = r->c;
+	struct bfs__env *e = c->e;
+	MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)key->k }, v;
+	int64_t lab = 0;
+	int rc, err;
+
+	pthread_rwlock_rdlock(&e->maplock);
+	rc = mdb_txn_renew(r->txn);
+	if (rc == MDB_MAP_RESIZED) {
+		pthread_rwlock_unlock(&e->maplock);
+		adopt_map(e);
+		pthread_rwlock_rdlock(&e->maplock);
+		rc = mdb_txn_renew(r->txn);
+	}
+	if (rc) {
+		pthread_rwlock_unlock(&e->maplock);
+		return bfs__map_err(rc);
+	}
+	rc = mdb_get(r->txn, e->samples, &k, &v);
+	if (rc == 0)
+		err = c->o.skip_crc ? copy_value(&v, key->check, dst, len, &lab)
+				    : bfs__check_value(&v, key->check, dst, len,
+						       &lab);
+	else
+		err = bfs__map_err(rc);
+	mdb_txn_reset(r->txn);
+	pthread_rwlock_unlock(&e->maplock);
+
+	switch (err) {
+	case 0:
+		*label = lab;
+		atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
+		break;
+	case -ENOENT:
+		atomic_fetch_add_explicit(&c->misses, 1, memory_order_relaxed);
+		break;
+	case BFS_E_CRC:
+		atomic_fetch_add_explicit(&c->crc_errors, 1,
+					  memory_order_relaxed);
+		bfs__queue_crcdel(c, key);
+		break;
+	}
+	return err;
+}
+
+/* ---- index reads ---------------------------------------------------------- */
+
+static int path_equal(const char *stored, size_t n, const char *dir,
+		      const char *shard)
+{
+	size_t dn = strlen(dir), sn = strlen(shard);
+
+	while (dn > 0 && dir[dn - 1] == '/')
+		dn--;
+	return n == dn + 1 + sn && !memcmp(stored, dir, dn) &&
+	       stored[dn] == '/' && !memcmp(stored + dn + 1, shard, sn);
+}
+
+int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
+			uint64_t size, int64_t mtime_ns, void **blob,
+			size_t *len)
+{
+	struct bfs__env *e = c->e;
+	uint8_t key[16];
+	MDB_val k = { 16, key }, v;
+	MDB_txn *txn;
+	struct bfs__ihdr h;
+	const uint8_t *p;
+	uint32_t crc;
+	int rc, err = -ENOENT;
+
+	*blob = NULL;
+	*len = 0;
+	if (!dir || !shard)
+		return -EINVAL;
+	bfs__index_key(dir, shard, key);
+	rc = bfs__txn_begin(e, 1, &txn);
+	if (rc)
+		return bfs__map_err(rc);
+	rc = mdb_get(txn, e->index, &k, &v);
+	if (rc) {
+		err = bfs__map_err(rc);
+		goto out;
+	}
+	if (v.mv_size < BFS__VHDR) {
+		err = BFS_E_CRC;
+		goto out;
+	}
+	memcpy(&h, v.mv_data, BFS__VHDR);
+	p = (const uint8_t *)v.mv_data + BFS__VHDR;
+	if (h.magic != BFS__IMAGIC || h.version != BFS__CACHE_FORMAT ||
+	    h.hdr_len != BFS__VHDR ||
+	    (uint64_t)h.path_len + h.blob_len != v.mv_size - BFS__VHDR) {
+		err = BFS_E_CRC;
+		goto out;
+	}
+	if (!path_equal((const char *)p, h.path_len, dir, shard) ||
+	    h.size != size || h.mtime_ns != mtime_ns)
+		goto out; /* another shard or another identity: a miss */
+	crc = bfs_crc32c(0, p, h.path_len + h.blob_len);
+	crc = bfs_crc32c(crc, &h, 8);
+	crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
+	if (crc != h.crc) {
+		err = BFS_E_CRC;
+		goto out;
+	}
+	*blob = malloc(h.blob_len ? h.blob_len : 1);
+	if (!*blob) {
+		err = -ENOMEM;
+		goto out;
+	}
+	memcpy(*blob, p + h.path_len, h.blob_len);
+	*len = h.blob_len;
+	err = 0;
+out:
+	bfs__txn_end(e, txn, 0);
+	if (err == 0)
+		atomic_fetch_add_explicit(&c->index_hits, 1,
+					  memory_order_relaxed);
+	else if (err == -ENOENT || err == BFS_E_CRC)
+		atomic_fetch_add_explicit(&c->index_misses, 1,
+					  memory_order_relaxed);
+	return err;
+}
+
+/* ---- stats ---------------------------------------------------------------- */
+
+static uint64_t meta_u64(struct bfs__env *e, MDB_txn *txn, const char *name)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	uint64_t x = 0;
+
+	if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == 8)
+		memcpy(&x, v.mv_data, 8);
+	return x;
+}
+
+void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
+{
+	struct bfs__env *e = c->e;
+	MDB_txn *txn;
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat fst;
+	int fd;
+	uint64_t hits, misses, fh = 0, fm = 0, th = 0, tm = 0;
+	int ok;
+
+	memset(st, 0, sizeof(*st));
+#define LD(x) atomic_load_explicit(&c->x, memory_order_relaxed)
+	st->hits = hits = LD(hits);
+	st->misses = misses = LD(misses);
+	st->crc_errors = LD(crc_errors);
+	st->inserts = LD(inserts);
+	st->duplicates = LD(duplicates);
+	st->dropped_queue = LD(dropped_queue);
+	st->dropped_full = LD(dropped_full);
+	st->evictions = LD(evictions);
+	st->write_errors = LD(write_errors);
+	st->index_hits = LD(index_hits);
+	st->index_misses = LD(index_misses);
+	st->full = LD(paused_until_ns) > bfs__now_ns();
+	/* The flushed baselines and the meta DB must be read as one.  The
+	 * writer makes flush_seq odd while it commits a counter flush and
+	 * moves the baselines, even again after: a snapshot begun and read
+	 * while flush_seq stayed even sees both or neither.  (A lock here
+	 * would invert the writer's maplock -> lock order.) */
+	for (int tries = 0;; tries++) {
+		uint64_t s1 = atomic_load(&c->flush_seq);
+
+		ok = 0;
+		if (s1 & 1) {
+			if (tries > 2000)
+				break;
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+			continue;
+		}
+		ok = bfs__txn_begin(e, 1, &txn) == 0;
+		fh = LD(flushed_hits);
+		fm = LD(flushed_misses);
+		if (!ok || atomic_load(&c->flush_seq) == s1 || tries > 2000)
+			break;
+		bfs__txn_end(e, txn, 0);
+	}
+	if (ok) {
+		th = meta_u64(e, txn, "hits");
+		tm = meta_u64(e, txn, "misses");
+		st->total_hits = th + (hits > fh ? hits - fh : 0);
+		st->total_misses = tm + (misses > fm ? misses - fm : 0);
+		if (mdb_stat(txn, e->samples, &ms) == 0) {
+			st->entries = ms.ms_entries;
+			st->bytes_used += (ms.ms_branch_pages + ms.ms_leaf_pages +
+					   ms.ms_overflow_pages) * (uint64_t)ms.ms_psize;
+		}
+		if (mdb_stat(txn, e->index, &ms) == 0) {
+			st->index_entries = ms.ms_entries;
+			st->bytes_used += (ms.ms_branch_pages + ms.ms_leaf_pages +
+					   ms.ms_overflow_pages) * (uint64_t)ms.ms_psize;
+		}
+		if (mdb_stat(txn, e->meta, &ms) == 0)
+			st->bytes_used += (ms.ms_branch_pages + ms.ms_leaf_pages +
+					   ms.ms_overflow_pages) * (uint64_t)ms.ms_psize;
+		bfs__txn_end(e, txn, 0);
+	}
+#undef LD
+	if (mdb_env_info(e->env, &info) == 0)
+		st->map_bytes = info.me_mapsize;
+	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &fst) == 0)
+		st->file_bytes = (uint64_t)fst.st_size;
+}
+
+/* ---- shared by writer and admin ------------------------------------------ */
+
+int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
+{
+	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
+	MDB_val k = { sizeof(kb), kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	memcpy(kb, fp, 8);
+	rc = mdb_cursor_open(txn, e->samples, &cur);
+	if (rc)
+		return rc;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0) {
+		if (k.mv_size >= 8)
+			memcpy(fp, k.mv_data, 8);
+		else
+			rc = MDB_CORRUPTED;
+	}
+	mdb_cursor_close(cur);
+	return rc;
+}

@@ -1,0 +1,412 @@
+/*
+ * cache.h - the persistent sample cache: decoded, resized samples (and
+ * shard indexes) in one LMDB environment on disk, shared by every mount and
+ * process that opens the same directory, so later epochs, remounts and
+ * other mounts of the same shards skip decoding.
+ *
+ * DESIGN
+ *   Keys.  A sample key (bfs_cache_key, 24 bytes) is
+ *       fingerprint (8) | shard hash (8) | record offset (8), big-endian,
+ *   where the fingerprint is bfs_engine_fingerprint() (every setting that
+ *   changes a sample's bytes) and the shard hash covers the shard's
+ *   absolute path, size and mtime.  Different settings or a changed shard
+ *   produce different keys, so a stale entry is never hit.  A second,
+ *   independent 64-bit hash of the full identity travels in the value and
+ *   is compared on every get, so even a shard-hash collision cannot serve
+ *   another sample's bytes.  Entries of one shard are adjacent, in offset
+ *   order; entries of one fingerprint are one key range.
+ *   Values.  A 48-byte header (magic, format version, CRC32C, payload
+ *   length, int64 label, identity check) followed by exactly the sample's
+ *   output bytes (H*W*3*itemsize, float32 stays float32).  The payload
+ *   starts 64 bytes into its LMDB overflow page, so it is cache-line
+ *   aligned in the map.
+ *   Reads.  One bfs_cache_reader per worker thread: a read-only LMDB
+ *   transaction renewed at the start of each bfs_cache_get and reset at its
+ *   end (measured: renew+reset is well under 1 us, against ~40 us to copy
+ *   a 602,112-byte sample), so readers always see the latest commits and
+ *   never pin old pages between calls.  The value is read in place from the
+ *   map and copied once into the caller's buffer while its CRC is checked.
+ *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
+ *   batch of (key, label, pointer to bytes); the writer puts one submission
+ *   in one write transaction, then calls done(ctx) so the caller can reuse
+ *   the memory.  The queue is bounded; a full queue drops the submission
+ *   at once.  CRC failures found by readers are sent to the writer, which
+ *   re-checks and deletes the entry.
+ *   Size limit and eviction.  The LMDB map size is the limit; data.mdb
+ *   never grows past it.  Epoch-style access scans the whole data set in a
+ *   cycle, where LRU and FIFO evict exactly the sample needed next (hit
+ *   rate 0 once the data set exceeds the cache).  So the policy is "fill,
+ *   then keep": samples of this mount's fingerprint are inserted until the
+ *   map is full, and the entries already there stay -- a stable subset
+ *   that hits on every later epoch (hit rate = cache / data set, the best a
+ *   cyclic scan allows).  Space is reclaimed only from (1) fingerprints
+ *   other than this mount's that have been idle (no mount read or wrote
+ *   them) for foreign_idle_s, oldest first, (2) entries of a shard whose
+ *   size or mtime changed (found when bfs_cache_index_put() replaces the
+ *   shard's index), (3) entries failing their CRC, (4) bfs_cache_clear().
+ *   MDB_MAP_FULL, and ENOSPC/EIO from a full file system, abort the
+ *   transaction (what fitted of the submission is committed in a retry),
+ *   and inserts pause for 5 s (submissions are dropped and counted) before
+ *   the writer probes again.  Serving is never affected: a miss decodes.
+ *   Integrity.  Every value carries a CRC32C, checked on every get.  The
+ *   environment is opened without MDB_WRITEMAP (a full disk can then only
+ *   fail a write(), never SIGBUS a mapped store), with MDB_NOTLS (reader
+ *   transactions belong to bfs_cache_reader objects, not threads) and, by
+ *   default, MDB_NOMETASYNC: each commit fdatasync()s its data pages and
+ *   the meta page goes to disk with the next commit, so the environment is
+ *   consistent after a kill -9 *and* after a power loss (the last commit
+ *   may be undone).  BFS_CACHE_SYNC_NONE (MDB_NOSYNC) skips the fsync: a
+ *   kill -9 of the process is still safe (LMDB never overwrites a page the
+ *   last committed snapshot uses, and every write() already sits in the
+ *   kernel's page cache, which outlives the process), but a power loss or
+ *   kernel crash may corrupt the environment; the writer then syncs every
+ *   30 s and at close to narrow that window.
+ *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
+ *   writer killed mid-transaction releases the lock; stale reader slots of
+ *   dead processes are cleared at open).  Within one process an environment
+ *   must be opened once, so bfs_cache handles on the same directory share
+ *   one MDB_env (a process-wide registry keyed by the directory's device
+ *   and inode); a child after fork() must open its own handles.
+ *
+ * Threads: see each function.  In short: open/close and reader
+ * create/destroy from any thread but not concurrently with uses of that
+ * object; a reader is used by one thread at a time; submit, flush,
+ * index_get/put, get_stats, clear, verify and fingerprints from any number
+ * of threads at once.
+ */
+#ifndef BFS_CACHE_H
+#define BFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/error.h"
+#include "engine/source.h"
+
+typedef struct bfs_cache bfs_cache;
+typedef struct bfs_cache_reader bfs_cache_reader;
+
+/* Default limit: 10% of the free space of the cache's file system (plus
+ * what the cache already occupies), at most 64 GiB, at least 16 MiB.  A
+ * full ImageNet epoch at 224x224 is ~770 GB as float32 and ~190 GB as
+ * uint8, more than a default should ever take from a shared disk, so the
+ * default cannot cover it: it is sized so that a cache never fills a disk
+ * behind a user's back, and small data sets (CIFAR, ImageNet subsets,
+ * fine-tuning sets of tens of GB) fit whole.  Larger runs pass
+ * --cache-size. */
+#define BFS_CACHE_DEFAULT_MAX    (64ull << 30)
+#define BFS_CACHE_DEFAULT_MIN    (16ull << 20)
+#define BFS_CACHE_MIN_BYTES      (1ull << 20)   /* smallest max_bytes */
+#define BFS_CACHE_FOREIGN_IDLE_S 3600           /* default foreign_idle_s */
+#define BFS_CACHE_QUEUE_MAX      4              /* default queue_max */
+
+typedef enum {
+	/* MDB_NOMETASYNC: consistent after kill -9 and after power loss. */
+	BFS_CACHE_SYNC_DATA = 0,
+	/* MDB_NOSYNC: consistent after kill -9; a power loss may corrupt
+	 * the environment (then `batchfs cache clear DIR`). */
+	BFS_CACHE_SYNC_NONE = 1,
+} bfs_cache_sync;
+
+typedef struct {
+	/* The directory holding the environment (data.mdb, lock.mdb,
+	 * users.lock); created (with parents, mode 0700) if missing unless
+	 * admin.  NULL = bfs_cache_default_dir(). */
+	const char *dir;
+	/* The limit on data.mdb in bytes (rounded down to the page size);
+	 * 0 = bfs_cache_default_size(dir).  Each process maps this much; a
+	 * process never grows the file past its own limit.  If the file is
+	 * already larger (an earlier, larger limit), the file's size is the
+	 * effective limit until `clear`.  Minimum BFS_CACHE_MIN_BYTES. */
+	uint64_t max_bytes;
+	/* This mount's settings: 16 hex digits from bfs_engine_fingerprint().
+	 * Required unless admin.  Its entries are the ones "fill, then keep"
+	 * protects; entries of other fingerprints may be evicted when idle. */
+	const char *fingerprint;
+	bfs_cache_sync sync;
+	/* Submissions that may wait for the writer; 0 = BFS_CACHE_QUEUE_MAX.
+	 * Each one pins the caller's memory until its done(ctx). */
+	unsigned queue_max;
+	/* Seconds a foreign fingerprint must have been idle before its
+	 * entries may be evicted to make room; 0 = BFS_CACHE_FOREIGN_IDLE_S,
+	 * negative = never evict other fingerprints. */
+	int foreign_idle_s;
+	/* 1: do not check CRCs on get (measurements only). */
+	int skip_crc;
+	/* 1: tools (`batchfs cache`): the directory and environment must
+	 * exist (-ENOENT otherwise), the map size is adopted from the file
+	 * (max_bytes ignored), no writer thread is started (submit and
+	 * index_put return -EPERM), and nothing is written at open. */
+	int admin;
+} bfs_cache_opts;
+
+/* One sample's cache key; see DESIGN.  Plain value, copy freely. */
+#define BFS_CACHE_KEY_BYTES 24
+typedef struct {
+	uint8_t k[BFS_CACHE_KEY_BYTES]; /* the LMDB key */
+	uint64_t check;                 /* identity hash kept in the value */
+} bfs_cache_key;
+
+/* One sample to insert. */
+typedef struct {
+	bfs_cache_key key;
+	int64_t label;
+	const void *data; /* len bytes; must stay valid and unchanged until
+			     the submission's done(ctx) */
+	size_t len;       /* H * W * 3 * itemsize; 1 .. 1 GiB */
+} bfs_cache_item;
+
+typedef struct {
+	/* This handle since open (atomic counters). */
+	uint64_t hits;          /* gets that returned 0 */
+	uint64_t misses;        /* gets that returned -ENOENT */
+	uint64_t crc_errors;    /* gets that returned BFS_E_CRC */
+	uint64_t inserts;       /* entries committed by this handle's writer */
+	uint64_t duplicates;    /* submitted entries already present (kept) */
+	uint64_t dropped_queue; /* items dropped: the writer queue was full */
+	uint64_t dropped_full;  /* items not inserted: map or disk full */
+	uint64_t evictions;     /* entries removed by the writer: idle foreign
+				   fingerprints, changed shards, bad CRCs */
+	uint64_t write_errors;  /* transactions failed for other reasons */
+	uint64_t index_hits, index_misses;
+	/* The environment now (all fingerprints, all processes). */
+	uint64_t entries;       /* samples stored */
+	uint64_t index_entries; /* shard indexes stored */
+	uint64_t bytes_used;    /* pages in use by the cache's databases */
+	uint64_t file_bytes;    /* size of data.mdb (high-water mark) */
+	uint64_t map_bytes;     /* this process's limit (the map size) */
+	uint64_t total_hits;    /* persisted: every process, since created or */
+	uint64_t total_misses;  /*   cleared, including unflushed counts here */
+	int full;               /* 1 while inserts are paused: cache full */
+} bfs_cache_stats;
+
+/* One fingerprint present in the cache (bfs_cache_fingerprints). */
+typedef struct {
+	char fingerprint[17];   /* 16 hex digits */
+	uint64_t entries;
+	uint64_t bytes;         /* value bytes (headers included) */
+	int64_t last_active_ns; /* CLOCK_REALTIME of the last use by a mount;
+				   0 if unknown */
+} bfs_cache_fp_info;
+
+/* One entry as reported by bfs_cache_verify(). */
+typedef struct {
+	char fingerprint[17];
+	uint64_t shard_hash;
+	uint64_t offset;        /* record offset in the shard */
+	uint64_t len;           /* stored value size */
+	int code;               /* BFS_E_CRC or BFS_E_CORRUPT */
+} bfs_cache_entry_info;
+
+/*
+ * The default cache directory: "$XDG_CACHE_HOME/batchfs" when
+ * XDG_CACHE_HOME is set to an absolute path, else "$HOME/.cache/batchfs"
+ * (HOME from the environment, else the password database).  Writes the
+ * path (NUL-terminated) into buf.  Creates nothing.
+ * Errors: -ENAMETOOLONG (cap too small), -ENOENT (no home directory).
+ * Any thread (reads the environment; not safe against concurrent setenv).
+ */
+int bfs_cache_default_dir(char *buf, size_t cap);
+
+/*
+ * The default limit for a cache in dir (see BFS_CACHE_DEFAULT_MAX):
+ * min(64 GiB, existing data.mdb + free space / 10), at least 16 MiB.  dir
+ * need not exist (its nearest existing parent's file system is measured).
+ * Never fails: 16 MiB when nothing can be measured.  Any thread.
+ */
+uint64_t bfs_cache_default_size(const char *dir);
+
+/*
+ * Open (creating if needed, unless o->admin) the cache in o->dir and start
+ * its writer thread.  o and its strings are copied.  Several handles may
+ * be open on one directory in one process (they share the environment)
+ * and any number of processes may open it at once.  On failure nothing is
+ * left open; the caller should run without a cache.
+ * Errors: -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
+ * fingerprint not 16 hex digits or missing), -ENOENT (admin and no cache
+ * there), -EACCES, -ENOSPC, -ENOMEM, -EAGAIN (thread), BFS_E_CORRUPT (the
+ * files are not a usable LMDB environment or a cache of another format
+ * version: `batchfs cache clear DIR` removes them); errmsg says which file
+ * and what LMDB said.
+ * Any thread; call it after any fork() that will use it (a daemon opens
+ * its cache in the daemon process).
+ */
+int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg);
+
+/*
+ * Commit what is queued (every pending submit's done(ctx) is called, from
+ * the writer thread, before this returns), flush the counters to the
+ * meta database, sync (SYNC_NONE), stop the writer and release the
+ * environment.  Every reader of c must have been destroyed and no other
+ * call on c may be running or follow.  Accepts NULL and half-built
+ * handles.  Any thread, except a done() callback of c.
+ */
+void bfs_cache_close(bfs_cache *c);
+
+/* The directory of an open cache (absolute or as given); lives as long as
+ * c.  Any thread. */
+const char *bfs_cache_dir(const bfs_cache *c);
+
+/*
+ * Build the key of one sample.  fingerprint: 16 hex digits
+ * (bfs_engine_fingerprint); dir: bfs_source_dir() (absolute, trailing '/'
+ * ignored); id: from bfs_source_identity(), whose shard is joined to dir
+ * as "dir/shard".  Pure function of its arguments: any thread, no
+ * allocation (about 100 ns).
+ * Errors: -EINVAL (fingerprint not 16 hex digits, dir or id->shard NULL).
+ */
+int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
+		       const char *dir, const bfs_sample_identity *id);
+
+/*
+ * A reader for one worker thread: holds one LMDB reader slot (of 2048
+ * shared by every process on the directory) for its whole life.  Create
+ * one per thread that calls bfs_cache_get; a reader may move between
+ * threads but must be used by one at a time.
+ * Errors: -EAGAIN (reader table full: run that worker without the cache),
+ * BFS_E_CORRUPT (the environment failed; see open), -ENOMEM.
+ */
+int bfs_cache_reader_create(bfs_cache *c, bfs_cache_reader **out);
+/* Free a reader and its slot.  Accepts NULL.  Before bfs_cache_close. */
+void bfs_cache_reader_destroy(bfs_cache_reader *r);
+
+/*
+ * Look up key and, on a hit, copy its sample into dst (exactly len bytes,
+ * which must equal the stored length) and its label into *label.  The
+ * value is read in place from the map (no copy inside LMDB) and copied
+ * once into dst while its CRC32C is checked; nothing of the map is
+ * referenced after the call.  dst may be any alignment.
+ * Returns 0 (hit; counted in hits), -ENOENT (miss; counted), BFS_E_CRC
+ * (the entry is corrupt: dst holds garbage, the entry has been handed to
+ * the writer for deletion, counted in crc_errors -- decode the sample and
+ * count it as a cache CRC error), -EINVAL (len differs from the stored
+ * length: a caller bug, the key's fingerprint does not match the size;
+ * not counted), -EIO or BFS_E_CORRUPT (the environment failed; treat as a
+ * miss).  On any error *label is untouched.  Whatever the code, the
+ * caller can always fall back to decoding.
+ * Threads: one thread per reader at a time; any number of readers of one
+ * cache at once.  Never blocks on the writer (LMDB readers take no lock),
+ * except for a moment while another process's growth of the map is
+ * adopted.
+ */
+int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
+		  size_t len, int64_t *label);
+
+/*
+ * Queue n items for insertion in one write transaction, then done(ctx).
+ * The items array is copied; the bytes they point to are not: they must
+ * stay valid and unchanged until done(ctx) is called.  done is called
+ * exactly once for every call, whatever the return value:
+ *   - returns 0: queued; done is called later from the writer thread
+ *     (after the transaction committed or failed);
+ *   - returns an error: nothing is queued and done has already been called
+ *     on the calling thread, before this returned.  So never hold a lock
+ *     that done takes while calling submit.
+ * Entries already present are kept (counted in duplicates) unless they
+ * fail their CRC, in which case they are replaced.  When the queue is full
+ * or inserts are paused because the cache is full, the submission is
+ * dropped and counted (dropped_queue / dropped_full).  Never blocks
+ * beyond a short mutex hold.  done runs without cache locks held; it must
+ * not block for long, and must not call bfs_cache_close.
+ * Errors: -EAGAIN (queue full), -ENOSPC (cache full, inserts paused),
+ * -EPERM (admin handle), -EINVAL (n > 65536, an item with len 0 or above
+ * 1 GiB, or data NULL), -ENOMEM, -ESHUTDOWN (closing).  n == 0 just calls
+ * done and returns 0.
+ * Any thread.
+ */
+int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
+		     void (*done)(void *ctx), void *ctx);
+
+/*
+ * Wait until everything submitted to c (samples, index puts, CRC
+ * deletions) before this call has been committed or dropped.  Returns 0,
+ * or -EPERM for an admin handle.  Any thread except c's done callbacks.
+ */
+int bfs_cache_flush(bfs_cache *c);
+
+/*
+ * The stored index of one shard, identified like a sample (dir =
+ * bfs_source_dir(), shard relative to it, the shard's size and mtime in
+ * ns).  On a hit *blob is a malloc()ed copy of exactly the bytes given to
+ * bfs_cache_index_put, *len its length; the caller frees it with free().
+ * Returns 0, -ENOENT (never stored, or stored for another size or mtime;
+ * counted in index_misses), BFS_E_CRC (stored copy corrupt: it is deleted;
+ * rescan), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed: rescan).
+ * Any thread, at any time (uses its own short read transaction).
+ */
+int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
+			uint64_t size, int64_t mtime_ns, void **blob,
+			size_t *len);
+
+/*
+ * Store the index of one shard (blob is copied; the caller keeps it).  The
+ * write happens on the writer thread, batched with other index puts into
+ * one transaction; bfs_cache_flush() waits for it.  If an index for the
+ * same dir/shard with another size or mtime is stored, it is replaced and
+ * every sample entry of the old shard identity (all fingerprints) is
+ * deleted, counted in evictions.  Returns 0 (queued), -EAGAIN (more than
+ * 256 MiB of index puts pending: not stored, scan next time), -EPERM
+ * (admin), -EINVAL (len above 1 GiB, NULL arguments), -ENOMEM.
+ * Any thread.
+ */
+int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
+			uint64_t size, int64_t mtime_ns, const void *blob,
+			size_t len);
+
+/*
+ * Fill *st (see bfs_cache_stats).  Counters are read atomically one by
+ * one; the environment figures come from a short read transaction.
+ * Cheap (a few microseconds).  Any thread.
+ */
+void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st);
+
+/*
+ * Delete every sample entry of fingerprint (16 hex digits), or, with
+ * fingerprint NULL, every sample, every shard index and the persisted
+ * counters.  Runs on the calling thread in transactions of a bounded size,
+ * concurrently with readers and writers (of any process); the space is
+ * reused, data.mdb keeps its size (see bfs_cache_remove_files).  *removed
+ * (may be NULL) gets the number of sample entries deleted.  Also lifts a
+ * paused "cache full" state.
+ * Errors: -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT (environment).
+ * Any thread.
+ */
+int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
+		    uint64_t *removed);
+
+/*
+ * Remove the cache files of dir (data.mdb, lock.mdb), so the space goes
+ * back to the file system -- only if no bfs_cache of any process has dir
+ * open (users.lock is free).  Works on an environment LMDB cannot open.
+ * Returns 0 (removed, or nothing was there), -EBUSY (in use: use
+ * bfs_cache_clear), -errno.  Any thread; never with a handle of this
+ * process open on dir.
+ */
+int bfs_cache_remove_files(const char *dir);
+
+/*
+ * Check the CRC and identity header of every sample entry (of fingerprint
+ * only, when not NULL).  For each bad entry calls bad(ctx, info) (may be
+ * NULL) and, when remove is 1, deletes it.  *checked and *nbad (either may
+ * be NULL) get the counts.  Reads in chunks of short read transactions,
+ * so it does not pin pages for long; entries added meanwhile may or may
+ * not be seen.  Returns 0 (whether or not bad entries were found),
+ * -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT (environment).
+ * Any thread.
+ */
+int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
+		     void (*bad)(void *ctx, const bfs_cache_entry_info *e),
+		     void *ctx, uint64_t *checked, uint64_t *nbad);
+
+/*
+ * List the fingerprints that have sample entries (plus ones with a
+ * recorded use but none left), sorted by fingerprint, with counts.  Scans
+ * every key (values are not read): about 10 ms per 100,000 entries.
+ * *out is a malloc()ed array of *n elements (NULL when *n is 0), freed by
+ * the caller with free().  Errors: -ENOMEM, -EIO/BFS_E_CORRUPT.
+ * Any thread.
+ */
+int bfs_cache_fingerprints(bfs_cache *c, bfs_cache_fp_info **out,
+			   size_t *n);
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * cache_internal.h - what cache.c (environment, reads, keys, stats),
+ * cache_writer.c (queue, writer thread, eviction) and cache_admin.c
+ * (clear, verify, listing) share.  Not part of the contract; see cache.h.
+ */
+#ifndef BFS_CACHE_INTERNAL_H
+#define BFS_CACHE_INTERNAL_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache/cache.h"
+
+/* The format of what the cache stores.  Bump on any change of keys,
+ * headers or meta records: an environment with another value is refused
+ * (BFS_E_CORRUPT) and `batchfs cache clear` removes it. */
+#define BFS__CACHE_FORMAT 1
+
+#define BFS__VMAGIC   0x63534642u /* "BFSc" */
+#define BFS__IMAGIC   0x69534642u /* "BFSi" */
+#define BFS__VHDR     48
+#define BFS__MAXREADERS 2048
+#define BFS__ITEM_MAX (1ull << 30)
+#define BFS__PAUSE_NS (5ll * 1000000000ll)   /* inserts paused when full */
+#define BFS__FLUSH_NS (30ll * 1000000000ll)  /* counters -> meta DB */
+
+/* The header in front of every sample value.  The CRC32C covers the
+ * payload, then header bytes [0, 8) and [12, 48). */
+struct bfs__vhdr {
+	uint32_t magic;
+	uint16_t version;  /* BFS__CACHE_FORMAT */
+	uint16_t hdr_len;  /* BFS__VHDR */
+	uint32_t crc;
+	uint32_t flags;    /* 0 */
+	uint64_t len;      /* payload bytes */
+	int64_t label;
+	uint64_t check;    /* bfs_cache_key.check */
+	int64_t stamp_ns;  /* CLOCK_REALTIME at insert (informational) */
+};
+
+/* The header in front of every index value, followed by the path (no NUL)
+ * and the blob.  CRC32C covers path and blob, then bytes [0,8), [12,48). */
+struct bfs__ihdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t hdr_len;
+	uint32_t crc;
+	uint32_t path_len;
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t blob_len;
+	int64_t stamp_ns;
+};
+
+/* The meta record of one fingerprint ("fp" + 8 bytes). */
+struct bfs__fprec {
+	int64_t last_active_ns; /* CLOCK_REALTIME */
+	int64_t first_seen_ns;
+};
+
+/* One environment of one directory in one process, shared by every
+ * bfs_cache handle on that directory (LMDB forbids opening it twice). */
+struct bfs__env {
+	struct bfs__env *next;  /* protected by the registry lock */
+	unsigned refs;          /* protected by the registry lock */
+	dev_t dev;
+	ino_t ino;
+	pid_t pid;              /* entries inherited through fork() are
+				   never used or closed by the child */
+	MDB_env *env;
+	MDB_dbi samples, index, meta;
+	unsigned psize;
+	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
+				   only after mdb_env_close */
+	/* Read-held by every transaction of this process, write-held while
+	 * the map is replaced (MDB_MAP_RESIZED: another process grew the
+	 * file past our map).  Writer-preferring. */
+	pthread_rwlock_t maplock;
+};
+
+enum { BFS__P_SUBMIT, BFS__P_INDEX, BFS__P_CRCDEL };
+
+/* One unit of work for the writer, in FIFO order. */
+struct bfs__pending {
+	struct bfs__pending *next;
+	int kind;
+	uint64_t seq;
+	/* BFS__P_SUBMIT */
+	bfs_cache_item *items;
+	size_t n;
+	void (*done)(void *ctx);
+	void *ctx;
+	/* BFS__P_INDEX: key, then the whole value ready to store */
+	uint8_t ikey[16];
+	void *ival;
+	size_t ival_len;
+	/* BFS__P_CRCDEL */
+	bfs_cache_key key;
+};
+
+struct bfs_cache {
+	bfs_cache_opts o;       /* copy; strings point into this struct */
+	char *dir;
+	char fp_hex[17];
+	uint8_t fp[8];
+	int has_fp;
+	struct bfs__env *e;
+	int users_fd;           /* LOCK_SH on users.lock while open */
+
+	pthread_mutex_t lock;
+	pthread_cond_t wake;    /* work queued, or stop */
+	pthread_cond_t progress;/* seq_done advanced */
+	/* protected by lock: */
+	struct bfs__pending *head, *tail;
+	unsigned nsubmits;      /* BFS__P_SUBMIT entries queued */
+	unsigned ncrcdel;       /* BFS__P_CRCDEL entries queued */
+	size_t index_bytes;     /* BFS__P_INDEX bytes queued */
+	uint64_t seq_queued, seq_done;
+	int stop;
+
+	pthread_t writer;
+	int writer_started;
+
+	_Atomic int64_t paused_until_ns; /* CLOCK_MONOTONIC; 0 = not full */
+	_Atomic uint64_t hits, misses, crc_errors, inserts, duplicates,
+		dropped_queue, dropped_full, evictions, write_errors,
+		index_hits, index_misses;
+	/* Odd while the writer commits a counter flush and moves flushed_*
+	 * (a seqlock for get_stats). */
+	_Atomic uint64_t flush_seq;
+	/* hits/misses already added to the meta DB (written by the writer) */
+	_Atomic uint64_t flushed_hits, flushed_misses;
+	uint64_t pend_hits, pend_misses; /* writer: in the open txn */
+	/* writer thread only: */
+	int64_t last_flush_ns;
+	int64_t last_sync_ns;
+	int unsynced;
+};
+
+struct bfs_cache_reader {
+	bfs_cache *c;
+	MDB_txn *txn;           /* reset between gets; slot held */
+};
+
+/* cache.c */
+int bfs__map_err(int rc);
+int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
+int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
+int bfs__parse_fp(const char *hex, uint8_t out[8]);
+void bfs__fp_hex(const uint8_t fp[8], char out[17]);
+uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
+			 int64_t mtime_ns);
+/* The same, from the joined path "dir/shard" (n bytes, no NUL) as stored
+ * in an index value. */
+uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
+				int64_t mtime_ns);
+void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
+void bfs__put_be64(uint8_t *p, uint64_t v);
+uint64_t bfs__get_be64(const uint8_t *p);
+/* Begin a transaction (read-only when rdonly) with e->maplock read-held;
+ * adopts a grown map on MDB_MAP_RESIZED.  On success the caller must
+ * bfs__txn_end() it.  Returns an LMDB/errno code. */
+int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
+/* Commit (commit=1) or abort, then release maplock. */
+int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
+/* Check a stored sample value: 0 ok, BFS_E_CRC (bad CRC or header),
+ * -ENOENT (identity check differs, when check != 0).  When dst is not
+ * NULL the payload is copied into it while checked. */
+int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
+		     size_t want_len, int64_t *label);
+/* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
+ * bytes written; chunked so the map is read once. */
+uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
+/* Extend a payload CRC with the covered header bytes. */
+uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
+/* The next fingerprint present at or after fp (8 bytes, in/out) in
+ * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
+int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
+/* Queue the deletion of a corrupt entry (no-op for admin handles). */
+void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key);
+
+/* cache_writer.c */
+int bfs__writer_start(bfs_cache *c);
+void bfs__writer_stop(bfs_cache *c);
+/* Add the unflushed hits/misses to the meta DB and touch this
+ * fingerprint's record, inside txn. */
+int bfs__flush_counters(bfs_cache *c, MDB_txn *txn);
+/* Delete every sample entry whose key starts with prefix[0..plen), in
+ * chunks of short write transactions.  Returns 0 or an LMDB code;
+ * *removed / *bytes get what was deleted. */
+int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
+		       uint64_t max_bytes, uint64_t *removed,
+		       uint64_t *bytes);
+
+#endif

@@ -1,0 +1,847 @@
+/*
+ * cache_writer.c - the sample cache's one writer thread: the bounded queue
+ * behind bfs_cache_submit / bfs_cache_index_put, one write transaction per
+ * submission, the "fill, then keep" policy when the map or the disk is
+ * full, reclaiming idle foreign fingerprints and changed shards, CRC
+ * deletions, and the counters persisted in the meta database.
+ *
+ * DESIGN
+ *   Producers: engine workers (submit), the source open (index_put),
+ *   readers that found a bad CRC (bfs__queue_crcdel).  Consumer: one
+ *   writer thread per bfs_cache.  The FIFO (c->head/tail), its counts and
+ *   the sequence numbers are protected by c->lock; c->wake wakes the
+ *   writer, c->progress wakes bfs_cache_flush.  The writer never holds
+ *   c->lock while in a transaction or calling done(), so submit never
+ *   waits for the disk.  Every transaction holds e->maplock for reading
+ *   (bfs__txn_begin); the writer never nests two transactions.
+ */
+#include "cache/cache_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/crc32c.h"
+
+#define SUBMIT_MAX_ITEMS 65536
+#define INDEX_QUEUE_MAX (256ull << 20)
+#define CRCDEL_MAX 64
+#define RUN_BYTES_MAX (64ull << 20)
+#define DEL_CHUNK 256        /* entries per delete transaction */
+#define PUT_ATTEMPTS 6
+
+#define ADD(field, n) \
+	atomic_fetch_add_explicit(&c->field, (n), memory_order_relaxed)
+
+/* ---- counters and the fingerprint record --------------------------------- */
+
+static int meta_add_u64(struct bfs__env *e, MDB_txn *txn, const char *name,
+			uint64_t add)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	uint64_t x = 0;
+	int rc;
+
+	rc = mdb_get(txn, e->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		memcpy(&x, v.mv_data, 8);
+	else if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	x += add;
+	v.mv_size = 8;
+	v.mv_data = &x;
+	return mdb_put(txn, e->meta, &k, &v, 0);
+}
+
+int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
+{
+	struct bfs__env *e = c->e;
+	uint64_t h = atomic_load(&c->hits), m = atomic_load(&c->misses);
+	uint64_t fh = atomic_load(&c->flushed_hits);
+	uint64_t fm = atomic_load(&c->flushed_misses);
+	int rc;
+
+	if (h > fh && (rc = meta_add_u64(e, txn, "hits", h - fh)))
+		return rc;
+	if (m > fm && (rc = meta_add_u64(e, txn, "misses", m - fm)))
+		return rc;
+	c->pend_hits = h;
+	c->pend_misses = m;
+	if (c->has_fp) {
+		uint8_t kb[10] = { 'f', 'p' };
+		MDB_val k = { sizeof(kb), kb }, v;
+		struct bfs__fprec rec = { 0, 0 };
+
+		memcpy(kb + 2, c->fp, 8);
+		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
+			memcpy(&rec, v.mv_data, sizeof(rec));
+		rec.last_active_ns = bfs__wall_ns();
+		if (!rec.first_seen_ns)
+			rec.first_seen_ns = rec.last_active_ns;
+		v.mv_size = sizeof(rec);
+		v.mv_data = &rec;
+		if ((rc = mdb_put(txn, e->meta, &k, &v, 0)))
+			return rc;
+	}
+	return 0;
+}
+
+static int flush_due(bfs_cache *c)
+{
+	return bfs__now_ns() - c->last_flush_ns >= BFS__FLUSH_NS;
+}
+
+/* Commit txn; flushed = 1 when bfs__flush_counters ran inside it. */
+static int commit(bfs_cache *c, MDB_txn *txn, int flushed)
+{
+	int rc;
+
+	if (flushed)
+		atomic_fetch_add(&c->flush_seq, 1); /* odd: see get_stats */
+	rc = bfs__txn_end(c->e, txn, 1);
+	if (flushed) {
+		if (rc == 0) {
+			atomic_store(&c->flushed_hits, c->pend_hits);
+			atomic_store(&c->flushed_misses, c->pend_misses);
+			c->last_flush_ns = bfs__now_ns();
+		}
+		atomic_fetch_add(&c->flush_seq, 1);
+	}
+	if (rc == 0)
+		c->unsynced = 1;
+	return rc;
+}
+
+/* A transaction holding only the counters and the fingerprint record. */
+static int flush_now(bfs_cache *c)
+{
+	MDB_txn *txn;
+	int rc;
+
+	rc = bfs__txn_begin(c->e, 0, &txn);
+	if (rc)
+		return rc;
+	rc = bfs__flush_counters(c, txn);
+	if (rc) {
+		bfs__txn_end(c->e, txn, 0);
+		return rc;
+	}
+	return commit(c, txn, 1);
+}
+
+static void maybe_sync(bfs_cache *c, int force)
+{
+	int64_t now = bfs__now_ns();
+
+	if (!c->unsynced)
+		return;
+	if (force || (c->o.sync == BFS_CACHE_SYNC_NONE &&
+		      now - c->last_sync_ns >= BFS__FLUSH_NS)) {
+		mdb_env_sync(c->e->env, 1);
+		c->unsynced = 0;
+		c->last_sync_ns = now;
+	}
+}
+
+/* ---- deleting ------------------------------------------------------------ */
+
+/* Delete entries of samples whose key starts with prefix[0..plen), inside
+ * txn, until none is left (returns 0, *more = 0) or max_count entries /
+ * max_bytes bytes are gone (*more = 1). */
+static int del_prefix_txn(struct bfs__env *e, MDB_txn *txn,
+			  const uint8_t *prefix, size_t plen,
+			  uint64_t max_count, uint64_t max_bytes,
+			  uint64_t *count, uint64_t *bytes, int *more)
+{
+	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
+	MDB_cursor *cur;
+	int rc;
+
+	*more = 0;
+	memcpy(kb, prefix, plen);
+	rc = mdb_cursor_open(txn, e->samples, &cur);
+	if (rc)
+		return rc;
+	for (;;) {
+		MDB_val k = { sizeof(kb), kb }, v;
+
+		if (*count >= max_count || *bytes >= max_bytes) {
+			*more = 1;
+			break;
+		}
+		/* the first key >= prefix: deleting it exposes the next */
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			break;
+		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen))
+			break;
+		rc = mdb_cursor_del(cur, 0);
+		if (rc)
+			break;
+		(*count)++;
+		*bytes += v.mv_size;
+	}
+	mdb_cursor_close(cur);
+	return rc;
+}
+
+int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
+		       uint64_t max_bytes, uint64_t *removed, uint64_t *bytes)
+{
+	uint64_t cnt = 0, b = 0;
+	int rc = 0, more = 1;
+
+	while (more && b < max_bytes) {
+		MDB_txn *txn;
+		uint64_t n = 0, nb = 0;
+
+		rc = bfs__txn_begin(c->e, 0, &txn);
+		if (rc)
+			break;
+		rc = del_prefix_txn(c->e, txn, prefix, plen, DEL_CHUNK,
+				    max_bytes - b, &n, &nb, &more);
+		if (rc) {
+			bfs__txn_end(c->e, txn, 0);
+			break;
+		}
+		rc = bfs__txn_end(c->e, txn, 1);
+		if (rc)
+			break;
+		cnt += n;
+		b += nb;
+	}
+	if (removed)
+		*removed = cnt;
+	if (bytes)
+		*bytes = b;
+	return rc;
+}
+
+/* Delete every sample of the shard identity `hash`, of every fingerprint,
+ * inside txn. */
+static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
+{
+	uint8_t fp[8] = { 0 }, prefix[16];
+	int rc;
+
+	for (;;) {
+		uint64_t n = 0, b = 0, next;
+		int more;
+
+		rc = bfs__next_fp(c->e, txn, fp);
+		if (rc == MDB_NOTFOUND)
+			return 0;
+		if (rc)
+			return rc;
+		memcpy(prefix, fp, 8);
+		bfs__put_be64(prefix + 8, hash);
+		rc = del_prefix_txn(c->e, txn, prefix, 16, UINT64_MAX,
+				    UINT64_MAX, &n, &b, &more);
+		if (rc)
+			return rc;
+		ADD(evictions, n);
+		next = bfs__get_be64(fp) + 1;
+		if (next == 0)
+			return 0;
+		bfs__put_be64(fp, next);
+	}
+}
+
+struct cand {
+	uint8_t fp[8];
+	int64_t last;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	return x->last < y->last ? -1 : x->last > y->last;
+}
+
+/*
+ * Make room for `need` bytes: delete entries of foreign fingerprints idle
+ * for foreign_idle_s, least recently active first; with allow_own (for
+ * index puts, which are worth far more than a few samples) this mount's
+ * own entries last.  Returns the bytes freed.  No transaction open.
+ */
+static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
+{
+	struct bfs__env *e = c->e;
+	struct cand cands[64];
+	size_t n = 0;
+	uint8_t fp[8] = { 0 };
+	MDB_txn *txn;
+	MDB_envinfo info;
+	uint64_t target, freed = 0;
+	int64_t now = bfs__wall_ns();
+	int64_t idle = (int64_t)c->o.foreign_idle_s * 1000000000ll;
+
+	if (bfs__txn_begin(e, 1, &txn))
+		return 0;
+	while (n < sizeof(cands) / sizeof(cands[0])) {
+		uint8_t kb[10] = { 'f', 'p' };
+		MDB_val k = { sizeof(kb), kb }, v;
+		struct bfs__fprec rec = { 0, 0 };
+		uint64_t next;
+		int own;
+
+		if (bfs__next_fp(e, txn, fp))
+			break;
+		own = c->has_fp && !memcmp(fp, c->fp, 8);
+		memcpy(kb + 2, fp, 8);
+		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
+			memcpy(&rec, v.mv_data, sizeof(rec));
+		if (own ? allow_own
+			: c->o.foreign_idle_s > 0 && now - rec.last_active_ns >= idle) {
+			memcpy(cands[n].fp, fp, 8);
+			cands[n].last = own ? INT64_MAX : rec.last_active_ns;
+			n++;
+		}
+		next = bfs__get_be64(fp) + 1;
+		if (next == 0)
+			break;
+		bfs__put_be64(fp, next);
+	}
+	bfs__txn_end(e, txn, 0);
+	if (!n)
+		return 0;
+	qsort(cands, n, sizeof(cands[0]), cand_cmp);
+
+	/* Free a slice at a time, not one batch: each reclaim costs a failed
+	 * transaction first. */
+	target = need;
+	if (!allow_own && mdb_env_info(e->env, &info) == 0) {
+		uint64_t slice = info.me_mapsize / 16;
+
+		if (slice > (256ull << 20))
+			slice = 256ull << 20;
+		if (slice > target)
+			target = slice;
+	}
+	for (size_t i = 0; i < n && freed < target; i++) {
+		uint64_t cnt = 0, b = 0;
+
+		bfs__delete_prefix(c, cands[i].fp, 8, target - freed, &cnt, &b);
+		ADD(evictions, cnt);
+		freed += b;
+	}
+	/* Pages freed by transaction T are reusable from T+2: commit one
+	 * more small transaction before retrying. */
+	if (freed)
+		flush_now(c);
+	return freed;
+}
+
+/* ---- writing samples -------------------------------------------------- */
+
+static void fill_value(void *dst, const bfs_cache_item *it)
+{
+	struct bfs__vhdr h = {
+		.magic = BFS__VMAGIC,
+		.version = BFS__CACHE_FORMAT,
+		.hdr_len = BFS__VHDR,
+		.len = it->len,
+		.label = it->label,
+		.check = it->key.check,
+		.stamp_ns = bfs__wall_ns(),
+	};
+	uint32_t crc;
+
+	crc = bfs__copy_crc((uint8_t *)dst + BFS__VHDR, it->data, it->len, 0);
+	h.crc = bfs__vhdr_crc(crc, &h);
+	memcpy(dst, &h, BFS__VHDR);
+}
+
+static int is_full(int rc)
+{
+	return rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT ||
+	       rc == EFBIG || rc == EIO || rc == MDB_TXN_FULL;
+}
+
+/* Put items[0..n) in one transaction.  On failure *nput is the index of
+ * the item whose put failed, or n when the commit failed. */
+static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
+		     size_t *nput, uint64_t *ins, uint64_t *dup)
+{
+	struct bfs__env *e = c->e;
+	MDB_txn *txn;
+	int rc, flushed = 0;
+
+	*ins = *dup = 0;
+	*nput = 0;
+	rc = bfs__txn_begin(e, 0, &txn);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const bfs_cache_item *it = &items[i];
+		MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)it->key.k };
+		MDB_val v = { BFS__VHDR + it->len, NULL };
+
+		rc = mdb_put(txn, e->samples, &k, &v,
+			     MDB_NOOVERWRITE | MDB_RESERVE);
+		if (rc == MDB_KEYEXIST) {
+			/* another mount got there first: keep a good copy,
+			 * replace a corrupt or foreign one */
+			if (bfs__check_value(&v, it->key.check, NULL, 0, NULL) == 0) {
+				(*dup)++;
+				continue;
+			}
+			v.mv_size = BFS__VHDR + it->len;
+			v.mv_data = NULL;
+			rc = mdb_put(txn, e->samples, &k, &v, MDB_RESERVE);
+		}
+		if (rc) {
+			*nput = i;
+			bfs__txn_end(e, txn, 0);
+			return rc;
+		}
+		fill_value(v.mv_data, it);
+		(*ins)++;
+	}
+	if (flush_due(c) && bfs__flush_counters(c, txn) == 0)
+		flushed = 1;
+	*nput = n;
+	return commit(c, txn, flushed);
+}
+
+static void pause_inserts(bfs_cache *c)
+{
+	atomic_store(&c->paused_until_ns, bfs__now_ns() + BFS__PAUSE_NS);
+}
+
+static void process_submit(bfs_cache *c, struct bfs__pending *p)
+{
+	size_t m = p->n, nput;
+	uint64_t ins, dup, need = 0;
+	int rc = 0, reclaimed = 0;
+
+	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
+		ADD(dropped_full, p->n);
+		goto done;
+	}
+	for (size_t i = 0; i < p->n; i++)
+		need += BFS__VHDR + p->items[i].len + 2 * c->e->psize;
+	for (int attempt = 0; attempt < PUT_ATTEMPTS && m > 0; attempt++) {
+		rc = put_batch(c, p->items, m, &nput, &ins, &dup);
+		if (rc == 0) {
+			ADD(inserts, ins);
+			ADD(duplicates, dup);
+			if (m < p->n) {
+				/* the map is full: what fitted is in */
+				ADD(dropped_full, p->n - m);
+				pause_inserts(c);
+			}
+			goto done;
+		}
+		if (!is_full(rc))
+			break;
+		if (!reclaimed) {
+			reclaimed = 1;
+			if (reclaim(c, need, 0) > 0)
+				continue;
+		}
+		/* commit what fitted: the items before the failing put, or one
+		 * fewer when the commit itself ran out of room */
+		m = nput < m ? nput : m - 1;
+	}
+	if (rc && !is_full(rc)) {
+		ADD(write_errors, 1);
+		if (rc == MDB_PANIC)
+			atomic_store(&c->paused_until_ns, INT64_MAX);
+	} else {
+		pause_inserts(c);
+	}
+	ADD(dropped_full, p->n);
+done:
+	if (p->done)
+		p->done(p->ctx);
+}
+
+/* ---- index puts and CRC deletions ----------------------------------------- */
+
+/* If an index for another identity of the same path is stored, purge the
+ * samples of that old identity. */
+static int purge_replaced(bfs_cache *c, MDB_txn *txn,
+			  const struct bfs__pending *p)
+{
+	struct bfs__env *e = c->e;
+	MDB_val k = { 16, (void *)p->ikey }, v;
+	struct bfs__ihdr oh, nh;
+	const uint8_t *op, *np;
+	uint64_t hash;
+	int rc;
+
+	rc = mdb_get(txn, e->index, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (v.mv_size < BFS__VHDR)
+		return 0;
+	memcpy(&oh, v.mv_data, BFS__VHDR);
+	memcpy(&nh, p->ival, BFS__VHDR);
+	op = (const uint8_t *)v.mv_data + BFS__VHDR;
+	np = (const uint8_t *)p->ival + BFS__VHDR;
+	if (oh.magic != BFS__IMAGIC || oh.path_len != nh.path_len ||
+	    (uint64_t)oh.path_len + BFS__VHDR > v.mv_size ||
+	    memcmp(op, np, nh.path_len))
+		return 0; /* unreadable, or another path with the same hash */
+	if (oh.size == nh.size && oh.mtime_ns == nh.mtime_ns)
+		return 0;
+	hash = bfs__shard_hash_joined(op, oh.path_len, oh.size, oh.mtime_ns);
+	return purge_shard(c, txn, hash);
+}
+
+static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
+{
+	struct bfs__env *e = c->e;
+	MDB_txn *txn;
+	int rc, flushed = 0;
+
+	*bytes = 0;
+	rc = bfs__txn_begin(e, 0, &txn);
+	if (rc)
+		return rc;
+	for (struct bfs__pending *p = run; p; p = p->next) {
+		if (p->kind == BFS__P_CRCDEL) {
+			MDB_val k = { BFS_CACHE_KEY_BYTES, p->key.k }, v;
+
+			rc = mdb_get(txn, e->samples, &k, &v);
+			if (rc == MDB_NOTFOUND) {
+				rc = 0;
+				continue;
+			}
+			/* re-check: a good copy may have replaced it */
+			if (rc == 0 &&
+			    bfs__check_value(&v, 0, NULL, 0, NULL) == BFS_E_CRC) {
+				rc = mdb_del(txn, e->samples, &k, NULL);
+				if (rc == 0)
+					ADD(evictions, 1);
+			}
+		} else {
+			MDB_val k = { 16, p->ikey };
+			MDB_val v = { p->ival_len, p->ival };
+
+			rc = purge_replaced(c, txn, p);
+			if (rc == 0)
+				rc = mdb_put(txn, e->index, &k, &v, 0);
+			*bytes += p->ival_len + 2 * e->psize;
+		}
+		if (rc) {
+			bfs__txn_end(e, txn, 0);
+			return rc;
+		}
+	}
+	if (flush_due(c) && bfs__flush_counters(c, txn) == 0)
+		flushed = 1;
+	return commit(c, txn, flushed);
+}
+
+static void process_run(bfs_cache *c, struct bfs__pending *run)
+{
+	uint64_t bytes;
+	int rc;
+
+	rc = run_txn(c, run, &bytes);
+	if (rc && is_full(rc) && reclaim(c, bytes + (1u << 20), 1) > 0)
+		rc = run_txn(c, run, &bytes);
+	if (rc)
+		ADD(write_errors, 1);
+}
+
+/* ---- the queue -------------------------------------------------------------- */
+
+/* Append p (lock held). */
+static void enqueue_locked(bfs_cache *c, struct bfs__pending *p)
+{
+	p->seq = ++c->seq_queued;
+	p->next = NULL;
+	if (c->tail)
+		c->tail->next = p;
+	else
+		c->head = p;
+	c->tail = p;
+	pthread_cond_signal(&c->wake);
+}
+
+static void free_pending(struct bfs__pending *p)
+{
+	while (p) {
+		struct bfs__pending *next = p->next;
+
+		free(p->items);
+		free(p->ival);
+		free(p);
+		p = next;
+	}
+}
+
+int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
+		     void (*done)(void *ctx), void *ctx)
+{
+	struct bfs__pending *p = NULL;
+	int err;
+
+	if (!c || c->o.admin) {
+		err = -EPERM;
+		goto drop;
+	}
+	if (n == 0) {
+		err = 0;
+		goto drop;
+	}
+	err = -EINVAL;
+	if (n > SUBMIT_MAX_ITEMS || !items)
+		goto drop;
+	for (size_t i = 0; i < n; i++)
+		if (!items[i].data || !items[i].len ||
+		    items[i].len > BFS__ITEM_MAX)
+			goto drop;
+	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
+		ADD(dropped_full, n);
+		err = -ENOSPC;
+		goto drop;
+	}
+	err = -ENOMEM;
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->items = malloc(n * sizeof(*items))))
+		goto drop;
+	memcpy(p->items, items, n * sizeof(*items));
+	p->kind = BFS__P_SUBMIT;
+	p->n = n;
+	p->done = done;
+	p->ctx = ctx;
+	pthread_mutex_lock(&c->lock);
+	if (c->stop) {
+		err = -ESHUTDOWN;
+	} else if (c->nsubmits >= c->o.queue_max) {
+		err = -EAGAIN;
+		ADD(dropped_queue, n);
+	} else {
+		c->nsubmits++;
+		enqueue_locked(c, p);
+		err = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (err == 0)
+		return 0;
+drop:
+	free_pending(p);
+	if (done)
+		done(ctx);
+	return err;
+}
+
+int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
+			uint64_t size, int64_t mtime_ns, const void *blob,
+			size_t len)
+{
+	struct bfs__pending *p;
+	struct bfs__ihdr h;
+	size_t dn, sn, plen;
+	uint8_t *val, *q;
+	uint32_t crc;
+	int err = 0;
+
+	if (!c || c->o.admin)
+		return -EPERM;
+	if (!dir || !shard || (!blob && len) || len > BFS__ITEM_MAX)
+		return -EINVAL;
+	dn = strlen(dir);
+	while (dn > 0 && dir[dn - 1] == '/')
+		dn--;
+	sn = strlen(shard);
+	plen = dn + 1 + sn;
+	p = calloc(1, sizeof(*p));
+	val = malloc(BFS__VHDR + plen + len);
+	if (!p || !val) {
+		free(p);
+		free(val);
+		return -ENOMEM;
+	}
+	q = val + BFS__VHDR;
+	memcpy(q, dir, dn);
+	q[dn] = '/';
+	memcpy(q + dn + 1, shard, sn);
+	if (len)
+		memcpy(q + plen, blob, len);
+	memset(&h, 0, sizeof(h));
+	h.magic = BFS__IMAGIC;
+	h.version = BFS__CACHE_FORMAT;
+	h.hdr_len = BFS__VHDR;
+	h.path_len = (uint32_t)plen;
+	h.size = size;
+	h.mtime_ns = mtime_ns;
+	h.blob_len = len;
+	h.stamp_ns = bfs__wall_ns();
+	crc = bfs_crc32c(0, q, plen + len);
+	crc = bfs_crc32c(crc, &h, 8);
+	h.crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
+	memcpy(val, &h, BFS__VHDR);
+	p->kind = BFS__P_INDEX;
+	bfs__index_key(dir, shard, p->ikey);
+	p->ival = val;
+	p->ival_len = BFS__VHDR + plen + len;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->stop)
+		err = -ESHUTDOWN;
+	else if (c->index_bytes + p->ival_len > INDEX_QUEUE_MAX)
+		err = -EAGAIN;
+	else {
+		c->index_bytes += p->ival_len;
+		enqueue_locked(c, p);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (err)
+		free_pending(p);
+	return err;
+}
+
+void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key)
+{
+	struct bfs__pending *p;
+
+	if (c->o.admin)
+		return;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->kind = BFS__P_CRCDEL;
+	p->key = *key;
+	pthread_mutex_lock(&c->lock);
+	if (!c->stop && c->ncrcdel < CRCDEL_MAX) {
+		c->ncrcdel++;
+		enqueue_locked(c, p);
+		p = NULL;
+	}
+	pthread_mutex_unlock(&c->lock);
+	free(p); /* dropped: the next get finds it again */
+}
+
+int bfs_cache_flush(bfs_cache *c)
+{
+	uint64_t target;
+
+	if (!c || c->o.admin)
+		return -EPERM;
+	pthread_mutex_lock(&c->lock);
+	target = c->seq_queued;
+	while (c->seq_done < target)
+		pthread_cond_wait(&c->progress, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* ---- the thread ---------------------------------------------------------------- */
+
+/* Take the next unit of work (lock held): one submission, or a run of
+ * index puts and CRC deletions (one transaction). */
+static struct bfs__pending *take_locked(bfs_cache *c, uint64_t *seq)
+{
+	struct bfs__pending *run = c->head, *last = run;
+	uint64_t bytes;
+
+	if (run->kind == BFS__P_SUBMIT) {
+		c->nsubmits--;
+	} else {
+		bytes = run->ival_len;
+		while (last->next && last->next->kind != BFS__P_SUBMIT &&
+		       bytes < RUN_BYTES_MAX) {
+			last = last->next;
+			bytes += last->ival_len;
+		}
+		for (struct bfs__pending *p = run;; p = p->next) {
+			if (p->kind == BFS__P_CRCDEL)
+				c->ncrcdel--;
+			else
+				c->index_bytes -= p->ival_len;
+			if (p == last)
+				break;
+		}
+	}
+	c->head = last->next;
+	if (!c->head)
+		c->tail = NULL;
+	last->next = NULL;
+	*seq = last->seq;
+	return run;
+}
+
+static void *writer_main(void *arg)
+{
+	bfs_cache *c = arg;
+
+	flush_now(c); /* record this fingerprint as active */
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		struct bfs__pending *run;
+		uint64_t seq;
+
+		if (!c->head) {
+			struct timespec ts;
+			int64_t due = c->last_flush_ns + BFS__FLUSH_NS;
+
+			if (c->stop)
+				break;
+			if (due <= bfs__now_ns()) {
+				pthread_mutex_unlock(&c->lock);
+				if (flush_now(c))
+					c->last_flush_ns = bfs__now_ns();
+				maybe_sync(c, 0);
+				pthread_mutex_lock(&c->lock);
+				continue;
+			}
+			ts.tv_sec = due / 1000000000ll;
+			ts.tv_nsec = due % 1000000000ll;
+			pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+			continue;
+		}
+		run = take_locked(c, &seq);
+		pthread_mutex_unlock(&c->lock);
+		if (run->kind == BFS__P_SUBMIT)
+			process_submit(c, run);
+		else
+			process_run(c, run);
+		free_pending(run);
+		maybe_sync(c, 0);
+		pthread_mutex_lock(&c->lock);
+		c->seq_done = seq;
+		pthread_cond_broadcast(&c->progress);
+	}
+	pthread_mutex_unlock(&c->lock);
+	flush_now(c);
+	maybe_sync(c, 1); /* make the last commits durable at close */
+	return NULL;
+}
+
+int bfs__writer_start(bfs_cache *c)
+{
+	int rc;
+
+	c->last_flush_ns = bfs__now_ns();
+	c->last_sync_ns = c->last_flush_ns;
+	rc = pthread_create(&c->writer, NULL, writer_main, c);
+	if (rc)
+		return -rc;
+	c->writer_started = 1;
+	return 0;
+}
+
+void bfs__writer_stop(bfs_cache *c)
+{
+	if (!c->writer_started)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = 1;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->writer, NULL);
+	c->writer_started = 0;
+}
