@@ -161,6 +161,93 @@ static void vrow_f32(const float *restrict top, const float *restrict bot, float
 }
 
 /*
+ * float32 -> IEEE binary16, round to nearest, ties to even: the value numpy's
+ * astype(np.float16) gives for the float32 output.  Three ranges:
+ *   |f| >= 2^16:  inf (NaN stays NaN);
+ *   |f| <  2^-14: half subnormal, a multiple of 2^-24.  Adding 0.5f, whose
+ *                 ulp is 2^-24, makes the FPU round |f| to that grid; the
+ *                 low mantissa bits of the sum are then the half's bits;
+ *   otherwise:    rebias the exponent (127 -> 15) and round off 13 bits.
+ */
+#define F16_SUBNORMAL_BELOW 0x38800000u /* 2^-14 */
+#define F16_INF_FROM 0x47800000u        /* 2^16 */
+#define F16_REBIAS 0xc8000000u          /* -(112 << 23), mod 2^32 */
+
+static uint16_t f32_to_f16(float f)
+{
+	uint32_t u, a, sign;
+
+	memcpy(&u, &f, sizeof(u));
+	sign = (u >> 16) & 0x8000u;
+	a = u & 0x7fffffffu;
+	if (a >= F16_INF_FROM)
+		return (uint16_t)(sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u));
+	if (a < F16_SUBNORMAL_BELOW) {
+		float g;
+
+		memcpy(&g, &a, sizeof(g));
+		g += 0.5f;
+		memcpy(&a, &g, sizeof(a));
+		return (uint16_t)(sign | (a - 0x3f000000u));
+	}
+	/* a carry out of the mantissa correctly bumps the exponent (to inf) */
+	return (uint16_t)(sign | ((a + F16_REBIAS + 0xfffu + ((a >> 13) & 1u)) >> 13));
+}
+
+#if defined(__SSE2__)
+/* f32_to_f16 on four lanes; the halves come back in the low 16 bits. */
+static __m128i f32_to_f16_sse2(__m128 v)
+{
+	const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), sign_mask = _mm_set1_epi32(0x8000);
+	const __m128i one = _mm_set1_epi32(1), round = _mm_set1_epi32((int)(F16_REBIAS + 0xfffu));
+	const __m128i inf16 = _mm_set1_epi32(0x7c00), qnan_bit = _mm_set1_epi32(0x0200);
+	__m128i u = _mm_castps_si128(v);
+	__m128i a = _mm_and_si128(u, abs_mask);
+	__m128i sub = _mm_sub_epi32(_mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(a),
+	                                                        _mm_set1_ps(0.5f))),
+	                            _mm_set1_epi32(0x3f000000));
+	__m128i nor = _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(a, round),
+	                                           _mm_and_si128(_mm_srli_epi32(a, 13), one)), 13);
+	__m128i is_sub = _mm_cmplt_epi32(a, _mm_set1_epi32((int)F16_SUBNORMAL_BELOW));
+	__m128i is_inf = _mm_cmpgt_epi32(a, _mm_set1_epi32((int)F16_INF_FROM - 1));
+	__m128i special = _mm_or_si128(inf16, _mm_and_si128(
+		_mm_cmpgt_epi32(a, _mm_set1_epi32(0x7f800000)), qnan_bit));
+	__m128i r = _mm_or_si128(_mm_and_si128(is_sub, sub), _mm_andnot_si128(is_sub, nor));
+
+	r = _mm_or_si128(_mm_and_si128(is_inf, special), _mm_andnot_si128(is_inf, r));
+	return _mm_or_si128(r, _mm_and_si128(_mm_srli_epi32(u, 16), sign_mask));
+}
+#endif
+
+/* out[k] = half((top[k] + (bot[k] - top[k]) * yl) / 255.0f) */
+static void vrow_f16(const float *restrict top, const float *restrict bot, float yl,
+                     uint16_t *restrict out, size_t n)
+{
+	size_t k = 0;
+
+#if defined(__SSE2__)
+	const __m128 vyl = _mm_set1_ps(yl), k255 = _mm_set1_ps(255.0f);
+	const __m128i bias16 = _mm_set1_epi32(0x8000);
+
+	for (; k + 8 <= n; k += 8) {
+		__m128i h[2];
+
+		for (int j = 0; j < 2; j++) {
+			__m128 t = _mm_loadu_ps(top + k + 4 * j), b = _mm_loadu_ps(bot + k + 4 * j);
+			__m128 v = _mm_div_ps(_mm_add_ps(t, _mm_mul_ps(_mm_sub_ps(b, t), vyl)), k255);
+
+			/* SSE2 has only a signed 32->16 pack: shift into range and back */
+			h[j] = _mm_sub_epi32(f32_to_f16_sse2(v), bias16);
+		}
+		_mm_storeu_si128((__m128i *)(void *)(out + k),
+		                 _mm_xor_si128(_mm_packs_epi32(h[0], h[1]), _mm_set1_epi16(-0x8000)));
+	}
+#endif
+	for (; k < n; k++)
+		out[k] = f32_to_f16((top[k] + (bot[k] - top[k]) * yl) / 255.0f);
+}
+
+/*
  * Round to nearest, ties to even, for 0 <= v < 2^23: adding 2^23 leaves no
  * fraction bits, so the FPU's default rounding does the work.  Without
  * -ffast-math the compiler may not fold (v + C) - C.
@@ -237,7 +324,8 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 
 	if (!src || !dst || !scratch || !dim_ok(src_w) || !dim_ok(src_h) ||
 	    !dim_ok(dst_w) || !dim_ok(dst_h) || src_stride < (size_t)src_w * 3 ||
-	    (dtype != BFS_DTYPE_FLOAT32 && dtype != BFS_DTYPE_UINT8))
+	    (dtype != BFS_DTYPE_FLOAT32 && dtype != BFS_DTYPE_UINT8 &&
+	     dtype != BFS_DTYPE_FLOAT16))
 		return -EINVAL;
 
 	/* Carve scratch; same layout as bfs_resize_scratch_size counts. */
@@ -313,6 +401,8 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 		}
 		if (dtype == BFS_DTYPE_FLOAT32)
 			vrow_f32(top, bot, yl, (float *)dst + (size_t)y * rowlen, rowlen);
+		else if (dtype == BFS_DTYPE_FLOAT16)
+			vrow_f16(top, bot, yl, (uint16_t *)dst + (size_t)y * rowlen, rowlen);
 		else
 			vrow_u8(top, bot, yl, (uint8_t *)dst + (size_t)y * rowlen, rowlen);
 	}

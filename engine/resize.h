@@ -40,6 +40,9 @@ size_t bfs_resize_scratch_size(int src_w, int src_h, int dst_w, int dst_h);
  *   BFS_DTYPE_FLOAT32: value / 255.0f (a true division, as `/ 255.0` in TF).
  *   BFS_DTYPE_UINT8:   value rounded to nearest, ties to even (np.round,
  *                      tf.round), clamped to 0..255.
+ *   BFS_DTYPE_FLOAT16: the float32 result above as IEEE binary16, rounded to
+ *                      nearest even (numpy's astype(np.float16)), subnormals
+ *                      included; stored as uint16_t bit patterns.
  * scratch: caller-owned, at least bfs_resize_scratch_size(...) bytes, any
  *   alignment; its contents on entry do not matter and are garbage on return.
  *   The function allocates nothing.

@@ -229,6 +229,75 @@ static void test_resize_matches_tensorflow_formula_bit_for_bit(void **state)
 	}
 }
 
+/* IEEE half of a finite f in [0, 65504], round to nearest even, by double
+ * arithmetic (independent of resize.c's bit tricks). */
+static uint16_t ref_half(float f)
+{
+	int e, E;
+	double r;
+
+	if (f == 0.0f)
+		return 0;
+	frexp(f, &e);
+	E = e - 1 < -14 ? -14 : e - 1; /* f = 1.m * 2^E, or subnormal */
+	r = nearbyint(ldexp(f, 10 - E)); /* exact scaling, then round */
+	if (E == -14 && r < 1024)
+		return (uint16_t)r;
+	if (r == 2048) {
+		E++;
+		r = 1024;
+	}
+	return (uint16_t)(((E + 15) << 10) | ((int)r - 1024));
+}
+
+static void test_resize_float16_is_the_rounded_float32_value(void **state)
+{
+	static const int sizes[][4] = {
+		{ 500, 375, 224, 224 }, { 20, 15, 64, 64 }, { 77, 101, 17, 31 }, { 3, 2, 9, 5 },
+	};
+	/* ref_half itself: 1 -> 0x3c00, 1/255, a tie that rounds down, the
+	 * smallest subnormal, and a value that rounds up into the normals. */
+	assert_int_equal(ref_half(1.0f), 0x3c00);
+	assert_int_equal(ref_half(0.5f), 0x3800);
+	assert_int_equal(ref_half(1.0f / 255.0f), 0x1c04);
+	assert_int_equal(ref_half(1.0f + 0x1p-11f), 0x3c00);
+	assert_int_equal(ref_half(0x1p-24f), 0x0001);
+	assert_int_equal(ref_half(0x1p-14f - 0x1p-26f), 0x0400);
+
+	for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+		int sw = sizes[t][0], sh = sizes[t][1], dw = sizes[t][2], dh = sizes[t][3];
+		uint8_t *src = random_image(sw, sh, 200 + t);
+		float *f = resize(src, sw, sh, (size_t)sw * 3, dw, dh, BFS_DTYPE_FLOAT32);
+		uint16_t *h = resize(src, sw, sh, (size_t)sw * 3, dw, dh, BFS_DTYPE_FLOAT16);
+
+		for (size_t i = 0; i < (size_t)dw * dh * 3; i++)
+			if (h[i] != ref_half(f[i]))
+				fail_msg("%dx%d->%dx%d element %zu: %a -> %04x, want %04x", sw, sh,
+				         dw, dh, i, f[i], h[i], ref_half(f[i]));
+		free(src);
+		free(f);
+		free(h);
+	}
+}
+
+static void test_resize_float16_rounds_tiny_values_to_subnormals(void **state)
+{
+	/* 1 -> 0 over 256 output pixels: values down to 1/(255*512) land in
+	 * the half subnormal range (< 2^-14) and must round like numpy. */
+	uint8_t src[2 * 3] = { 1, 1, 1, 0, 0, 0 };
+	float *f = resize(src, 2, 1, 6, 256, 1, BFS_DTYPE_FLOAT32);
+	uint16_t *h = resize(src, 2, 1, 6, 256, 1, BFS_DTYPE_FLOAT16);
+	int subnormals = 0;
+
+	for (int i = 0; i < 256 * 3; i++) {
+		assert_int_equal(h[i], ref_half(f[i]));
+		subnormals += h[i] > 0 && h[i] < 0x0400;
+	}
+	assert_true(subnormals > 0);
+	free(f);
+	free(h);
+}
+
 static void test_resize_honours_source_stride(void **state)
 {
 	int w = 31, h = 23;
@@ -263,6 +332,7 @@ static void test_resize_stays_inside_the_scratch_it_asked_for(void **state)
 			uint8_t *src = random_image(sw, sh, splitmix64(&seed));
 			free(resize(src, sw, sh, (size_t)sw * 3, dw, dh, BFS_DTYPE_FLOAT32));
 			free(resize(src, sw, sh, (size_t)sw * 3, dw, dh, BFS_DTYPE_UINT8));
+			free(resize(src, sw, sh, (size_t)sw * 3, dw, dh, BFS_DTYPE_FLOAT16));
 			free(src);
 		}
 	}
@@ -308,6 +378,8 @@ int main(void)
 		cmocka_unit_test(test_resize_downscale_by_two_averages_2x2_blocks),
 		cmocka_unit_test(test_resize_uint8_rounds_ties_to_even),
 		cmocka_unit_test(test_resize_matches_tensorflow_formula_bit_for_bit),
+		cmocka_unit_test(test_resize_float16_is_the_rounded_float32_value),
+		cmocka_unit_test(test_resize_float16_rounds_tiny_values_to_subnormals),
 		cmocka_unit_test(test_resize_honours_source_stride),
 		cmocka_unit_test(test_resize_stays_inside_the_scratch_it_asked_for),
 		cmocka_unit_test(test_resize_is_a_pure_function_of_its_inputs),
