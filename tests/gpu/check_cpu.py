@@ -348,11 +348,15 @@ def package_installs_with_pip(tmp):
         import setuptools  # noqa: F401
     except ImportError:
         raise Skip("setuptools missing: pip would need the network")
+    import shutil
     tgt = os.path.join(tmp, "site")
+    src = os.path.join(tmp, "src")  # setuptools writes build/ into it
+    shutil.copytree(os.path.join(repo_root(), "tools", "python"), src,
+                    ignore=shutil.ignore_patterns("__pycache__", "build",
+                                                  "*.egg-info"))
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                         "--no-deps", "--no-build-isolation", "--no-index",
-                        "--target", tgt,
-                        os.path.join(repo_root(), "tools", "python")],
+                        "--target", tgt, src],
                        capture_output=True, text=True, timeout=300,
                        cwd=tmp)
     if r.returncode != 0 and "No module named pip" in r.stderr:
