@@ -317,7 +317,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 			   (unsigned long long)e->o.max_pixels);
 		return BFS_E_TOOBIG;
 	}
-	px = (size_t)sw * (size_t)sh * 3;
+	px = (size_t)sw * (size_t)sh * 4; /* CMYK decodes through 4 channels */
 	rs = bfs_resize_scratch_size(sw, sh, e->o.width, e->o.height);
 	if ((err = reserve(w, w->in.cap + (px > w->dec_bytes ? px : w->dec_bytes) +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))

@@ -130,7 +130,7 @@ static int build_dataset_json(struct mnt *m)
 			     ? "round-half-even(resized)"
 			     : "resized / 255");
 	bfs_json_str(&j, "decode",
-		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with Adobe inverted ink");
+		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with TensorFlow's formula");
 	bfs_json_str(&j, "resize",
 		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
 	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
