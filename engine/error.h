@@ -15,9 +15,9 @@
 
 #define BFS_ERRMSG_MAX 512
 
-/* -10000..-10099: this header.  -10100..-10001 is also where the GPU
- * helper's codes live (tools/gpu/batchfs_gpu.h: BFS_GPU_E_*), counted down
- * from -10099 so the two never meet. */
+/* BFS_E_* count up from -9999 and stay far below any errno.  The GPU
+ * helper's BFS_GPU_E_* (tools/gpu/batchfs_gpu.h) own -10100..-10001,
+ * counting down from -10099; nothing else may use that range. */
 enum {
 	BFS_E_FIRST = -10000,
 	BFS_E_CORRUPT,   /* container framing is malformed */
