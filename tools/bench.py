@@ -1,0 +1,1281 @@
+#!/usr/bin/env python3
+"""batchfs benchmark (`make bench`, `make bench-quick`): one run, one table.
+
+usage: tools/bench.py [--build DIR] [--quick] [--doc FILE] [--json FILE]
+                      [--only STAGE,...] [--no-profile] [--keep]
+
+Stages, all in one run, every ratio taken from numbers of this run:
+
+  ceiling   build/bench_ceiling: decode+resize of the epoch's JPEGs, bytes
+            preloaded, one thread per core, no FUSE (float32 and uint8)
+  cold      a fresh mount per epoch (--cache none when the flag exists), one
+            reader reading every batch file in order with 16 MiB reads;
+            images/s and the ratio to the ceiling of the same dtype
+  consumer  a reader that "trains" by sleeping 1.2x the production time per
+            batch measured by `cold` (and, as in the issue's acceptance,
+            40 ms); its idle share = time inside open/read / wall time
+  tf        tools/bench/tf_seed.py, the seed tf.data pipeline on the same
+            shards (skipped with a note when TensorFlow is not importable)
+  memory    peak RSS (VmHWM) of the daemon over an epoch of >= 10,000
+            samples, at --mem 256M and at the default (when --mem exists)
+  scale     1,000 shards of 1,000 tiny records: index build time, daemon
+            bytes per sample, time to `ls` the 31,250-batch epoch folder
+  serve     FUSE serving of batches already in memory: first read, re-read
+            (keep_cache), mmap, and -o direct_io when the mount accepts it
+  profile   perf record -a over one more cold float32 epoch: where the CPU
+            time goes (decode, resize, FUSE copies, ...); full run only
+
+Data: ../shared/data/imagenet-sample packed with `batchfs mkshards` and
+repeated (hard links under new names) until the epoch holds >= 2,000
+samples; generated JPEGs (build/tests/mkjpeg) when it is absent.  All work
+happens in a private temp dir; every mount is unmounted on exit, Ctrl-C
+included.  Prints progress on stderr and the table on stdout; exits 0
+unless a stage crashed (a missed goal is reported, not an error).
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data",
+                                       "imagenet-sample"))
+READ_SIZE = 16 << 20
+MiB = 1 << 20
+
+
+# ---- small helpers ----------------------------------------------------------
+
+class Progress:
+    """One progress bar on stderr for the whole run.  Stages have weights
+    (expected seconds); the bar shows the weighted share done."""
+
+    def __init__(self, weights):
+        self.weights = weights
+        self.total = float(sum(weights.values())) or 1.0
+        self.done = 0.0
+        self.stage = None
+        self.frac = 0.0
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self.t0 = time.monotonic()
+
+    def begin(self, stage, what):
+        if self.stage:
+            self.done += self.weights.get(self.stage, 0)
+        self.stage, self.what, self.frac = stage, what, 0.0
+        if not self.tty:
+            el = time.monotonic() - self.t0
+            print(f"bench: [{el:5.0f} s] {what}", file=sys.stderr, flush=True)
+        self.draw(force=True)
+
+    def update(self, frac, detail=""):
+        self.frac = max(0.0, min(1.0, frac))
+        self.detail = detail
+        self.draw()
+
+    def note(self, what):
+        self.what = what
+        self.draw(force=True)
+
+    def draw(self, force=False):
+        if not self.tty:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.1:
+            return
+        self.last = now
+        w = self.weights.get(self.stage, 0)
+        share = (self.done + w * self.frac) / self.total
+        n = int(share * 30)
+        detail = getattr(self, "detail", "") if not force else ""
+        line = (f"[{'#' * n}{'.' * (30 - n)}] {share * 100:3.0f}% "
+                f"{now - self.t0:4.0f} s  {self.what} {detail}")
+        cols = shutil.get_terminal_size((100, 20)).columns
+        sys.stderr.write("\r\033[K" + line[:cols - 1])
+        sys.stderr.flush()
+
+    def finish(self):
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    """subprocess.run with text output; raises on failure with its output."""
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    p = subprocess.run(cmd, **kw)
+    if p.returncode != 0 and kw.get("check", True) is not False:
+        out = ((p.stdout or "") + (p.stderr or ""))[-2000:]
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}: {out}")
+    return p
+
+
+def proc_status(pid):
+    """VmRSS and VmHWM of pid in bytes (0 when unknown)."""
+    out = {"VmRSS": 0, "VmHWM": 0}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in out:
+                    out[k] = int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of pid (every thread)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def self_cpu():
+    t = os.times()
+    return t.user + t.system
+
+
+def cpu_busy_sample(seconds=1.0):
+    """Share of all cores busy (any process) over `seconds`, from /proc/stat."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v), idle
+    a = snap()
+    time.sleep(seconds)
+    b = snap()
+    tot = b[0] - a[0]
+    return 1.0 - (b[1] - a[1]) / tot if tot > 0 else 0.0
+
+
+def busy_processes(exclude_pids):
+    """Processes using > 20% of a core right now (top -bn1)."""
+    try:
+        out = run(["top", "-bn1", "-w", "200"], check=False).stdout
+    except OSError:
+        return []
+    hogs = []
+    started = False
+    for line in out.splitlines():
+        if line.lstrip().startswith("PID"):
+            started = True
+            continue
+        if not started or not line.strip():
+            continue
+        f = line.split()
+        try:
+            pid, cpu = int(f[0]), float(f[8])
+        except (ValueError, IndexError):
+            continue
+        if cpu > 20 and pid not in exclude_pids:
+            hogs.append(f"{f[-1]} (pid {pid}, {cpu:.0f}%)")
+    return hogs
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
+    if not m:
+        return None
+    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    return int(float(m.group(1)) * mult[m.group(2).upper()])
+
+
+def read_file(path, mv):
+    """Read a whole file with len(mv)-byte reads; returns bytes read."""
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            r = f.readinto(mv)
+            if not r:
+                return n
+            n += r
+
+
+def fmt_rate(x):
+    return "" if x is None else f"{x:,.0f}"
+
+
+# ---- mounts -----------------------------------------------------------------
+
+class MountError(RuntimeError):
+    pass
+
+
+class Mount:
+    """`batchfs mount -f SRC MNT ...` in the background: the Popen pid is the
+    daemon.  Waits (deadline) until the mount answers; close() unmounts."""
+
+    live = []
+
+    def __init__(self, bench, src, opts, deadline=300):
+        self.b = bench
+        self.mnt = tempfile.mkdtemp(dir=bench.tmp, prefix="mnt-")
+        bench.nmounts += 1
+        self.logpath = os.path.join(bench.tmp, f"mount-{bench.nmounts}.log")
+        self.cmd = [bench.batchfs, "mount", "-f", src, self.mnt] + list(opts)
+        self.logf = open(self.logpath, "wb")
+        t0 = time.perf_counter()
+        # Own session: a Ctrl-C reaches bench.py, which unmounts in order.
+        self.proc = subprocess.Popen(self.cmd, stdout=self.logf,
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        Mount.live.append(self)
+        ds = os.path.join(self.mnt, "dataset.json")
+        while True:
+            if self.proc.poll() is not None:
+                self.close()
+                raise MountError(f"mount exited {self.proc.returncode}: "
+                                 f"{self.log_tail()}")
+            if os.path.ismount(self.mnt) and os.path.exists(ds):
+                break
+            if time.perf_counter() - t0 > deadline:
+                self.close()
+                raise MountError(f"mount not ready after {deadline} s")
+            time.sleep(0.005)
+        self.ready_s = time.perf_counter() - t0
+        self.pid = self.proc.pid
+        with open(ds) as f:
+            self.ds = json.load(f)
+
+    def log_tail(self):
+        try:
+            with open(self.logpath, "rb") as f:
+                return f.read()[-600:].decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+    def stats(self):
+        try:
+            with open(os.path.join(self.mnt, "stats.json")) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def batch(self, k, labels=False):
+        return os.path.join(self.mnt, "epoch-0000",
+                            f"batch-{k:06d}{'.labels' if labels else ''}.npy")
+
+    def close(self):
+        if self in Mount.live:
+            Mount.live.remove(self)
+        if self.proc.poll() is None:
+            subprocess.run([self.b.batchfs, "unmount", self.mnt],
+                           capture_output=True, timeout=60)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        if os.path.ismount(self.mnt):
+            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+        if os.path.ismount(self.mnt):
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.logf.close()
+        try:
+            os.rmdir(self.mnt)
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def close_all_mounts():
+    for m in list(Mount.live):
+        try:
+            m.close()
+        except Exception as e:  # keep unmounting the others
+            log(f"could not unmount {m.mnt}: {e}")
+
+
+# ---- the benchmark ----------------------------------------------------------
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.quick = a.quick
+        self.build = os.path.abspath(a.build)
+        self.batchfs = os.path.join(self.build, "batchfs")
+        self.mkjpeg = os.path.join(self.build, "tests", "mkjpeg")
+        self.ceiling_bin = os.path.join(self.build, "bench_ceiling")
+        for p in (self.batchfs, self.mkjpeg, self.ceiling_bin):
+            if not os.access(p, os.X_OK):
+                sys.exit(f"bench: {p} is missing; run `make bench` (it builds it)")
+        self.tmp = tempfile.mkdtemp(prefix="batchfs-bench.")
+        self.nmounts = 0
+        self.cores = os.cpu_count() or 1
+        self.rows = []      # table rows
+        self.notes = []     # numbered notes under the table
+        self.res = {}       # raw results, for --json
+        self.errors = []
+        self.profile_text = ""
+        self.serve_rows = []
+        self.sizes = {
+            "epoch_min": 500 if self.quick else 2000,
+            "mem_min": 2000 if self.quick else 10000,
+            "scale_shards": 100 if self.quick else 1000,
+            "scale_records": 1000,
+            "repeat": 1 if self.quick else 3,
+        }
+        self.help = run([self.batchfs, "mount", "--help"], check=False).stdout
+        self.features = self.detect_features()
+
+    # -- what this build of batchfs can do --
+
+    def detect_features(self):
+        h = self.help
+        f = {"mem": bool(re.search(r"^\s*--mem\b", h, re.M)),
+             "cache": bool(re.search(r"^\s*--cache\b", h, re.M)),
+             "prefetch_auto": bool(re.search(r"^\s*--prefetch\b.*auto", h, re.M)),
+             "threads_auto": bool(re.search(r"^\s*--threads\b.*auto", h, re.M)),
+             "mem_default": None}
+        m = re.search(r"^\s*--mem\b.*$(?:\n\s{10,}.*$)*", h, re.M)
+        if m:
+            d = re.search(r"\(([0-9.]+\s*[KMGT]i?B?)\)|default[: ]+([0-9.]+\s*[KMGT]i?B?)",
+                          m.group(0), re.I)
+            if d:
+                f["mem_default"] = parse_size(d.group(1) or d.group(2))
+        return f
+
+    def mount_opts(self, dtype="float32", extra=()):
+        o = ["--batch", "32", "--size", "224x224", "--dtype", dtype]
+        if self.features["cache"]:
+            o += ["--cache", "none"]
+        if self.features["prefetch_auto"] and "--prefetch" not in extra:
+            o += ["--prefetch", "auto"]
+        if self.features["threads_auto"] and "--threads" not in extra:
+            o += ["--threads", "auto"]
+        return o + list(extra)
+
+    def row(self, stage, ips=None, mbs=None, measured="", goal="", result=""):
+        self.rows.append((stage, ips, mbs, measured, goal, result))
+
+    def note(self, text):
+        self.notes.append(text)
+
+    # -- data --
+
+    def prepare(self):
+        P.begin("data", "preparing shards")
+        base = os.path.join(self.tmp, "base")
+        if os.path.isdir(SHARED):
+            self.data_desc = (f"../shared/data/imagenet-sample "
+                              f"(real ImageNet JPEGs) packed with batchfs mkshards")
+            src = SHARED
+        else:
+            n = 50 if self.quick else 200
+            src = os.path.join(self.tmp, "jpegs")
+            run([self.mkjpeg, src, "--classes", "10", "--per-class", str(n),
+                 "--min-size", "200", "--max-size", "500"])
+            self.data_desc = (f"generated JPEGs (mkjpeg, 10 classes x {n}, "
+                              f"200..500 px; no ../shared/data/imagenet-sample)")
+        run([self.batchfs, "mkshards", src, base, "--per-shard", "100", "--quiet"])
+        self.base_shards = sorted(f for f in os.listdir(base) if not f.startswith("."))
+        self.base_dir = base
+        self.base_count = self.count_records(src)
+        self.epoch_dir, self.epoch_n = self.repeat_dir("epoch", self.sizes["epoch_min"])
+        self.mem_dir, self.mem_n = self.repeat_dir("mem", self.sizes["mem_min"])
+        # serve: the first 3 shards (300 samples, 10 batches) fit in memory
+        self.serve_dir = os.path.join(self.tmp, "serve")
+        os.mkdir(self.serve_dir)
+        for f in self.base_shards[:3]:
+            os.link(os.path.join(base, f), os.path.join(self.serve_dir, f))
+        P.update(1.0)
+
+    def count_records(self, src):
+        n = 0
+        for _, _, files in os.walk(src):
+            n += sum(1 for f in files if f.lower().endswith((".jpg", ".jpeg")))
+        return n
+
+    def repeat_dir(self, name, min_samples):
+        """Hard links of the base shards under new names, copy by copy,
+        until the directory holds >= min_samples."""
+        d = os.path.join(self.tmp, name)
+        os.mkdir(d)
+        copies = max(1, -(-min_samples // self.base_count))
+        for c in range(copies):
+            for f in self.base_shards:
+                os.link(os.path.join(self.base_dir, f),
+                        os.path.join(d, f"c{c:03d}-{f}"))
+        return d, copies * self.base_count
+
+    # -- 2. ceiling --
+
+    def ceiling_pass(self, dtype):
+        p = run([self.ceiling_bin, self.epoch_dir, "--dtype", dtype,
+                 "--threads", str(self.cores), "--repeat", "1", "--quiet"])
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    # -- 3. cold epoch --
+
+    def read_epoch(self, m, mv, on_batch=None, frac=(0.0, 1.0)):
+        nb = m.ds["batches_per_epoch"]
+        nbytes = 0
+        for k in range(nb):
+            nbytes += read_file(m.batch(k), mv)
+            nbytes += read_file(m.batch(k, labels=True), mv)
+            if on_batch:
+                on_batch(k)
+            P.update(frac[0] + (frac[1] - frac[0]) * (k + 1) / nb, f"{k + 1}/{nb}")
+        return nbytes
+
+    def cold_epoch(self, dtype, mv):
+        with Mount(self, self.epoch_dir, self.mount_opts(dtype)) as m:
+            nb = m.ds["batches_per_epoch"]
+            n = m.ds["samples_per_epoch"]
+            c0, s0 = proc_cpu(m.pid), self_cpu()
+            t0 = time.perf_counter()
+            nbytes = self.read_epoch(m, mv, frac=self.frac)
+            dt = time.perf_counter() - t0
+            return {"seconds": dt, "images": n, "batches": nb,
+                    "bytes": nbytes, "images_per_s": n / dt,
+                    "daemon_cores": (proc_cpu(m.pid) - c0) / dt,
+                    "reader_cores": (self_cpu() - s0) / dt,
+                    "stats": m.stats(), "opts": m.cmd[5:]}
+
+    def ceiling_and_cold(self, dtype, with_cold=True):
+        """Rounds of (one ceiling pass, one cold epoch), so that a change in
+        the machine's background load hits both sides of the ratio alike;
+        each side's median over the rounds."""
+        reps = self.sizes["repeat"]
+        P.begin("cold_" + dtype, f"ceiling and cold epoch, {dtype}")
+        mv = memoryview(bytearray(READ_SIZE))
+        ceils, colds = [], []
+        for r in range(reps):
+            P.note(f"ceiling {dtype} (in-process, {self.cores} threads), round {r + 1}/{reps}")
+            ceils.append(self.ceiling_pass(dtype))
+            P.update((r + 0.3) / reps)
+            if with_cold:
+                P.note(f"cold epoch {dtype} through the mount, round {r + 1}/{reps}")
+                self.frac = ((r + 0.3) / reps, (r + 1) / reps)
+                colds.append(self.cold_epoch(dtype, mv))
+        ceils.sort(key=lambda x: x["images_per_s"])
+        c = dict(ceils[len(ceils) // 2])
+        c["passes"] = [x["images_per_s"] for x in ceils]
+        for k in ("decode_share", "resize_share", "decode_ms_per_image",
+                  "resize_ms_per_image"):
+            c[k] = statistics.mean(x[k] for x in ceils)
+        self.res["ceiling_" + dtype] = c
+        if colds:
+            colds.sort(key=lambda x: x["images_per_s"])
+            e = colds[len(colds) // 2]
+            e["all_images_per_s"] = [x["images_per_s"] for x in colds]
+            self.res["cold_" + dtype] = e
+
+    # -- 4. consumer --
+
+    def consumer(self, step_s, label, dtype):
+        P.begin("consumer_" + label, f"consumer {dtype}, step {step_s * 1e3:.1f} ms")
+        mv = memoryview(bytearray(READ_SIZE))
+        with Mount(self, self.epoch_dir, self.mount_opts(dtype)) as m:
+            nb = m.ds["batches_per_epoch"]
+            waits = []
+            t0 = time.perf_counter()
+            for k in range(nb):
+                ta = time.perf_counter()
+                read_file(m.batch(k), mv)
+                read_file(m.batch(k, labels=True), mv)
+                waits.append(time.perf_counter() - ta)
+                P.update((k + 1) / nb, f"{k + 1}/{nb}")
+                time.sleep(step_s)
+            total = time.perf_counter() - t0
+            st = m.stats()
+        idle = sum(waits)
+        steady = (idle - waits[0]) / (total - waits[0])
+        r = {"step_s": step_s, "batches": nb, "dtype": dtype, "total_s": total,
+             "idle_s": idle, "idle_share": idle / total,
+             "idle_share_steady": steady, "first_wait_s": waits[0],
+             "median_wait_ms": statistics.median(waits[1:] or waits) * 1e3,
+             "max_wait_ms": max(waits[1:] or waits) * 1e3, "stats": st}
+        self.res["consumer_" + label] = r
+        return r
+
+    # -- 5. tf.data --
+
+    def tf_seed(self):
+        P.begin("tf", "seed tf.data pipeline (TensorFlow)")
+        logp = os.path.join(self.tmp, "tf.log")
+        with open(logp, "w") as lf:
+            p = subprocess.run(
+                [sys.executable, os.path.join(ROOT, "tools", "bench", "tf_seed.py"),
+                 self.epoch_dir, "--epochs", str(self.sizes["repeat"])],
+                stdout=subprocess.PIPE, stderr=lf, text=True, timeout=900)
+        P.update(1.0)
+        lines = p.stdout.strip().splitlines()
+        r = json.loads(lines[-1]) if lines else {}
+        if p.returncode == 3:
+            return {"skipped": r.get("skipped", "TensorFlow not importable")}
+        if p.returncode != 0:
+            with open(logp) as f:
+                raise RuntimeError(f"tf_seed.py exited {p.returncode}: {f.read()[-800:]}")
+        self.res["tf"] = r
+        return r
+
+    # -- 6. memory --
+
+    def memory_run(self, label, extra, readers=1):
+        P.note(f"memory: {label}")
+        mv_list = [memoryview(bytearray(READ_SIZE)) for _ in range(readers)]
+        with Mount(self, self.mem_dir, self.mount_opts("float32", extra)) as m:
+            nb = m.ds["batches_per_epoch"]
+            n = m.ds["samples_per_epoch"]
+            t0 = time.perf_counter()
+            if readers == 1:
+                nbytes = self.read_epoch(m, mv_list[0], frac=self.mem_frac)
+            else:
+                order = list(range(nb))
+                random.Random(42).shuffle(order)
+                parts = [order[i::readers] for i in range(readers)]
+                done = [0]
+                tot = [0] * readers
+                errs = []
+                lock = threading.Lock()
+
+                def reader(i):
+                    try:
+                        for k in parts[i]:
+                            tot[i] += read_file(m.batch(k), mv_list[i])
+                            tot[i] += read_file(m.batch(k, labels=True), mv_list[i])
+                            with lock:
+                                done[0] += 1
+                    except Exception as e:
+                        errs.append(e)
+                ths = [threading.Thread(target=reader, args=(i,)) for i in range(readers)]
+                for t in ths:
+                    t.start()
+                while any(t.is_alive() for t in ths):
+                    f0, f1 = self.mem_frac
+                    P.update(f0 + (f1 - f0) * done[0] / nb, f"{done[0]}/{nb}")
+                    time.sleep(0.1)
+                for t in ths:
+                    t.join()
+                if errs:
+                    raise errs[0]
+                nbytes = sum(tot)
+            dt = time.perf_counter() - t0
+            ps = proc_status(m.pid)
+            st = m.stats()
+        return {"label": label, "readers": readers, "images": n, "seconds": dt,
+                "images_per_s": n / dt, "bytes": nbytes,
+                "vm_hwm": ps["VmHWM"], "vm_rss": ps["VmRSS"], "stats": st,
+                "opts": extra}
+
+    def memory(self):
+        P.begin("memory", "memory")
+        runs = []
+        plan = []
+        if self.features["mem"]:
+            plan += [("--mem 256M", ["--mem", "256M"], 1, 256 * MiB),
+                     ("default --mem", [], 1, self.features["mem_default"]),
+                     ("--mem 256M, 4 readers, random order", ["--mem", "256M"], 4,
+                      256 * MiB)]
+        else:
+            plan += [("default (no --mem flag)", [], 1, None),
+                     ("default, 4 readers, random order", [], 4, None)]
+        for i, (label, extra, readers, budget) in enumerate(plan):
+            self.mem_frac = (i / len(plan), (i + 1) / len(plan))
+            r = self.memory_run(label, extra, readers)
+            if budget is None:
+                budget = self.budget_from_stats(r["stats"])
+            r["budget"] = budget
+            runs.append(r)
+        self.res["memory"] = runs
+        return runs
+
+    def budget_from_stats(self, st):
+        """The default budget as stats.json reports it, if it does."""
+        def walk(o, path=""):
+            if isinstance(o, dict):
+                for k, v in o.items():
+                    yield from walk(v, f"{path}.{k}")
+            else:
+                yield path, o
+        for path, v in walk(st):
+            p = path.lower()
+            if isinstance(v, (int, float)) and ("budget" in p or p.endswith("mem_limit")):
+                return int(v)
+        return None
+
+    # -- 7. scale --
+
+    def scale(self):
+        P.begin("scale", "scale: writing 1,000-record shards")
+        nsh, nrec = self.sizes["scale_shards"], self.sizes["scale_records"]
+        d = os.path.join(self.tmp, "scale")
+        jpg = os.path.join(d, "tiny.jpg")
+        os.makedirs(os.path.join(d, "jpegs", "class_000"))
+        run([self.mkjpeg, "--one", jpg, "8x8", "--seed", "7"])
+        for i in range(nrec):
+            os.link(jpg, os.path.join(d, "jpegs", "class_000", f"img_{i:05d}.jpg"))
+        run([self.batchfs, "mkshards", os.path.join(d, "jpegs"),
+             os.path.join(d, "one"), "--per-shard", str(nrec), "--quiet"])
+        one = os.path.join(d, "one", os.listdir(os.path.join(d, "one"))[0])
+        big, small = os.path.join(d, "big"), os.path.join(d, "small")
+        os.mkdir(big)
+        os.mkdir(small)
+        for i in range(nsh):
+            os.link(one, os.path.join(big, f"train-{i:05d}-of-{nsh:05d}.tfrecord"))
+        os.link(one, os.path.join(small, "train-00000-of-00001.tfrecord"))
+        shard_bytes = os.path.getsize(one)
+        P.update(0.2)
+        opts = self.mount_opts("float32")
+        P.note("scale: baseline mount (1 shard)")
+        with Mount(self, small, opts) as m:
+            time.sleep(0.2)
+            base_rss = proc_status(m.pid)["VmRSS"]
+        P.update(0.3)
+        P.note(f"scale: mounting {nsh} shards x {nrec} records")
+        # drop nothing: the shards are page-cached hard links (warm index)
+        with Mount(self, big, opts, deadline=600) as m:
+            ready = m.ready_s
+            time.sleep(0.2)
+            ps = proc_status(m.pid)
+            P.update(0.7)
+            P.note("scale: ls epoch-0000")
+            lst = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                p = run(["ls", os.path.join(m.mnt, "epoch-0000")])
+                lst.append(time.perf_counter() - t0)
+            entries = len(p.stdout.splitlines())
+            nb = m.ds["batches_per_epoch"]
+            after_ls = proc_status(m.pid)
+        samples = nsh * nrec
+        r = {"shards": nsh, "records": nrec, "samples": samples,
+             "shard_bytes": shard_bytes, "index_s": ready,
+             "rss": ps["VmRSS"], "hwm": ps["VmHWM"], "base_rss": base_rss,
+             "bytes_per_sample": (ps["VmRSS"] - base_rss) / (samples - nrec),
+             "peak_bytes_per_sample": (ps["VmHWM"] - base_rss) / (samples - nrec),
+             "ls_s": lst, "ls_entries": entries, "batches": nb,
+             "rss_after_ls": after_ls["VmRSS"]}
+        self.res["scale"] = r
+        P.update(1.0)
+        return r
+
+    # -- FUSE serving --
+
+    def serve_one(self, label, extra, how):
+        """Mount the 10-batch serve set with read-ahead over all of it, read
+        batch 0 (cold), wait until every batch is produced, then time first
+        reads and re-reads of batches 1..8 (all full and in memory)."""
+        mv = memoryview(bytearray(READ_SIZE))
+        opts = self.mount_opts("float32", ["--prefetch", "16"] + list(extra))
+        if self.features["mem"]:
+            opts += ["--mem", "1G"]
+        try:
+            m = Mount(self, self.serve_dir, opts)
+        except MountError as e:
+            tail = [l for l in str(e).splitlines() if l.strip()]
+            return {"label": label, "error": (tail[0] if tail else "mount failed")[:120]}
+        with m:
+            nb = m.ds["batches_per_epoch"]
+            read_file(m.batch(0), mv)
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 60:
+                st = m.stats()
+                if "batches_produced" not in st:
+                    time.sleep(3)
+                    break
+                if st["batches_produced"] >= nb:
+                    break
+                time.sleep(0.05)
+            ids = list(range(1, min(nb - 1, 9)))
+            size = os.path.getsize(m.batch(1))
+            out = {"label": label, "batches": len(ids), "file_bytes": size}
+            for phase in ("first", "again"):
+                c0 = proc_cpu(m.pid)
+                t0 = time.perf_counter()
+                n = 0
+                for k in ids:
+                    if how == "read":
+                        n += read_file(m.batch(k), mv)
+                    else:
+                        n += self.mmap_copy(m.batch(k))
+                dt = time.perf_counter() - t0
+                out[phase] = n / dt / 1e6
+                out[phase + "_daemon_cores"] = (proc_cpu(m.pid) - c0) / dt
+            out["stats"] = m.stats()
+        return out
+
+    def mmap_copy(self, path):
+        import mmap
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            size = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            try:
+                if not hasattr(self, "_mmap_dst") or len(self._mmap_dst) < size:
+                    self._mmap_dst = bytearray(size)
+                memoryview(self._mmap_dst)[:size] = mm
+            finally:
+                mm.close()
+        finally:
+            os.close(fd)
+        return size
+
+    def serve(self):
+        P.begin("serve", "FUSE serving from memory")
+        out = []
+        # in-process reference: copy one batch-sized buffer in memory
+        src = bytearray(os.urandom(1 << 20)) * 19
+        dst = bytearray(len(src))
+        t0 = time.perf_counter()
+        for _ in range(20):
+            memoryview(dst)[:] = src
+        memcpy = 20 * len(src) / (time.perf_counter() - t0) / 1e6
+        dio = (["--direct-io"] if re.search(r"^\s*--direct-io\b", self.help, re.M)
+               else ["-o", "direct_io"])
+        variants = [("read(), 16 MiB reads", [], "read"),
+                    ("mmap + copy", [], "mmap"),
+                    (f"{' '.join(dio)}, read()", dio, "read"),
+                    (f"{' '.join(dio)}, mmap + copy", dio, "mmap")]
+        for i, (label, extra, how) in enumerate(variants):
+            P.update(i / len(variants), label)
+            try:
+                out.append(self.serve_one(label, extra, how))
+            except OSError as e:  # e.g. mmap refused under direct_io
+                out.append({"label": label, "error": f"{type(e).__name__}: {e}"})
+        self.res["serve"] = {"memcpy_mb_s": memcpy, "variants": out}
+        P.update(1.0)
+        return memcpy, out
+
+    # -- profile --
+
+    def profile(self):
+        """perf record of the daemon and this reader (every thread of both)
+        over one more cold float32 epoch; samples bucketed by what they do."""
+        P.begin("profile", "perf profile of one more cold float32 epoch")
+        if not shutil.which("perf"):
+            return "perf is not installed"
+        data = os.path.join(self.tmp, "perf.data")
+        mv = memoryview(bytearray(READ_SIZE))
+        with Mount(self, self.epoch_dir, self.mount_opts("float32")) as m:
+            perf = subprocess.Popen(["perf", "record", "-F", "1999", "-o", data,
+                                     "-p", f"{m.pid},{os.getpid()}"],
+                                    stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL,
+                                    start_new_session=True)
+            time.sleep(0.5)
+            if perf.poll() is not None:
+                return "perf record failed (perf_event_paranoid?)"
+            c0, s0 = proc_cpu(m.pid), self_cpu()
+            t0 = time.perf_counter()
+            try:
+                self.read_epoch(m, mv, frac=(0.0, 0.7))
+            finally:
+                dt = time.perf_counter() - t0
+                cores = (proc_cpu(m.pid) - c0 + self_cpu() - s0) / dt
+                perf.send_signal(signal.SIGINT)
+                perf.wait(timeout=60)
+        P.note("perf report")
+        p = run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                 "--sort", "comm,dso,sym", "--percent-limit", "0", "-q"],
+                check=False, timeout=300)
+        P.update(1.0)
+        buckets, lines = {}, []
+        for l in p.stdout.splitlines():
+            f = l.split(None, 3)
+            if len(f) < 4 or l.startswith("#"):
+                continue
+            try:
+                pct = float(f[0].rstrip("%"))
+            except ValueError:
+                continue
+            lines.append(l.strip())
+            k = classify(f[1], f[2], f[3])
+            buckets[k] = buckets.get(k, 0.0) + pct
+        self.res["profile"] = {"buckets": buckets, "top": lines[:30],
+                               "cores": cores, "images_per_s": m.ds["samples_per_epoch"] / dt}
+        return None
+
+
+def classify(comm, dso, sym):
+    """Bucket one perf sample line of the daemon (comm batchfs) or the
+    reader (python3)."""
+    s = sym.lower()
+    who = "daemon" if comm.startswith("batchfs") else "reader"
+    kernel = "kernel" in dso
+    if "turbojpeg" in dso or "libjpeg" in dso:
+        return "JPEG decode (libjpeg-turbo)"
+    if not kernel and who == "daemon" and ("batchfs" in dso):
+        if "crc32c" in s or "hw_raw" in s or "sw_raw" in s:
+            return "CRC32C (record check)"
+        if "row" in s or "resize" in s or "interp" in s or "f16" in s or "round_u8" in s:
+            return "resize (engine/resize.c)"
+        if "example" in s or "pb_" in s or "walk" in s or "varint" in s:
+            return "Example parse"
+        return "daemon, other batchfs code"
+    if not kernel and who == "daemon" and ("memcpy" in s or "memmove" in s):
+        return "daemon memcpy: slot -> libfuse buffer (user space)"
+    if kernel and ("copy" in s or "memcpy" in s or "movs" in s):
+        return ("kernel copy, daemon: FUSE reply -> page cache" if who == "daemon"
+                else "kernel copy, reader: page cache -> user buffer")
+    if kernel and ("fault" in s or "clear_page" in s or "alloc_pages" in s
+                   or "folio" in s):
+        return f"kernel page faults / page allocation ({who})"
+    if kernel:
+        return f"kernel, other ({who}: syscalls, scheduling, locks)"
+    if who == "daemon":
+        return "daemon, other user space (libc, libfuse)"
+    return "reader user space (Python)"
+
+
+# ---- report -----------------------------------------------------------------
+
+def machine_info(b):
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    tj = "?"
+    try:
+        tj = run(["pkg-config", "--modversion", "libturbojpeg"]).stdout.strip()
+    except Exception:
+        pass
+    fuse = "?"
+    try:
+        fuse = run(["pkg-config", "--modversion", "fuse3"]).stdout.strip()
+    except Exception:
+        pass
+    mem = 0
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) * 1024
+    try:
+        rev = run(["git", "-C", ROOT, "describe", "--always", "--dirty"]).stdout.strip()
+    except Exception:
+        rev = "?"
+    return {"cpu": cpu, "cores": b.cores, "kernel": platform.release(),
+            "libjpeg_turbo": tj, "libfuse": fuse, "mem_gib": mem / (1 << 30),
+            "python": platform.python_version(), "commit": rev}
+
+
+def verdict(ok):
+    return "pass" if ok else "FAIL"
+
+
+def render_table(rows):
+    head = ("stage", "images/s", "MB/s", "ratio / value", "goal", "result")
+    cells = [head] + [(s, fmt_rate(i), fmt_rate(m), v, g, r) for s, i, m, v, g, r in rows]
+    w = [max(len(str(c[k])) for c in cells) for k in range(6)]
+    out = []
+    for n, c in enumerate(cells):
+        out.append("| " + " | ".join(str(x).rjust(w[k]) if k in (1, 2) else str(x).ljust(w[k])
+                                     for k, x in enumerate(c)) + " |")
+        if n == 0:
+            out.append("|" + "|".join("-" * (w[k] + 2) if k not in (1, 2) else
+                                      "-" * (w[k] + 1) + ":" for k in range(6)) + "|")
+    return "\n".join(out)
+
+
+def build_rows(b):
+    r = b.res
+    S = 224 * 224 * 3
+    for dt, goal in (("float32", 0.85), ("uint8", 0.90)):
+        c = r.get("ceiling_" + dt)
+        if c:
+            b.row(f"ceiling {dt} (in-process, {c['threads']} threads, no FUSE)",
+                  c["images_per_s"], c["images_per_s"] * S * (4 if dt == "float32" else 1) / 1e6,
+                  "1.00", "", "")
+    for dt, goal in (("float32", 0.85), ("uint8", 0.90)):
+        c, e = r.get("ceiling_" + dt), r.get("cold_" + dt)
+        if c and e:
+            ratio = e["images_per_s"] / c["images_per_s"]
+            b.row(f"batchfs cold epoch {dt}", e["images_per_s"],
+                  e["bytes"] / e["seconds"] / 1e6, f"{ratio:.2f} of ceiling",
+                  f">= {goal:.2f}", verdict(ratio >= goal))
+            cpu = (e["daemon_cores"] + e["reader_cores"]) * e["seconds"] / e["images"] * 1e3
+            b.row(f"  CPU per image: batchfs {cpu:.2f} ms (daemon + reader), "
+                  f"ceiling {c['cpu_ms_per_image']:.2f} ms", None, None,
+                  f"{c['cpu_ms_per_image'] / cpu:.2f} of ceiling", "(info)", "")
+    for key, what in (("consumer_1.2x", "1.2x production"), ("consumer_40ms", "40 ms"),
+                      ("consumer_uint8-1.2x", "1.2x production")):
+        c = r.get(key)
+        if c:
+            b.row(f"consumer {c['dtype']} idle, step {c['step_s'] * 1e3:.1f} ms ({what}), "
+                  "steady state", None, None, f"{c['idle_share_steady'] * 100:.1f}% idle",
+                  "<= 5%", verdict(c["idle_share_steady"] <= 0.05))
+            b.row(f"  same, whole epoch incl. first batch ({c['first_wait_s'] * 1e3:.0f} ms)",
+                  None, None, f"{c['idle_share'] * 100:.1f}% idle", "(info)", "")
+    t, e = r.get("tf"), r.get("cold_float32")
+    if t and "images_per_s" in t and e:
+        ratio = e["images_per_s"] / t["images_per_s"]
+        b.row(f"tf.data seed pipeline float32 (TF {t['tensorflow']})", t["images_per_s"],
+              t["images_per_s"] * S * 4 / 1e6, f"batchfs {ratio:.2f}x",
+              "> 1.0x (aim 1.5x)",
+              verdict(ratio > 1.0) + ("" if ratio >= 1.5 else ", aim missed"))
+    elif t and "images_per_s" in t:
+        b.row(f"tf.data seed pipeline float32 (TF {t['tensorflow']})", t["images_per_s"],
+              t["images_per_s"] * S * 4 / 1e6, "(no cold epoch this run)", "", "")
+    elif t:
+        b.row("tf.data seed pipeline", None, None, "skipped", "", "n/a")
+        b.note(f"tf.data row skipped: {t.get('skipped')}")
+    for m in r.get("memory", []):
+        peak = m["vm_hwm"] / MiB
+        if m["budget"]:
+            lim = m["budget"] / MiB + 64
+            b.row(f"peak RSS, {m['label']}, {m['images']:,} samples", m["images_per_s"],
+                  m["bytes"] / m["seconds"] / 1e6, f"{peak:.0f} MiB",
+                  f"<= {lim:.0f} MiB", verdict(peak <= lim))
+        else:
+            b.row(f"peak RSS, {m['label']}, {m['images']:,} samples", m["images_per_s"],
+                  m["bytes"] / m["seconds"] / 1e6, f"{peak:.0f} MiB",
+                  "budget + 64 MiB", "n/a")
+    s = r.get("scale")
+    if s:
+        b.row(f"scale: index build, {s['shards']:,} shards x {s['records']:,} records",
+              s["samples"] / s["index_s"], None, f"{s['index_s']:.2f} s", "(report)", "")
+        b.row("scale: daemon memory per sample", None, None,
+              f"{s['bytes_per_sample']:.1f} B", "<= 48 B",
+              verdict(s["bytes_per_sample"] <= 48))
+        b.row(f"scale: ls epoch-0000 ({s['batches']:,} batches, {s['ls_entries']:,} names)",
+              None, None, f"{s['ls_s'][0]:.2f} s", "< 1 s", verdict(s["ls_s"][0] < 1.0))
+
+
+def write_doc(b, path, table, info, cmd, extra):
+    keep = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+        i = old.find("\n## GPU companion")
+        if old.startswith("## GPU companion"):
+            i = 0
+        if i >= 0:
+            keep = old[i:].lstrip("\n")
+    doc = f"""# Benchmarks
+
+Written by `make bench` ([tools/bench.py](../tools/bench.py)); run it again to
+refresh this page.  One run, one table: every ratio below divides two numbers
+measured in the same run, on the same shards and the same cores.
+Benchmarks are not tests: `make test` never times anything, and `make bench`
+reports a missed goal without failing.
+
+## Latest run
+
+* Command: `{cmd}`
+* When: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, batchfs `{info['commit']}`
+* Machine: {info['cpu']}, {info['cores']} cores, {info['mem_gib']:.0f} GiB, Linux {info['kernel']}
+* Libraries: libjpeg-turbo {info['libjpeg_turbo']}, libfuse {info['libfuse']}, Python {info['python']}
+* Data: {b.data_desc}; epoch of {b.epoch_n:,} samples, 224x224, batch 32
+* Mount options: `{' '.join(b.mount_opts('float32'))}`
+
+{table}
+
+{extra}
+"""
+    doc = doc.rstrip("\n") + "\n"
+    doc += METHOD
+    if keep:
+        doc += "\n" + keep
+        if not doc.endswith("\n"):
+            doc += "\n"
+    with open(path, "w") as f:
+        f.write(doc)
+
+
+METHOD = """
+## How each number is measured
+
+* **Ceiling** (`build/bench_ceiling`, tools/bench_ceiling.c): the epoch's
+  JPEG bytes are loaded into memory first; one thread per core, each with its
+  own `bfs_decoder`, resize scratch and a 32-sample output buffer (2 MiB
+  aligned, `MADV_HUGEPAGE`, touched before timing), takes the next sample from
+  a shared counter and decodes + resizes it.  No files, no FUSE, no batching.
+  The median of several passes over the epoch, after a short warm-up.
+* **Cold epoch**: a fresh `batchfs mount -f` per epoch (so nothing is
+  decoded yet; the shard files are in the page cache, as the ceiling's bytes
+  are in memory), one reader reading `batch-K.npy` then `batch-K.labels.npy`
+  for every K in order with 16 MiB `read()`s, timed from the first open to
+  the last byte.  The median of several mounts.  MB/s counts the bytes read
+  through the mount.
+* **Consumer**: a fresh mount; for each batch, read both files, then sleep
+  the step (1.2x the cold float32 production time per batch, and 40 ms).
+  Idle share = time inside open/read / wall time.  "Steady state" leaves out
+  the first batch, which no read-ahead can hide; the whole-epoch number keeps
+  it.  The time inside read() counts the FUSE copy of a ready batch too, not
+  only waiting for the decoder.
+* **tf.data** (tools/bench/tf_seed.py): `TFRecordDataset` over the same shard
+  files, `interleave(num_parallel_calls=AUTOTUNE)`, `map(parse_single_example
+  + decode_jpeg(channels=3) + resize + / 255, AUTOTUNE)`, `batch(32)`,
+  `prefetch(AUTOTUNE)`; one warm-up of two batches, then the median of several
+  epochs, each from a fresh iterator.  TensorFlow uses all cores.
+* **Memory**: `VmHWM` (peak RSS) of the daemon from `/proc/PID/status` after
+  reading a whole epoch of >= 10,000 samples; the budget is `--mem` plus
+  64 MiB.
+* **Scale**: one shard of 1,000 records of an 8x8 JPEG (written by `batchfs
+  mkshards`), hard-linked under 1,000 names (warm page cache).  Index build =
+  from starting `batchfs mount -f` to the mount answering.  Memory per sample
+  = (VmRSS of that daemon - VmRSS of a daemon over one such shard) / samples.
+  `ls` = wall time of `ls MNT/epoch-0000 > /dev/null` (the first one).
+* **FUSE serving**: a fresh mount of 300 samples (10 batches) with
+  `--prefetch 16`; batch 0 is read, then the bench waits until every batch
+  is produced and times reads of batches 1..8 (19.3 MB each) twice: the first
+  read of a batch that sits decoded in the daemon, then the re-read (served
+  from the page cache because batch files are opened with keep_cache).
+"""
+
+
+def main():
+    global P
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
+    ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
+                    "consumer,tf,memory,scale,serve,profile")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    a = ap.parse_args()
+    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,serve,profile").split(","))
+    if a.quick or a.no_profile:
+        stages.discard("profile")
+    if "consumer" in stages:
+        stages.add("cold")
+    if "cold" in stages:
+        stages.add("ceiling")
+
+    cmd = "make bench" if a.doc and not a.quick else " ".join(
+        ["python3", "tools/bench.py"] + sys.argv[1:])
+    if os.environ.get("BENCH_CMD"):
+        cmd = os.environ["BENCH_CMD"]
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        sys.exit("bench: no /dev/fuse or fusermount3 here; nothing to measure")
+    b = Bench(a)
+    weights = {"data": 2, "cold_float32": 25, "cold_uint8": 20,
+               "consumer_1.2x": 5, "consumer_40ms": 5, "consumer_uint8-1.2x": 4,
+               "tf": 25, "memory": 40, "scale": 30, "serve": 10, "profile": 20}
+    if a.quick:
+        weights.update({"cold_float32": 4, "cold_uint8": 4, "consumer_1.2x": 2,
+                        "consumer_40ms": 2, "consumer_uint8-1.2x": 2, "tf": 15,
+                        "memory": 6, "scale": 5})
+    stage_of = {"cold": "ceiling"}
+    P = Progress({k: v for k, v in weights.items()
+                  if k == "data" or stage_of.get(k.split("_")[0], k.split("_")[0]) in stages})
+    t_start = time.time()
+    crashed = False
+    try:
+        load = cpu_busy_sample(1.0)
+        hogs = busy_processes({os.getpid()})
+        b.res["background_busy"] = load
+        b.prepare()
+
+        def stage(name, fn, *args):
+            nonlocal crashed
+            try:
+                return fn(*args)
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:
+                crashed = True
+                b.errors.append(f"{name}: {type(e).__name__}: {e}")
+                log(f"stage {name} crashed: {e}")
+                return None
+
+        # Ceiling right before the cold epoch of the same dtype, so that a
+        # change in background load hits both sides of a ratio alike.
+        for dt in ("float32", "uint8"):
+            if "ceiling" in stages:
+                stage(dt + " ceiling and cold epoch", b.ceiling_and_cold, dt,
+                      "cold" in stages)
+        if "consumer" in stages and "cold_float32" in b.res:
+            e = b.res["cold_float32"]
+            stage("consumer 1.2x", b.consumer, 1.2 * e["seconds"] / e["batches"],
+                  "1.2x", "float32")
+            stage("consumer 40ms", b.consumer, 0.040, "40ms", "float32")
+        if "consumer" in stages and "cold_uint8" in b.res:
+            e = b.res["cold_uint8"]
+            stage("consumer uint8 1.2x", b.consumer, 1.2 * e["seconds"] / e["batches"],
+                  "uint8-1.2x", "uint8")
+        if "tf" in stages:
+            t = stage("tf.data", b.tf_seed)
+            if t and "skipped" in t:
+                b.res["tf"] = t
+        if "memory" in stages:
+            stage("memory", b.memory)
+        if "scale" in stages:
+            stage("scale", b.scale)
+        if "serve" in stages:
+            stage("serve", b.serve)
+        if "profile" in stages:
+            msg = stage("profile", b.profile)
+            if msg:
+                b.res["profile"] = {"skipped": msg}
+    except KeyboardInterrupt as e:
+        P.finish()
+        close_all_mounts()
+        log(f"interrupted ({e or 'Ctrl-C'}); every mount is unmounted")
+        if not a.keep:
+            shutil.rmtree(b.tmp, ignore_errors=True)
+        sys.exit(130)
+    finally:
+        close_all_mounts()
+    P.finish()
+
+    load_after = cpu_busy_sample(0.5)
+    build_rows(b)
+    table = render_table(b.rows)
+    info = machine_info(b)
+    extra = report_notes(b, load, hogs, load_after, time.time() - t_start)
+    print()
+    print(table)
+    print()
+    print(extra)
+    if a.doc:
+        write_doc(b, a.doc, table, info, cmd, extra)
+        log(f"wrote {a.doc}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": info, "results": b.res, "errors": b.errors,
+                       "features": b.features}, f, indent=1, default=str)
+    if a.keep:
+        log(f"kept {b.tmp}")
+    else:
+        shutil.rmtree(b.tmp, ignore_errors=True)
+    return 1 if crashed else 0
+
+
+def report_notes(b, load, hogs, load_after, elapsed):
+    r = b.res
+    out = []
+    f = b.features
+    flags = [k for k in ("mem", "cache", "prefetch_auto", "threads_auto") if f[k]]
+    missing = [k for k in ("mem", "prefetch_auto", "threads_auto") if not f[k]]
+    out.append("Notes")
+    out.append("")
+    out.append(f"* Run time {elapsed:.0f} s.  Background CPU before the run: "
+               f"{load * 100:.0f}% of all cores busy"
+               + (f" ({', '.join(hogs)})" if hogs else "")
+               + f"; after: {load_after * 100:.0f}%.  Other work on the machine "
+               "lowers every number; ratios of neighbouring stages suffer least.")
+    if missing:
+        out.append("* Engine flags this build lacks (the bench uses them once `batchfs "
+                   "mount --help` lists them): "
+                   + ", ".join({"mem": "--mem", "prefetch_auto": "--prefetch auto",
+                                "threads_auto": "--threads auto"}[k] for k in missing) + ".")
+    for dt in ("float32", "uint8"):
+        c, e = r.get("ceiling_" + dt), r.get("cold_" + dt)
+        if c:
+            out.append(f"* Ceiling {dt}: rounds at {', '.join(f'{x:.0f}' for x in c['passes'])} "
+                       f"images/s; thread time {c['decode_share'] * 100:.0f}% decode, "
+                       f"{c['resize_share'] * 100:.0f}% resize "
+                       f"({c['decode_ms_per_image']:.2f} + {c['resize_ms_per_image']:.2f} ms "
+                       f"per image per core).")
+        if e:
+            st = e.get("stats", {})
+            waits = st.get("reader_wait_seconds")
+            out.append(f"* Cold {dt}: epochs at {', '.join(f'{x:.0f}' for x in e['all_images_per_s'])} "
+                       f"images/s; daemon used {e['daemon_cores']:.2f} cores, the reader "
+                       f"{e['reader_cores']:.2f}"
+                       + (f"; the reader waited for the engine {waits:.2f} s of "
+                          f"{e['seconds']:.2f} s" if isinstance(waits, (int, float)) else "")
+                       + (f"; engine decoded {st['samples_decoded']:,} samples for "
+                          f"{e['images']:,}" if "samples_decoded" in st else "") + ".")
+    for key in ("consumer_1.2x", "consumer_40ms", "consumer_uint8-1.2x"):
+        c = r.get(key)
+        if c:
+            st = c.get("stats", {})
+            out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms: "
+                       f"{c['batches']} batches, first batch "
+                       f"{c['first_wait_s'] * 1e3:.0f} ms, then median "
+                       f"{c['median_wait_ms']:.1f} ms and max {c['max_wait_ms']:.1f} ms "
+                       f"inside open+read per batch"
+                       + (f"; of the {c['idle_s']:.2f} s idle, {st['reader_wait_seconds']:.2f} s "
+                          f"were waits for the engine ({st['reader_waits']} waits, "
+                          "stats.json), the rest the FUSE copy of ready batches"
+                          if "reader_waits" in st and "reader_wait_seconds" in st else "")
+                       + ".")
+    t = r.get("tf")
+    if t and "rates" in t:
+        out.append(f"* tf.data epochs at {', '.join(f'{x:.0f}' for x in t['rates'])} images/s.")
+    for m in r.get("memory", []):
+        st = m.get("stats", {})
+        out.append(f"* Memory, {m['label']}: peak {m['vm_hwm'] / MiB:.0f} MiB, "
+                   f"RSS at the end {m['vm_rss'] / MiB:.0f} MiB"
+                   + (f", engine buffers {st['memory_bytes'] / MiB:.0f} MiB"
+                      if "memory_bytes" in st else "")
+                   + (f", slots {st['slots']}" if "slots" in st else "") + ".")
+    s = r.get("scale")
+    if s:
+        out.append(f"* Scale: {s['samples']:,} samples; daemon RSS {s['rss'] / MiB:.1f} MiB "
+                   f"(peak while indexing {s['hwm'] / MiB:.1f} MiB, i.e. "
+                   f"{s['peak_bytes_per_sample']:.1f} B/sample) against "
+                   f"{s['base_rss'] / MiB:.1f} MiB for 1 shard; `ls` {s['ls_s'][0]:.3f} s "
+                   f"then {s['ls_s'][1]:.3f} s.")
+    sv = r.get("serve")
+    if sv:
+        out.append("")
+        out.append("FUSE serving of decoded batches (one reader, 19.3 MB files; "
+                   f"in-process memcpy of the same size: {sv['memcpy_mb_s']:,.0f} MB/s)")
+        out.append("")
+        out.append("| how | first read MB/s | daemon cores | re-read MB/s |")
+        out.append("|---|---:|---:|---:|")
+        for v in sv["variants"]:
+            if "error" in v:
+                out.append(f"| {v['label']} | not available: {v['error']} | | |")
+            else:
+                out.append(f"| {v['label']} | {v['first']:,.0f} | "
+                           f"{v['first_daemon_cores']:.2f} | {v['again']:,.0f} |")
+    p = r.get("profile")
+    if p:
+        out.append("")
+        if "skipped" in p:
+            out.append(f"Profile: skipped ({p['skipped']})")
+        else:
+            out.append("Where the CPU time goes during one more cold float32 epoch "
+                       f"({p['images_per_s']:.0f} images/s; daemon + reader used "
+                       f"{p['cores']:.2f} cores; perf record -p daemon,reader; share "
+                       "of their samples):")
+            out.append("")
+            out.append("| bucket | share |")
+            out.append("|---|---:|")
+            for k, v in sorted(p["buckets"].items(), key=lambda kv: -kv[1]):
+                out.append(f"| {k} | {v:.1f}% |")
+    if b.errors:
+        out.append("")
+        out.append("Stages that crashed:")
+        for e in b.errors:
+            out.append(f"* {e}")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
