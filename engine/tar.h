@@ -76,8 +76,10 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
  * usually also holds the .cls member after it), otherwise 64 KiB at a time.
  * Every header checksum is verified (unsigned or signed sum, as tar and
  * Python's tarfile accept), every number is range-checked, and every size
- * is checked against file_size before it is used; memory is one 64 KiB
- * buffer plus the names of the sample in progress, whatever the file says.
+ * is checked against file_size before it is used.  Memory is one 64 KiB
+ * buffer, the names of the member and the sample in progress, and a long
+ * name or pax header (at most BFS_TAR_MAX_EXT_HEADER), whatever the file
+ * says; nothing grows with the number of samples.
  *
  * The scan ends successfully at the first all-zero header block (the
  * end-of-archive marker; what follows it is not looked at) or at a zero
@@ -99,7 +101,7 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
  *                    or between members (also for an absurd size field:
  *                    nothing is ever allocated from a size field);
  *   -errno           pread failed; -EIO if the file is shorter than
- *                    file_size says; -ENOMEM;
+ *                    file_size says; -ENOMEM; -EINVAL when fn is NULL;
  *   fn's nonzero return value, unchanged.
  * In every error case fn has been called for each sample before the bad
  * header, including the sample in progress when its image member is whole
