@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "engine/decode.h"
+#include "engine/permute.h"
 #include "engine/resize.h"
 #include "engine/version.h"
 
@@ -100,7 +101,9 @@ struct reader {
 struct bfs_engine {
 	bfs_source *src;
 	bfs_engine_opts o;
-	uint64_t nsamples;
+	uint64_t nsamples;    /* in the source */
+	uint64_t epoch_n;     /* samples one epoch of this rank serves */
+	bfs_order *orders;    /* one per epoch: shuffle and rank slicing */
 	uint64_t per_epoch;   /* batches per epoch */
 	uint64_t total;       /* per_epoch * epochs */
 	size_t sample_bytes;
@@ -151,6 +154,7 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
 }
 
 unsigned bfs_engine_epochs(const bfs_engine *e) { return e->o.epochs; }
+uint64_t bfs_engine_epoch_samples(const bfs_engine *e) { return e->epoch_n; }
 size_t bfs_engine_sample_bytes(const bfs_engine *e) { return e->sample_bytes; }
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e) { return &e->o; }
 
@@ -162,15 +166,26 @@ unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id)
 		return 0;
 	k = id % e->per_epoch;
 	first = k * e->o.batch;
-	if (first + e->o.batch <= e->nsamples)
+	if (first + e->o.batch <= e->epoch_n)
 		return e->o.batch;
-	return (unsigned)(e->nsamples - first);
+	return (unsigned)(e->epoch_n - first);
 }
 
-/* Source index of position j of batch id.  Every epoch is file order. */
+/* Source index of position j of batch id: the epoch's order (file order,
+ * or the stateless permutation of (seed, epoch)), sliced for this rank. */
 static uint64_t sample_of(const bfs_engine *e, uint64_t id, unsigned j)
 {
-	return (id % e->per_epoch) * e->o.batch + j;
+	uint64_t epoch = id / e->per_epoch;
+	uint64_t k = (id % e->per_epoch) * e->o.batch + j;
+
+	return bfs_order_sample(&e->orders[epoch], k);
+}
+
+uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)
+{
+	if (id >= e->total || j >= bfs_engine_batch_count(e, id))
+		return UINT64_MAX;
+	return sample_of(e, id, j);
 }
 
 /* ---- errors ----------------------------------------------------------- */
@@ -837,19 +852,38 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		free(e);
 		return -EINVAL;
 	}
+	if (!e->o.world)
+		e->o.world = 1;
 	e->nsamples = bfs_source_count(src);
+	if (e->o.rank >= e->o.world || e->nsamples < e->o.world) {
+		bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
+			   e->o.world, e->o.rank >= e->o.world
+			   ? "rank must be below world"
+			   : "fewer samples than ranks");
+		free(e);
+		return -EINVAL;
+	}
+	if (!(e->orders = calloc(e->o.epochs, sizeof(*e->orders)))) {
+		free(e);
+		return -ENOMEM;
+	}
+	for (unsigned ep = 0; ep < e->o.epochs; ep++)
+		bfs_order_init(&e->orders[ep], e->nsamples, e->o.shuffle,
+			       e->o.seed, ep, e->o.rank, e->o.world);
+	e->epoch_n = e->orders[0].per_rank;
 	e->per_epoch = e->o.drop_remainder
-		? e->nsamples / e->o.batch
-		: (e->nsamples + e->o.batch - 1) / e->o.batch;
+		? e->epoch_n / e->o.batch
+		: (e->epoch_n + e->o.batch - 1) / e->o.batch;
 	if (e->per_epoch == 0) {
 		bfs_seterr(errmsg,
 			   "%llu samples make no full batch of %u (--drop-remainder)",
-			   (unsigned long long)e->nsamples, e->o.batch);
+			   (unsigned long long)e->epoch_n, e->o.batch);
+		free(e->orders);
 		free(e);
 		return BFS_E_EMPTY;
 	}
 	if (e->o.drop_remainder)
-		e->nsamples = e->per_epoch * e->o.batch;
+		e->epoch_n = e->per_epoch * e->o.batch;
 	e->total = e->per_epoch * e->o.epochs;
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
 			  bfs_dtype_size(e->o.dtype);
@@ -871,6 +905,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		if (e->o.slots)
 			slots = e->o.slots; /* an explicit count wins */
 		if (slots < 2) {
+			free(e->orders);
 			bfs_seterr(errmsg,
 				   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
 				   (unsigned long long)(e->o.mem_bytes >> 20),
@@ -953,6 +988,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	free(e->workers);
 	free(e->errors);
 	free(e->slots);
+	free(e->orders);
 	free(e);
 }
 

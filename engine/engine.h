@@ -7,7 +7,11 @@
  * parallel; batches live in a fixed set of reusable slots.
  *
  * Batch ids are global: id = epoch * batches_per_epoch + index.  Epoch e
- * currently serves samples in file order (the same for every epoch).
+ * serves the samples in file order, or with shuffle in the order of a
+ * stateless permutation of (seed, e), so any batch of any epoch can be
+ * produced first.  With world > 1 a rank takes positions rank, rank+world,
+ * ... of that order, floor(N / world) of them (PyTorch's
+ * DistributedSampler with drop_last=True).
  *
  * The bytes of a batch depend only on the source, the options and the id:
  * never on the thread count, on timing, or on which batch was read first.
@@ -55,6 +59,10 @@ typedef struct {
 	unsigned slots;          /* batches held in memory; 0 = as many as
 				  * mem_bytes allows (tests set it) */
 	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
+	int shuffle;             /* each epoch a permutation of (seed, epoch) */
+	uint64_t seed;
+	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
+				  * world 0 = 1 */
 	bfs_on_error on_error;
 	uint64_t max_pixels;     /* 0 = no limit */
 	int drop_remainder;      /* drop the last partial batch */
@@ -123,6 +131,11 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e);
 unsigned bfs_engine_epochs(const bfs_engine *e);
 /* Samples in batch id (B, or fewer for the last one of an epoch). */
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
+/* Source index of position j of batch id, or UINT64_MAX if out of range. */
+uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id,
+				 unsigned j);
+/* Samples one epoch serves (this rank's share, after drop_remainder). */
+uint64_t bfs_engine_epoch_samples(const bfs_engine *e);
 /* Bytes of one image in the output: H * W * 3 * sizeof(dtype). */
 size_t bfs_engine_sample_bytes(const bfs_engine *e);
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e);

@@ -57,6 +57,11 @@ static const char usage_mount[] =
 	"                       (default); skip: a bad sample is replaced by the\n"
 	"                       next sample in order that decodes\n"
 	"  --max-pixels N       refuse images with more pixels (64M)\n"
+	"  --epochs N           epoch-0000 .. epoch-(N-1) folders (1)\n"
+	"  --shuffle SEED       epoch e is a permutation of (SEED, e); without\n"
+	"                       it every epoch is in file order\n"
+	"  --rank R --world W   this rank's slice, as PyTorch's\n"
+	"                       DistributedSampler(drop_last=True)\n"
 	"  --drop-remainder     leave out the last, partial batch\n"
 	"  --log FILE           daemon log (default\n"
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
@@ -140,7 +145,7 @@ static int cmd_mount(int argc, char **argv)
 {
 	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
-	       O_ALLOW, O_MEM };
+	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -157,6 +162,10 @@ static int cmd_mount(int argc, char **argv)
 		{ "log", required_argument, 0, O_LOG },
 		{ "allow-other", no_argument, 0, O_ALLOW },
 		{ "mem", required_argument, 0, O_MEM },
+		{ "shuffle", required_argument, 0, O_SHUFFLE },
+		{ "epochs", required_argument, 0, O_EPOCHS },
+		{ "rank", required_argument, 0, O_RANK },
+		{ "world", required_argument, 0, O_WORLD },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -200,6 +209,28 @@ static int cmd_mount(int argc, char **argv)
 				o.engine.prefetch = 0;
 			else if (parse_uint(optarg, 1, 1023, &o.engine.prefetch))
 				return bad("--prefetch", optarg, "auto or 1..1023");
+			break;
+		case O_SHUFFLE: {
+			char *end;
+
+			errno = 0;
+			o.engine.seed = strtoull(optarg, &end, 0);
+			if (errno || end == optarg || *end || optarg[0] == '-')
+				return bad("--shuffle", optarg, "a seed, 0..2^64-1");
+			o.engine.shuffle = 1;
+			break;
+		}
+		case O_EPOCHS:
+			if (parse_uint(optarg, 1, 100000, &o.engine.epochs))
+				return bad("--epochs", optarg, "1..100000");
+			break;
+		case O_RANK:
+			if (parse_uint(optarg, 0, 1u << 20, &o.engine.rank))
+				return bad("--rank", optarg, "0..world-1");
+			break;
+		case O_WORLD:
+			if (parse_uint(optarg, 1, 1u << 20, &o.engine.world))
+				return bad("--world", optarg, "1 or more");
 			break;
 		case O_MEM:
 			if (parse_size(optarg, &v) || v < (1u << 20))
@@ -275,6 +306,11 @@ static int cmd_mount(int argc, char **argv)
 	}
 	if (argc - optind != 2) {
 		fputs(usage_mount, stderr);
+		return 2;
+	}
+	if (o.engine.world && o.engine.rank >= o.engine.world) {
+		fprintf(stderr, "batchfs mount: --rank %u must be below --world %u\n",
+			o.engine.rank, o.engine.world);
 		return 2;
 	}
 	if (strcmp(o.cache, "none") != 0) {

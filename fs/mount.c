@@ -108,9 +108,7 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(m->src)));
 	bfs_json_u64(&j, "shards", bfs_source_nshards(m->src));
 	bfs_json_u64(&j, "samples", bfs_source_count(m->src));
-	bfs_json_u64(&j, "samples_per_epoch",
-		     eo->drop_remainder ? per_epoch * eo->batch
-					: bfs_source_count(m->src));
+	bfs_json_u64(&j, "samples_per_epoch", bfs_engine_epoch_samples(m->eng));
 	bfs_json_u64(&j, "batch_size", eo->batch);
 	bfs_json_u64(&j, "batches_per_epoch", per_epoch);
 	bfs_json_u64(&j, "last_batch_size", last);
@@ -134,6 +132,14 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_str(&j, "resize",
 		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
 	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
+	if (eo->shuffle) {
+		bfs_json_str(&j, "shuffle", "stateless permutation per (seed, epoch)");
+		bfs_json_u64(&j, "seed", eo->seed);
+	} else {
+		bfs_json_bool(&j, "shuffle", 0);
+	}
+	bfs_json_u64(&j, "rank", eo->rank);
+	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
 	bfs_json_str(&j, "image_key",
 		     m->o->source.image_key ? m->o->source.image_key : "image/encoded");
 	bfs_json_str(&j, "label_key",
@@ -449,9 +455,6 @@ static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
 		len = snprintf(val, cap, "%s",
 			       n->kind == BFS_NODE_LABELS
 				       ? "int64" : bfs_dtype_name(eo->dtype));
-	} else if (strcmp(name, "user.batchfs.first_sample") == 0) {
-		len = snprintf(val, cap, "%llu",
-			       (unsigned long long)(n->batch * eo->batch));
 	} else {
 		return -ENODATA;
 	}
@@ -481,8 +484,7 @@ static int op_getxattr(const char *path, const char *name, char *value,
 
 static int op_listxattr(const char *path, char *list, size_t size)
 {
-	static const char names[] = "user.batchfs.shape\0user.batchfs.dtype\0"
-				    "user.batchfs.first_sample";
+	static const char names[] = "user.batchfs.shape\0user.batchfs.dtype";
 	struct mnt *m = ctx_mnt();
 	bfs_node n;
 	int err = bfs_ns_parse(&m->shape, path, &n);
@@ -572,7 +574,6 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 {
 	enum { SHOW = 256 };
 	bfs_sample_error *errs = calloc(SHOW, sizeof(*errs));
-	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
 	bfs_engine_stats st;
 	size_t nerr, shown, nscan = bfs_source_nscan_errors(m->src);
 	bfs_json j;
@@ -658,7 +659,6 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 		bfs_json_str(&j, "shard", errs[i].shard);
 		bfs_json_u64(&j, "record", errs[i].record);
 		bfs_json_u64(&j, "sample", errs[i].sample);
-		bfs_json_u64(&j, "batch", errs[i].sample / eo->batch);
 		bfs_json_str(&j, "error", bfs_strerror(errs[i].code));
 		bfs_json_str(&j, "message", errs[i].msg);
 		if (errs[i].replaced)
