@@ -44,8 +44,9 @@ typedef struct {
 	const char *name;       /* the image member's full path */
 	uint64_t member;        /* the image member's index in the archive
 				 * (0-based; extension headers 'L', 'K',
-				 * 'x', 'g' belong to the member after them
-				 * and are not counted) */
+				 * 'x' belong to the member after them,
+				 * global 'g' ones to none; neither kind is
+				 * counted) */
 	uint64_t header_offset; /* file offset of that member's header (of
 				 * its first extension header, if any) */
 	int status;             /* 0, or a bad sample that keeps its slot
