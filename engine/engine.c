@@ -379,8 +379,10 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	int err = make_sample(w, i, dst, label, msg);
 
 	trim(w);
-	if (!err)
+	if (!err) {
+		*label += e->o.label_offset;
 		return 0;
+	}
 	if (e->o.on_error == BFS_ON_ERROR_FAIL) {
 		report_error(e, i, err, msg, 0, 0);
 		return err;
@@ -393,6 +395,7 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 		trim(w);
 		if (!rerr) {
 			report_error(e, i, err, msg, 1, r);
+			*label += e->o.label_offset;
 			return 0;
 		}
 		report_error(e, r, rerr, rmsg, 0, 0);

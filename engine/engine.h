@@ -61,6 +61,7 @@ typedef struct {
 	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
 	int shuffle;             /* each epoch a permutation of (seed, epoch) */
 	uint64_t seed;
+	int64_t label_offset;    /* added to every label */
 	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
 				  * world 0 = 1 */
 	bfs_on_error on_error;

@@ -41,8 +41,11 @@ static const char usage_mount[] =
 	"options:\n"
 	"  --batch N            samples per batch (32)\n"
 	"  --size HxW           output height x width (224x224)\n"
-	"  --dtype T            float32 (resized/255, the tf.data default) or\n"
-	"                       uint8 (resized value rounded to nearest)\n"
+	"  --dtype T            float32 (resized/255, the tf.data default),\n"
+	"                       float16 (the same, rounded to half) or uint8\n"
+	"                       (resized value rounded to nearest)\n"
+	"  --label-offset K     add K to every label (-1 maps the 1..1000\n"
+	"                       labels of TF's ImageNet scripts to 0..999)\n"
 	"  --threads auto|N     decode threads (auto: all online cores)\n"
 	"  --prefetch auto|N    batches decoded ahead of each reader (auto:\n"
 	"                       autotuned per reader, like tf.data AUTOTUNE)\n"
@@ -145,7 +148,8 @@ static int cmd_mount(int argc, char **argv)
 {
 	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
-	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD };
+	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
+	       O_LABEL_OFFSET };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -166,6 +170,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "rank", required_argument, 0, O_RANK },
 		{ "world", required_argument, 0, O_WORLD },
+		{ "label-offset", required_argument, 0, O_LABEL_OFFSET },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -195,8 +200,10 @@ static int cmd_mount(int argc, char **argv)
 				o.engine.dtype = BFS_DTYPE_FLOAT32;
 			else if (!strcmp(optarg, "uint8"))
 				o.engine.dtype = BFS_DTYPE_UINT8;
+			else if (!strcmp(optarg, "float16"))
+				o.engine.dtype = BFS_DTYPE_FLOAT16;
 			else
-				return bad("--dtype", optarg, "float32 or uint8");
+				return bad("--dtype", optarg, "float32, float16 or uint8");
 			break;
 		case O_THREADS:
 			if (!strcmp(optarg, "auto"))
@@ -218,6 +225,15 @@ static int cmd_mount(int argc, char **argv)
 			if (errno || end == optarg || *end || optarg[0] == '-')
 				return bad("--shuffle", optarg, "a seed, 0..2^64-1");
 			o.engine.shuffle = 1;
+			break;
+		}
+		case O_LABEL_OFFSET: {
+			char *end;
+
+			errno = 0;
+			o.engine.label_offset = strtoll(optarg, &end, 10);
+			if (errno || end == optarg || *end)
+				return bad("--label-offset", optarg, "an integer");
 			break;
 		}
 		case O_EPOCHS:

@@ -123,6 +123,7 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_str(&j, "dtype", bfs_dtype_name(eo->dtype));
 	bfs_json_str(&j, "layout", "NHWC");
 	bfs_json_str(&j, "label_dtype", "int64");
+	bfs_json_i64(&j, "label_offset", eo->label_offset);
 	bfs_json_str(&j, "normalization",
 		     eo->dtype == BFS_DTYPE_UINT8
 			     ? "round-half-even(resized)"

@@ -153,4 +153,17 @@ for k in range(5):
 PY
 check "--size and --batch reshape the namespace" \
 	test "$(ls "$D/mnt8/epoch-0000" | wc -l)" -eq 10
+mount_fg "$D/shards" "$D/mnt16" --dtype float16 --batch 16 --size 96x128 \
+	--label-offset -1 || { not_ok "mount float16"; t_end; }
+check "float16 batches are the float32 batches rounded to half; --label-offset shifts labels" $PY - "$D" <<'PY'
+import numpy as np, sys
+d = sys.argv[1]
+for k in range(5):
+    h = np.load(f"{d}/mnt16/epoch-0000/batch-{k:06d}.npy")
+    f = np.load(f"{d}/mnt32/epoch-0000/batch-{k:06d}.npy")
+    assert h.dtype == np.float16 and np.array_equal(h, f.astype(np.float16))
+    lh = np.load(f"{d}/mnt16/epoch-0000/batch-{k:06d}.labels.npy")
+    lf = np.load(f"{d}/mnt32/epoch-0000/batch-{k:06d}.labels.npy")
+    assert np.array_equal(lh, lf - 1)
+PY
 t_end
