@@ -24,6 +24,7 @@
 #include "engine/error.h"
 #include "engine/crc32c.h"
 #include "engine/example.h"
+#include "engine/tar.h"
 #include "engine/tfrecord.h"
 
 #define SAMPLE_BAD_LENGTH_CRC 1u /* length CRC failed but the length held */
@@ -49,6 +50,13 @@ struct scan_error {
 	char *msg;
 };
 
+/* A tar sample that keeps its slot but fails when read (no .cls, ...). */
+struct bad_sample {
+	uint64_t sample;
+	int code;
+	char *msg;
+};
+
 struct bfs_source {
 	char *dir;
 	bfs_format format;
@@ -66,6 +74,13 @@ struct bfs_source {
 
 	struct scan_error *errs;
 	size_t nerrs;
+
+	/* tar only */
+	uint32_t *names;      /* per sample: offset into pool */
+	char *pool;
+	size_t pool_len, pool_cap;
+	struct bad_sample *bad; /* sorted by sample */
+	size_t nbad;
 };
 
 /* ---- small helpers ---------------------------------------------------- */
@@ -182,6 +197,19 @@ static int looks_like_tfrecord(const char *path)
 	return bfs_crc32c_mask(bfs_crc32c(0, h, 8)) == crc;
 }
 
+static int looks_like_tar(const char *path)
+{
+	uint8_t h[BFS_TAR_BLOCK];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (fd < 0)
+		return 0;
+	r = pread(fd, h, sizeof(h), 0);
+	close(fd);
+	return r == (ssize_t)sizeof(h) && bfs_tar_probe(h, sizeof(h));
+}
+
 static int add_error(bfs_source *s, const char *shard, const char *msg)
 {
 	struct scan_error *ne = realloc(s->errs, (s->nerrs + 1) * sizeof(*ne));
@@ -294,6 +322,133 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 	return 0;
 }
 
+/* ---- WebDataset tar -------------------------------------------------- */
+
+static int pool_add(bfs_source *s, const char *str, uint32_t *off)
+{
+	size_t len = strlen(str) + 1;
+
+	if (s->pool_len + len > UINT32_MAX)
+		return -ENOMEM;
+	if (s->pool_len + len > s->pool_cap) {
+		size_t cap = s->pool_cap ? s->pool_cap * 2 : 1 << 16;
+		char *n;
+
+		while (cap < s->pool_len + len)
+			cap *= 2;
+		if (!(n = realloc(s->pool, cap)))
+			return -ENOMEM;
+		s->pool = n;
+		s->pool_cap = cap;
+	}
+	memcpy(s->pool + s->pool_len, str, len);
+	*off = (uint32_t)s->pool_len;
+	s->pool_len += len;
+	return 0;
+}
+
+static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
+{
+	bfs_source *s = ctx;
+	int unlabeled = !s->label_key[0] && t->status == BFS_E_NOKEY;
+	int status = unlabeled ? 0 : t->status;
+	int64_t label = unlabeled ? -1 : t->label;
+	uint32_t name;
+	int err;
+
+	if (!status && (label < INT32_MIN || label > INT32_MAX))
+		status = BFS_E_CORRUPT;
+	if (s->nsamples + 1 > s->samples_cap) {
+		/* names grows with samples: keep the same capacity */
+		uint32_t *n = realloc(s->names, (s->samples_cap ? s->samples_cap * 2
+					       : 4096) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->names = n;
+	}
+	if ((err = pool_add(s, t->name ? t->name : "?", &name)))
+		return err;
+	s->names[s->nsamples] = name;
+	if (status) {
+		struct bad_sample *nb = realloc(s->bad, (s->nbad + 1) * sizeof(*nb));
+		char msg[BFS_ERRMSG_MAX];
+
+		if (!nb)
+			return -ENOMEM;
+		s->bad = nb;
+		if (status == BFS_E_CORRUPT && !(t->msg && t->msg[0]))
+			snprintf(msg, sizeof(msg), "member %s: label %lld out of range",
+				 t->name ? t->name : "?", (long long)label);
+		else
+			snprintf(msg, sizeof(msg), "%s", t->msg && t->msg[0]
+				 ? t->msg : bfs_strerror(status));
+		nb[s->nbad].sample = s->nsamples;
+		nb[s->nbad].code = status;
+		if (!(nb[s->nbad].msg = strdup(msg)))
+			return -ENOMEM;
+		s->nbad++;
+	}
+	return add_sample(s, t->offset, t->length,
+			  status ? -1 : (int32_t)label, 0);
+}
+
+static int index_tars(bfs_source *s, char **files, size_t n, char *errmsg)
+{
+	for (size_t i = 0; i < n; i++) {
+		char path[PATH_MAX], msg[BFS_ERRMSG_MAX] = "";
+		struct stat st;
+		int fd, err;
+
+		snprintf(path, sizeof(path), "%s/%s", s->dir, files[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) != 0) {
+			snprintf(msg, sizeof(msg), "cannot open: %s",
+				 strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			if (add_error(s, files[i], msg))
+				return -ENOMEM;
+			continue;
+		}
+		if ((err = add_shard(s, files[i], &st))) {
+			close(fd);
+			return err;
+		}
+		err = bfs_tar_scan(fd, (uint64_t)st.st_size, on_tar_sample, s,
+				   msg);
+		close(fd);
+		if (err == -ENOMEM) {
+			bfs_seterr(errmsg, "%s: out of memory", path);
+			return err;
+		}
+		if (err && add_error(s, files[i], msg[0] ? msg : bfs_strerror(err)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static const struct bad_sample *find_bad(const bfs_source *s, uint64_t i)
+{
+	size_t lo = 0, hi = s->nbad;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->bad[mid].sample < i)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->nbad && s->bad[lo].sample == i ? &s->bad[lo] : NULL;
+}
+
+const char *bfs_source_member_name(const bfs_source *s, uint64_t i)
+{
+	if (s->format != BFS_FORMAT_TAR || i >= s->nsamples)
+		return NULL;
+	return s->pool + s->names[i];
+}
+
 /* ---- folders ---------------------------------------------------------- */
 
 static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
@@ -347,8 +502,8 @@ static int index_folder(bfs_source *s, char **dirs, size_t ndirs)
 int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		    char *errmsg)
 {
-	char **files = NULL, **dirs = NULL, **shards = NULL;
-	size_t nfiles = 0, ndirs = 0, nshards = 0, njpeg = 0;
+	char **files = NULL, **dirs = NULL, **shards = NULL, **tars = NULL;
+	size_t nfiles = 0, ndirs = 0, nshards = 0, ntars = 0, njpeg = 0;
 	char real[PATH_MAX];
 	bfs_source *s;
 	int err;
@@ -376,7 +531,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		goto fail;
 
 	shards = calloc(nfiles ? nfiles : 1, sizeof(*shards));
-	if (!shards) {
+	tars = calloc(nfiles ? nfiles : 1, sizeof(*tars));
+	if (!shards || !tars) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -388,16 +544,37 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s/%s", real, files[i]);
-		if (o->format == BFS_FORMAT_TFRECORD ||
-		    is_tfrecord_name(files[i]) || looks_like_tfrecord(path))
+		if (o->format == BFS_FORMAT_TAR ||
+		    (o->format != BFS_FORMAT_TFRECORD &&
+		     (has_suffix_ci(files[i], ".tar") || looks_like_tar(path))))
+			tars[ntars++] = files[i];
+		else if (o->format == BFS_FORMAT_TFRECORD ||
+			 is_tfrecord_name(files[i]) || looks_like_tfrecord(path))
 			shards[nshards++] = files[i];
 	}
 
 	s->format = o->format;
-	if (s->format == BFS_FORMAT_AUTO)
-		s->format = nshards ? BFS_FORMAT_TFRECORD : BFS_FORMAT_FOLDER;
+	if (s->format == BFS_FORMAT_AUTO) {
+		if (nshards && ntars) {
+			err = BFS_E_FORMAT;
+			bfs_seterr(errmsg,
+				   "%s: holds both TFRecord shards and tar shards; choose with --format",
+				   real);
+			goto fail;
+		}
+		s->format = nshards ? BFS_FORMAT_TFRECORD
+			  : ntars ? BFS_FORMAT_TAR : BFS_FORMAT_FOLDER;
+	}
 
-	if (s->format == BFS_FORMAT_TFRECORD) {
+	if (s->format == BFS_FORMAT_TAR) {
+		if (!ntars) {
+			err = BFS_E_EMPTY;
+			bfs_seterr(errmsg, "%s: no tar shards found", real);
+			goto fail;
+		}
+		if ((err = index_tars(s, tars, ntars, errmsg)))
+			goto fail;
+	} else if (s->format == BFS_FORMAT_TFRECORD) {
 		if (!nshards) {
 			err = BFS_E_EMPTY;
 			bfs_seterr(errmsg, "%s: no TFRecord shards found", real);
@@ -428,12 +605,14 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		goto fail;
 	}
 	free(shards);
+	free(tars);
 	free_names(files, nfiles);
 	free_names(dirs, ndirs);
 	*out = s;
 	return 0;
 fail:
 	free(shards);
+	free(tars);
 	free_names(files, nfiles);
 	free_names(dirs, ndirs);
 	bfs_source_close(s);
@@ -453,6 +632,11 @@ void bfs_source_close(bfs_source *s)
 		free(s->errs[i].msg);
 	}
 	free_names(s->classes, s->nclasses);
+	for (size_t i = 0; i < s->nbad; i++)
+		free(s->bad[i].msg);
+	free(s->bad);
+	free(s->names);
+	free(s->pool);
 	free(s->errs);
 	free(s->shards);
 	free(s->samples);
@@ -476,6 +660,7 @@ const char *bfs_format_name(bfs_format f)
 	switch (f) {
 	case BFS_FORMAT_TFRECORD: return "tfrecord";
 	case BFS_FORMAT_FOLDER:   return "folder";
+	case BFS_FORMAT_TAR:      return "tar";
 	default:                  return "auto";
 	}
 }
@@ -522,6 +707,9 @@ void bfs_source_describe(const bfs_source *s, uint64_t i, char *out,
 	if (!name)
 		snprintf(out, cap, "sample %llu (out of range)",
 			 (unsigned long long)i);
+	else if (s->format == BFS_FORMAT_TAR)
+		snprintf(out, cap, "%s member %s", name,
+			 bfs_source_member_name(s, i));
 	else if (s->format == BFS_FORMAT_TFRECORD)
 		snprintf(out, cap, "%s record %llu (offset %llu)", name,
 			 (unsigned long long)rec,
@@ -589,6 +777,14 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 	*jpeg_len = 0;
 	if (i >= s->nsamples)
 		return -EINVAL;
+	if (s->nbad) {
+		const struct bad_sample *bad = find_bad(s, i);
+
+		if (bad) {
+			bfs_seterr(errmsg, "%s", bad->msg);
+			return bad->code;
+		}
+	}
 	smp = &s->samples[i];
 	sh = &s->shards[smp->shard];
 	snprintf(path, sizeof(path), "%s/%s", s->dir, sh->name);
@@ -624,7 +820,7 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		return BFS_E_TRUNCATED;
 	}
 
-	if (s->format == BFS_FORMAT_FOLDER) {
+	if (s->format == BFS_FORMAT_FOLDER || s->format == BFS_FORMAT_TAR) {
 		*jpeg = buf->data;
 		*jpeg_len = smp->length;
 		*label = smp->label;

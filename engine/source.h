@@ -11,6 +11,8 @@
  *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg.  Classes sorted by
  *              name give the label (0-based); files sorted by name.  A flat
  *              folder of JPEGs is one class, label 0.
+ *   tar        WebDataset shards: KEY.jpg (or .jpeg) with KEY.cls holding
+ *              the label; shards sorted by name, samples in member order.
  *
  * Problems found while indexing (a shard cut mid-record, a length CRC that
  * fails) do not fail the open: the complete records before the problem are
@@ -29,6 +31,7 @@ typedef enum {
 	BFS_FORMAT_AUTO = 0,
 	BFS_FORMAT_TFRECORD,
 	BFS_FORMAT_FOLDER,
+	BFS_FORMAT_TAR,         /* WebDataset: KEY.jpg + KEY.cls members */
 } bfs_format;
 
 typedef struct bfs_source bfs_source;
@@ -82,6 +85,9 @@ const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i);
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg);
+
+/* The tar member name of sample i (NULL for other formats). */
+const char *bfs_source_member_name(const bfs_source *s, uint64_t i);
 
 /* "train-00001.tfrecord record 17 (offset 1234)" or "cls/img.jpg":
  * where sample i lives, for error messages.  Writes at most cap bytes. */

@@ -52,7 +52,7 @@ static const char usage_mount[] =
 	"  --mem SIZE           memory budget for decoded batches and decoder\n"
 	"                       scratch (default: 1/8 of RAM, 256M..1G)\n"
 	"  --cache DIR|none     preprocessed-sample cache; only 'none' so far\n"
-	"  --format F           auto, tfrecord or folder (auto)\n"
+	"  --format F           auto, tfrecord, tar (WebDataset) or folder (auto)\n"
 	"  --image-key KEY      Example feature with the JPEG (image/encoded)\n"
 	"  --label-key KEY      int64 Example feature with the label, or none\n"
 	"                       (image/class/label)\n"
@@ -263,8 +263,10 @@ static int cmd_mount(int argc, char **argv)
 				o.source.format = BFS_FORMAT_TFRECORD;
 			else if (!strcmp(optarg, "folder"))
 				o.source.format = BFS_FORMAT_FOLDER;
+			else if (!strcmp(optarg, "tar"))
+				o.source.format = BFS_FORMAT_TAR;
 			else
-				return bad("--format", optarg, "auto, tfrecord or folder");
+				return bad("--format", optarg, "auto, tfrecord, tar or folder");
 			break;
 		case O_IKEY:
 			o.source.image_key = optarg;
