@@ -1,0 +1,1233 @@
+/*
+ * test_cache.c - the LMDB sample cache without FUSE: round trips, misses
+ * for other settings and changed shards, persistence, sharing between
+ * handles and processes, CRC detection and replacement, the size limit
+ * under pressure, a full file system, kill -9 during writes, the index
+ * cache, the queue, clear/verify/listing, and read speed.
+ *
+ * Every test makes its own directory under /tmp and removes it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cache/cache.h"
+
+#define FP_A "0123456789abcdef"
+#define FP_B "fedcba9876543210"
+#define SRC "/data/shards"
+#define SMALL 12288           /* a 64x64x3 float32 sample */
+#define BIG 602112            /* a 224x224x3 float32 sample */
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void make_dir(char *dir)
+{
+	strcpy(dir, "/tmp/bfs-cache-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+}
+
+static void remove_dir(const char *dir)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb",
+					     "users.lock" };
+	char p[256];
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		unlink(p);
+	}
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static bfs_cache *open_cache(const char *dir, const char *fp,
+			     uint64_t max_bytes)
+{
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c = NULL;
+	char msg[BFS_ERRMSG_MAX] = "";
+	int err;
+
+	o.dir = dir;
+	o.fingerprint = fp;
+	o.max_bytes = max_bytes ? max_bytes : 64ull << 20;
+	err = bfs_cache_open(&o, &c, msg);
+	if (err)
+		fail_msg("bfs_cache_open(%s): %s: %s", dir, bfs_strerror(err), msg);
+	return c;
+}
+
+static bfs_cache_key key_for(const char *fp, const char *shard,
+			     int64_t mtime, uint64_t offset)
+{
+	bfs_sample_identity id = { shard, 1000000, mtime, offset, 5000 };
+	bfs_cache_key k;
+
+	assert_int_equal(bfs_cache_key_make(&k, fp, SRC, &id), 0);
+	return k;
+}
+
+/* Bytes that depend on seed everywhere. */
+static void pattern(void *buf, size_t len, uint64_t seed)
+{
+	uint8_t *p = buf;
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < len; i++) {
+		if ((i & 7) == 0) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		p[i] = (uint8_t)(x >> ((i & 7) * 8));
+	}
+}
+
+static void count_done(void *ctx)
+{
+	__atomic_add_fetch((int *)ctx, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Insert items keyed FP/shard/mtime 1/offset i for i in [from, to), data
+ * pattern(i), label i, `per` per submission, waiting for each. */
+static void put_range(bfs_cache *c, const char *fp, const char *shard,
+		      int from, int to, size_t len, int per)
+{
+	bfs_cache_item *items = calloc((size_t)per, sizeof(*items));
+	uint8_t *data = malloc(len * (size_t)per);
+
+	for (int i = from; i < to; i += per) {
+		int n = to - i < per ? to - i : per, done = 0;
+
+		for (int j = 0; j < n; j++) {
+			items[j].key = key_for(fp, shard, 1, (uint64_t)(i + j));
+			items[j].label = i + j;
+			items[j].data = data + (size_t)j * len;
+			items[j].len = len;
+			pattern(data + (size_t)j * len, len, (uint64_t)(i + j));
+		}
+		bfs_cache_submit(c, items, (size_t)n, count_done, &done);
+		bfs_cache_flush(c);
+		assert_int_equal(done, 1);
+	}
+	free(items);
+	free(data);
+}
+
+/* get offset i and compare with pattern(i): 0 hit and equal, else code */
+static int get_check(bfs_cache_reader *r, const char *fp, const char *shard,
+		     uint64_t i, size_t len)
+{
+	bfs_cache_key k = key_for(fp, shard, 1, i);
+	uint8_t *got = malloc(len), *want = malloc(len);
+	int64_t label = -1;
+	int err = bfs_cache_get(r, &k, got, len, &label);
+
+	if (err == 0) {
+		pattern(want, len, i);
+		assert_memory_equal(got, want, len);
+		assert_int_equal(label, (int64_t)i);
+	}
+	free(got);
+	free(want);
+	return err;
+}
+
+static uint64_t file_size(const char *dir, const char *name)
+{
+	char p[256];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- round trips and keys ----------------------------------------------------- */
+
+static void test_cache_get_returns_the_bytes_and_label_that_were_put(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a.tfrecord", 0, 10, SMALL, 4);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 10; i++)
+		assert_int_equal(get_check(r, FP_A, "a.tfrecord", (uint64_t)i, SMALL), 0);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.hits, 10);
+	assert_int_equal(st.inserts, 10);
+	assert_int_equal(st.entries, 10);
+	assert_true(st.file_bytes <= st.map_bytes);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_get_of_an_unknown_key_is_a_counted_miss(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_key k = key_for(FP_A, "a.tfrecord", 1, 42);
+	bfs_cache_stats st;
+	uint8_t buf[16];
+	int64_t label = 7;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, sizeof(buf), &label), -ENOENT);
+	assert_int_equal(label, 7);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.misses, 1);
+	assert_int_equal(st.hits, 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	uint8_t buf[SMALL];
+	int64_t label;
+	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000 };
+	bfs_cache_key k;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a.tfrecord", 0, 5, SMALL, 5);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	k = key_for(FP_A, "a.tfrecord", 1, 3);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	k = key_for(FP_B, "a.tfrecord", 1, 3);          /* other settings */
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	k = key_for(FP_A, "a.tfrecord", 2, 3);          /* shard touched */
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_size = 1000001;                        /* shard grew */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_size = 1000000;                        /* another directory */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, "/data/other", &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC "/", &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	/* a different record length at the same offset: check differs */
+	id.length = 5001;
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_get_with_a_wrong_length_is_einval(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_key k = key_for(FP_A, "a", 1, 0);
+	uint8_t buf[SMALL * 2];
+	int64_t label;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a", 0, 1, SMALL, 1);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL * 2, &label), -EINVAL);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_key_and_options_reject_bad_input(void **s)
+{
+	bfs_sample_identity id = { "a", 1, 1, 0, 1 };
+	bfs_cache_key k;
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c = (bfs_cache *)1;
+	char dir[64], msg[BFS_ERRMSG_MAX];
+
+	assert_int_equal(bfs_cache_key_make(&k, "0123", SRC, &id), -EINVAL);
+	assert_int_equal(bfs_cache_key_make(&k, "0123456789abcdeg", SRC, &id), -EINVAL);
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, NULL, &id), -EINVAL);
+	assert_int_equal(bfs_cache_key_make(&k, "0123456789ABCDEF", SRC, &id), 0);
+	make_dir(dir);
+	o.dir = dir;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), -EINVAL); /* no fp */
+	assert_null(c);
+	o.fingerprint = FP_A;
+	o.max_bytes = 4096;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), -EINVAL); /* too small */
+	o.max_bytes = 0;
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), -ENOENT); /* no cache */
+	bfs_cache_close(NULL);
+	bfs_cache_reader_destroy(NULL);
+	rmdir(dir);
+}
+
+static void test_cache_default_dir_follows_xdg_then_home(void **s)
+{
+	char buf[256], *old_x = getenv("XDG_CACHE_HOME"), *old_h = getenv("HOME");
+	char sx[256] = "", sh[256] = "";
+
+	if (old_x)
+		snprintf(sx, sizeof(sx), "%s", old_x);
+	if (old_h)
+		snprintf(sh, sizeof(sh), "%s", old_h);
+	setenv("XDG_CACHE_HOME", "/x/cache", 1);
+	assert_int_equal(bfs_cache_default_dir(buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/x/cache/batchfs");
+	setenv("XDG_CACHE_HOME", "relative", 1); /* ignored, per XDG */
+	setenv("HOME", "/home/u", 1);
+	assert_int_equal(bfs_cache_default_dir(buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "/home/u/.cache/batchfs");
+	assert_int_equal(bfs_cache_default_dir(buf, 8), -ENAMETOOLONG);
+	if (old_x)
+		setenv("XDG_CACHE_HOME", sx, 1);
+	else
+		unsetenv("XDG_CACHE_HOME");
+	if (old_h)
+		setenv("HOME", sh, 1);
+	else
+		unsetenv("HOME");
+	/* the default size is bounded whatever the disk */
+	uint64_t d = bfs_cache_default_size("/tmp/no/such/dir");
+	assert_true(d >= BFS_CACHE_DEFAULT_MIN && d <= BFS_CACHE_DEFAULT_MAX);
+}
+
+/* ---- persistence and sharing ------------------------------------------------- */
+
+static void test_cache_entries_and_counters_persist_across_reopen(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a", 0, 6, SMALL, 3);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "a", 0, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "a", 99, SMALL), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+
+	c = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(get_check(r, FP_A, "a", (uint64_t)i, SMALL), 0);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 6);
+	assert_int_equal(st.total_hits, 1 + 6);  /* persisted + this handle */
+	assert_int_equal(st.total_misses, 1);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_two_handles_in_one_process_share_one_env(void **s)
+{
+	char dir[64];
+	bfs_cache *a, *b;
+	bfs_cache_reader *rb;
+
+	make_dir(dir);
+	a = open_cache(dir, FP_A, 0);
+	b = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_reader_create(b, &rb), 0);
+	assert_int_equal(get_check(rb, FP_A, "s", 1, SMALL), -ENOENT);
+	put_range(a, FP_A, "s", 0, 4, SMALL, 4);
+	/* b's next get renews its snapshot and sees a's commit */
+	assert_int_equal(get_check(rb, FP_A, "s", 1, SMALL), 0);
+	bfs_cache_close(a);                   /* b keeps the env open */
+	assert_int_equal(get_check(rb, FP_A, "s", 2, SMALL), 0);
+	put_range(b, FP_A, "s", 4, 6, SMALL, 2);
+	assert_int_equal(get_check(rb, FP_A, "s", 5, SMALL), 0);
+	bfs_cache_reader_destroy(rb);
+	bfs_cache_close(b);
+	remove_dir(dir);
+}
+
+/* The parent maps 4 MiB; the child, with a larger limit, grows the file
+ * past it, so the parent also adopts a map grown by another process. */
+static void test_cache_child_process_writes_while_parent_reads(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	const int n = 16;
+	int status, seen = 0;
+	double deadline;
+	pid_t pid;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 4ull << 20);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bfs_cache *cc = open_cache(dir, FP_A, 64ull << 20);
+
+		put_range(cc, FP_A, "p", 0, n, BIG, 2);
+		bfs_cache_close(cc);
+		_exit(0);
+	}
+	deadline = now_s() + 30;
+	while (seen < n && now_s() < deadline) {
+		seen = 0;
+		for (int i = 0; i < n; i++) {
+			int err = get_check(r, FP_A, "p", (uint64_t)i, BIG);
+
+			assert_true(err == 0 || err == -ENOENT);
+			seen += err == 0;
+		}
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(seen, n);
+	assert_true(file_size(dir, "data.mdb") > (4ull << 20));
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+struct rthread {
+	bfs_cache *c;
+	int n, stop, bad, hits;
+};
+
+static void *reader_thread(void *arg)
+{
+	struct rthread *t = arg;
+	bfs_cache_reader *r;
+	unsigned seed = 1;
+
+	if (bfs_cache_reader_create(t->c, &r)) {
+		t->bad = 1;
+		return NULL;
+	}
+	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t i = (uint64_t)(rand_r(&seed) % t->n);
+		bfs_cache_key k = key_for(FP_A, "t", 1, i);
+		uint8_t got[SMALL], want[SMALL];
+		int64_t label;
+		int err = bfs_cache_get(r, &k, got, SMALL, &label);
+
+		if (err == 0) {
+			pattern(want, SMALL, i);
+			if (memcmp(got, want, SMALL) || label != (int64_t)i)
+				t->bad = 1;
+			__atomic_add_fetch(&t->hits, 1, __ATOMIC_RELAXED);
+		} else if (err != -ENOENT) {
+			t->bad = 1;
+		}
+	}
+	bfs_cache_reader_destroy(r);
+	return NULL;
+}
+
+static void test_cache_readers_see_only_whole_values_while_the_writer_runs(void **s)
+{
+	char dir[64];
+	pthread_t th[3];
+	struct rthread t = { 0 };
+
+	make_dir(dir);
+	t.c = open_cache(dir, FP_A, 0);
+	t.n = 300;
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, reader_thread, &t);
+	put_range(t.c, FP_A, "t", 0, t.n, SMALL, 7);
+	__atomic_store_n(&t.stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(t.bad, 0);
+	assert_true(t.hits > 0);
+	bfs_cache_close(t.c);
+	remove_dir(dir);
+}
+
+/* ---- integrity ---------------------------------------------------------------- */
+
+/* Flip one byte of the stored payload of offset `which`, found by its
+ * bytes in data.mdb. */
+static void corrupt_payload(const char *dir, uint64_t which, size_t len)
+{
+	char p[256];
+	uint8_t *want = malloc(len), *file;
+	int fd;
+	struct stat st;
+	off_t at = -1;
+
+	pattern(want, len, which);
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	fd = open(p, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	file = malloc((size_t)st.st_size);
+	assert_int_equal(pread(fd, file, (size_t)st.st_size, 0), st.st_size);
+	for (off_t o = 0; o + 64 <= st.st_size; o++)
+		if (!memcmp(file + o, want, 64)) {
+			at = o;
+			break;
+		}
+	assert_true(at >= 0);
+	file[at + 100] ^= 0x5a;
+	assert_int_equal(pwrite(fd, file + at + 100, 1, at + 100), 1);
+	close(fd);
+	free(file);
+	free(want);
+}
+
+static void test_cache_corrupt_value_is_a_crc_error_then_gone_then_replaced(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "c", 0, 3, SMALL, 3);
+	bfs_cache_close(c);
+	corrupt_payload(dir, 1, SMALL);
+
+	c = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "c", 0, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "c", 1, SMALL), BFS_E_CRC);
+	bfs_cache_flush(c); /* the writer deletes it */
+	assert_int_equal(get_check(r, FP_A, "c", 1, SMALL), -ENOENT);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.crc_errors, 1);
+	assert_int_equal(st.evictions, 1);
+	assert_int_equal(st.entries, 2);
+	/* the caller decodes again and submits: replaced */
+	put_range(c, FP_A, "c", 1, 2, SMALL, 1);
+	assert_int_equal(get_check(r, FP_A, "c", 1, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "c", 2, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void note_bad(void *ctx, const bfs_cache_entry_info *e)
+{
+	bfs_cache_entry_info *out = ctx;
+
+	*out = *e;
+}
+
+static void test_cache_verify_finds_and_removes_a_corrupt_entry(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_opts o = { 0 };
+	bfs_cache_entry_info info = { .code = 0 };
+	uint64_t checked, nbad;
+	char msg[BFS_ERRMSG_MAX];
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "v", 0, 5, SMALL, 5);
+	bfs_cache_close(c);
+	c = open_cache(dir, FP_B, 0);
+	put_range(c, FP_B, "v", 0, 3, SMALL, 3);
+	bfs_cache_close(c);
+	corrupt_payload(dir, 3, SMALL); /* the first copy found: FP_A's */
+
+	o.dir = dir;
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	assert_int_equal(bfs_cache_verify(c, FP_B, 0, NULL, NULL, &checked, &nbad), 0);
+	assert_int_equal(checked, 3);
+	assert_int_equal(nbad, 0);
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, note_bad, &info, &checked, &nbad), 0);
+	assert_int_equal(checked, 8);
+	assert_int_equal(nbad, 1);
+	assert_string_equal(info.fingerprint, FP_A);
+	assert_int_equal(info.offset, 3);
+	assert_int_equal(info.code, BFS_E_CRC);
+	assert_int_equal(bfs_cache_verify(c, NULL, 1, NULL, NULL, &checked, &nbad), 0);
+	assert_int_equal(nbad, 1);
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad), 0);
+	assert_int_equal(checked, 7);
+	assert_int_equal(nbad, 0);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* A child inserts 602,112-byte samples in a loop and is killed at some
+ * moment; the environment opens and every entry verifies and reads
+ * back correct.  Several rounds, both sync modes. */
+static void test_cache_kill_9_during_writes_leaves_only_good_entries(void **s)
+{
+	char dir[64];
+	int next = 0;
+
+	make_dir(dir);
+	const char *kr = getenv("BFS_CACHE_KILL_ROUNDS");
+	int rounds = kr ? atoi(kr) : 6;
+
+	for (int round = 0; round < rounds; round++) {
+		int pfd[2], status;
+		pid_t pid;
+		char ch;
+		bfs_cache *c;
+		bfs_cache_reader *r;
+		uint64_t checked, nbad;
+		int hits = 0;
+
+		assert_int_equal(pipe(pfd), 0);
+		pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			bfs_cache_opts o = { 0 };
+			bfs_cache *cc;
+
+			close(pfd[0]);
+			o.dir = dir;
+			o.fingerprint = FP_A;
+			o.max_bytes = 256ull << 20;
+			o.sync = round & 1 ? BFS_CACHE_SYNC_NONE : BFS_CACHE_SYNC_DATA;
+			if (bfs_cache_open(&o, &cc, NULL))
+				_exit(1);
+			for (int i = next;; i += 4) {
+				put_range(cc, FP_A, "k", i, i + 4, BIG, 4);
+				if (i == next && write(pfd[1], "x", 1) != 1)
+					_exit(1);
+			}
+		}
+		close(pfd[1]);
+		assert_int_equal(read(pfd[0], &ch, 1), 1);
+		close(pfd[0]);
+		usleep(5000 + (useconds_t)round * 9000);
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFSIGNALED(status));
+
+		c = open_cache(dir, FP_A, 256ull << 20);
+		assert_int_equal(bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad), 0);
+		assert_int_equal(nbad, 0);
+		assert_true(checked >= 4);
+		assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+		for (int i = next; i < (int)checked + next + 64; i++) {
+			int err = get_check(r, FP_A, "k", (uint64_t)i, BIG);
+
+			assert_true(err == 0 || err == -ENOENT);
+			hits += err == 0;
+		}
+		assert_int_equal((uint64_t)hits, checked);
+		print_message("  kill -9 round %d (%s): %llu entries survived, all verify\n",
+			      round, round & 1 ? "nosync" : "sync data",
+			      (unsigned long long)checked);
+		/* the write lock the child died with is usable again */
+		put_range(c, FP_A, "after", 0, 1, SMALL, 1);
+		assert_int_equal(get_check(r, FP_A, "after", 0, SMALL), 0);
+		bfs_cache_reader_destroy(r);
+		bfs_cache_clear(c, NULL, NULL);
+		bfs_cache_close(c);
+		next += 1000;
+	}
+	remove_dir(dir);
+}
+
+/* ---- size limit and eviction ---------------------------------------------------- */
+
+static void test_cache_size_limit_holds_and_keeps_the_first_entries(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	const uint64_t limit = 8ull << 20;
+	int present = 0, prefix = 0;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, limit);
+	put_range(c, FP_A, "big", 0, 60, BIG, 4); /* 36 MB into 8 MiB */
+	bfs_cache_get_stats(c, &st);
+	assert_true(file_size(dir, "data.mdb") <= limit);
+	assert_true(st.map_bytes <= limit);
+	assert_true(st.inserts >= 8 && st.inserts <= 13);
+	assert_int_equal(st.inserts + st.dropped_full, 60);
+	assert_int_equal(st.full, 1);
+	assert_int_equal(st.entries, st.inserts);
+	assert_true(st.bytes_used <= limit);
+	/* fill, then keep: the entries are the first ones inserted, and a
+	 * later epoch hits on all of them */
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 60; i++) {
+		int err = get_check(r, FP_A, "big", (uint64_t)i, BIG);
+
+		assert_true(err == 0 || err == -ENOENT);
+		present += err == 0;
+		if (err == 0 && prefix == i)
+			prefix++;
+	}
+	assert_int_equal((uint64_t)present, st.inserts);
+	assert_int_equal(prefix, present);
+	print_message("  8 MiB limit: %llu of 60 kept (the first ones), data.mdb %llu bytes\n",
+		      (unsigned long long)st.inserts,
+		      (unsigned long long)file_size(dir, "data.mdb"));
+	/* while paused, submit drops at once and says why */
+	{
+		bfs_cache_item it = { key_for(FP_A, "big", 1, 99), 0, NULL, BIG };
+		uint8_t *buf = calloc(1, BIG);
+		int done = 0;
+
+		it.data = buf;
+		assert_int_equal(bfs_cache_submit(c, &it, 1, count_done, &done), -ENOSPC);
+		assert_int_equal(done, 1);
+		free(buf);
+	}
+	/* clearing lifts the pause and frees the space for reuse */
+	assert_int_equal(bfs_cache_clear(c, FP_A, NULL), 0);
+	put_range(c, FP_A, "big", 100, 104, BIG, 4);
+	assert_int_equal(get_check(r, FP_A, "big", 101, BIG), 0);
+	assert_true(file_size(dir, "data.mdb") <= limit);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void fill_with(const char *dir, const char *fp, int idle_s, int n)
+{
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c;
+	char msg[BFS_ERRMSG_MAX];
+
+	o.dir = dir;
+	o.fingerprint = fp;
+	o.max_bytes = 8ull << 20;
+	o.foreign_idle_s = idle_s;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	put_range(c, fp, "f", 0, n, BIG, 2);
+	bfs_cache_close(c);
+}
+
+static void test_cache_idle_foreign_fingerprint_makes_room_when_full(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_fp_info *fps;
+	size_t n;
+	bfs_cache_opts o = { 0 };
+	bfs_cache_stats st;
+	bfs_cache_reader *r;
+	char msg[BFS_ERRMSG_MAX];
+
+	make_dir(dir);
+	fill_with(dir, FP_A, 1, 20); /* A fills the cache */
+	sleep(2);                    /* and is idle for 1 s */
+	o.dir = dir;
+	o.fingerprint = FP_B;
+	o.max_bytes = 8ull << 20;
+	o.foreign_idle_s = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	put_range(c, FP_B, "f", 0, 4, BIG, 2);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.inserts, 4);
+	assert_true(st.evictions >= 4);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(get_check(r, FP_B, "f", (uint64_t)i, BIG), 0);
+	bfs_cache_reader_destroy(r);
+	assert_int_equal(bfs_cache_fingerprints(c, &fps, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(fps[0].fingerprint, FP_A);
+	assert_string_equal(fps[1].fingerprint, FP_B);
+	assert_int_equal(fps[1].entries, 4);
+	assert_true(fps[0].entries < 13);
+	assert_true(fps[1].last_active_ns > 0);
+	free(fps);
+	bfs_cache_close(c);
+	assert_true(file_size(dir, "data.mdb") <= (8ull << 20));
+	remove_dir(dir);
+}
+
+static void test_cache_foreign_entries_stay_when_eviction_is_off(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_opts o = { 0 };
+	bfs_cache_stats st;
+	char msg[BFS_ERRMSG_MAX];
+
+	make_dir(dir);
+	fill_with(dir, FP_A, -1, 20);
+	o.dir = dir;
+	o.fingerprint = FP_B;
+	o.max_bytes = 8ull << 20;
+	o.foreign_idle_s = -1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	put_range(c, FP_B, "f", 0, 2, BIG, 2);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.inserts, 0);
+	assert_int_equal(st.dropped_full, 2);
+	assert_int_equal(st.evictions, 0);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* A cache on a 2 MiB tmpfs with a 64 MiB limit: the disk fills first. */
+static void test_cache_full_filesystem_never_crashes_and_keeps_serving(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	int present = 0;
+
+	make_dir(dir);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=2m") != 0) {
+		int e = errno;
+
+		rmdir(dir);
+		print_message("skip: cannot mount a tmpfs here (%s): needs root\n",
+			      strerror(e));
+		skip();
+	}
+	c = open_cache(dir, FP_A, 64ull << 20);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	put_range(c, FP_A, "t", 0, 10, BIG, 1);
+	bfs_cache_get_stats(c, &st);
+	assert_true(st.dropped_full > 0);
+	assert_true(st.inserts >= 1);
+	for (int i = 0; i < 10; i++) {
+		int err = get_check(r, FP_A, "t", (uint64_t)i, BIG);
+
+		assert_true(err == 0 || err == -ENOENT);
+		present += err == 0;
+	}
+	assert_int_equal((uint64_t)present, st.inserts);
+	print_message("  2 MiB tmpfs: %llu inserted, %llu dropped (disk full), data.mdb %llu bytes\n",
+		      (unsigned long long)st.inserts,
+		      (unsigned long long)st.dropped_full,
+		      (unsigned long long)file_size(dir, "data.mdb"));
+	/* new readers still get a slot on the full disk */
+	bfs_cache_reader_destroy(r);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "t", 0, BIG), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	/* and it reopens */
+	c = open_cache(dir, FP_A, 64ull << 20);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "t", 0, BIG), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	assert_int_equal(umount2(dir, MNT_DETACH), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+/* ---- queue ---------------------------------------------------------------------- */
+
+static void slow_done(void *ctx)
+{
+	usleep(20000);
+	count_done(ctx);
+}
+
+static void test_cache_full_queue_drops_and_every_done_runs_once(void **s)
+{
+	char dir[64];
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c;
+	bfs_cache_stats st;
+	static uint8_t buf[SMALL];
+	int done = 0, queued = 0, dropped = 0;
+	char msg[BFS_ERRMSG_MAX];
+
+	make_dir(dir);
+	o.dir = dir;
+	o.fingerprint = FP_A;
+	o.max_bytes = 64ull << 20;
+	o.queue_max = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	for (int i = 0; i < 20; i++) {
+		bfs_cache_item it = { key_for(FP_A, "q", 1, (uint64_t)i), i, buf, SMALL };
+		int err = bfs_cache_submit(c, &it, 1, slow_done, &done);
+
+		assert_true(err == 0 || err == -EAGAIN);
+		queued += err == 0;
+		dropped += err == -EAGAIN;
+	}
+	assert_true(dropped > 0);
+	bfs_cache_flush(c);
+	assert_int_equal(__atomic_load_n(&done, __ATOMIC_SEQ_CST), 20);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.dropped_queue, (uint64_t)dropped);
+	assert_int_equal(st.inserts, (uint64_t)queued);
+	/* bad items are refused, done still runs */
+	{
+		bfs_cache_item it = { key_for(FP_A, "q", 1, 0), 0, NULL, SMALL };
+
+		assert_int_equal(bfs_cache_submit(c, &it, 1, count_done, &done), -EINVAL);
+		assert_int_equal(bfs_cache_submit(c, NULL, 0, count_done, &done), 0);
+		assert_int_equal(done, 22);
+	}
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_a_second_submission_of_a_key_is_a_duplicate(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "d", 0, 4, SMALL, 4);
+	put_range(c, FP_A, "d", 2, 6, SMALL, 4);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.inserts, 6);
+	assert_int_equal(st.duplicates, 2);
+	assert_int_equal(st.entries, 6);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* ---- index cache ---------------------------------------------------------------- */
+
+static void test_cache_index_round_trips_and_misses_on_another_identity(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	void *blob;
+	size_t len;
+	uint8_t idx[5000];
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	pattern(idx, sizeof(idx), 77);
+	c = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "x.tfrecord", 10, 20, idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "empty.tfrecord", 0, 20, NULL, 0), 0);
+	bfs_cache_flush(c);
+	bfs_cache_close(c);
+
+	c = open_cache(dir, FP_B, 0); /* indexes do not depend on settings */
+	assert_int_equal(bfs_cache_index_get(c, SRC "/", "x.tfrecord", 10, 20, &blob, &len), 0);
+	assert_int_equal(len, sizeof(idx));
+	assert_memory_equal(blob, idx, sizeof(idx));
+	free(blob);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "empty.tfrecord", 0, 20, &blob, &len), 0);
+	assert_int_equal(len, 0);
+	free(blob);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 11, 20, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 21, &blob, &len), -ENOENT);
+	assert_null(blob);
+	assert_int_equal(bfs_cache_index_get(c, "/elsewhere", "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.index_hits, 2);
+	assert_int_equal(st.index_misses, 3);
+	assert_int_equal(st.index_entries, 2);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	uint8_t buf[SMALL];
+	int64_t label;
+	bfs_sample_identity id = { "m.tfrecord", 1000000, 1, 0, 5000 };
+	bfs_cache_key k;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "m.tfrecord", 0, 5, SMALL, 5); /* mtime 1 */
+	put_range(c, FP_A, "other", 0, 3, SMALL, 3);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 1, "i1", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_close(c);
+	c = open_cache(dir, FP_B, 0);
+	put_range(c, FP_B, "m.tfrecord", 0, 2, SMALL, 2); /* other settings */
+	/* the shard changed (mtime 2): a remount rescans and stores again */
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 2, "i2", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 7);   /* 5 of FP_A, 2 of FP_B */
+	assert_int_equal(st.entries, 3);     /* "other" is untouched */
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_key_make(&k, FP_B, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* ---- clear and tools -------------------------------------------------------------- */
+
+static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_stats st;
+	uint64_t removed;
+	bfs_cache_fp_info *fps;
+	size_t n;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "c", 0, 5, SMALL, 5);
+	put_range(c, FP_B, "c", 0, 3, SMALL, 3);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "c", 1, 1, "i", 1), 0);
+	bfs_cache_flush(c);
+	assert_int_equal(bfs_cache_clear(c, FP_B, &removed), 0);
+	assert_int_equal(removed, 3);
+	assert_int_equal(bfs_cache_fingerprints(c, &fps, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(fps[0].fingerprint, FP_A);
+	assert_int_equal(fps[0].entries, 5);
+	assert_int_equal(fps[0].bytes, 5 * (SMALL + 48));
+	free(fps);
+	assert_int_equal(bfs_cache_remove_files(dir), -EBUSY); /* open here */
+	assert_int_equal(bfs_cache_clear(c, NULL, &removed), 0);
+	assert_int_equal(removed, 5);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.index_entries, 0);
+	bfs_cache_close(c);
+	assert_int_equal(bfs_cache_remove_files(dir), 0);
+	assert_int_equal(file_size(dir, "data.mdb"), 0);
+	c = open_cache(dir, FP_A, 0); /* a fresh one */
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* ---- speed ----------------------------------------------------------------------- */
+
+struct bench {
+	bfs_cache *c;
+	int nkeys;
+	double secs;
+	uint64_t bytes;
+	int err;
+};
+
+static void *bench_thread(void *arg)
+{
+	struct bench *b = arg;
+	bfs_cache_reader *r;
+	uint8_t *dst = aligned_alloc(64, BIG);
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	double t0 = now_s();
+	int64_t label;
+
+	if (bfs_cache_reader_create(b->c, &r)) {
+		b->err = 1;
+		return NULL;
+	}
+	b->bytes = 0;
+	while (now_s() - t0 < b->secs) {
+		for (int i = 0; i < 32; i++) {
+			bfs_cache_key k = key_for(FP_A, "bench", 1,
+				(uint64_t)(rand_r(&seed) % b->nkeys));
+
+			if (bfs_cache_get(r, &k, dst, BIG, &label))
+				b->err = 1;
+			b->bytes += BIG;
+		}
+	}
+	b->secs = now_s() - t0;
+	bfs_cache_reader_destroy(r);
+	free(dst);
+	return NULL;
+}
+
+static double run_bench(bfs_cache *c, int nkeys, int threads, double secs)
+{
+	pthread_t th[16];
+	struct bench b[16];
+	double gbps = 0;
+
+	for (int t = 0; t < threads; t++) {
+		b[t] = (struct bench){ c, nkeys, secs, 0, 0 };
+		pthread_create(&th[t], NULL, bench_thread, &b[t]);
+	}
+	for (int t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(b[t].err, 0);
+		gbps += b[t].bytes / b[t].secs / 1e9;
+	}
+	return gbps;
+}
+
+struct mbench {
+	const uint8_t *pool;
+	int n;
+	double secs;
+	double gbps;
+};
+
+static void *memcpy_thread(void *arg)
+{
+	struct mbench *m = arg;
+	uint8_t *dst = aligned_alloc(64, BIG);
+	unsigned seed = 7;
+	uint64_t bytes = 0;
+	double t0 = now_s(), dt;
+
+	while ((dt = now_s() - t0) < m->secs)
+		for (int i = 0; i < 32; i++) {
+			memcpy(dst, m->pool + (size_t)(rand_r(&seed) % m->n) * BIG, BIG);
+			bytes += BIG;
+		}
+	m->gbps = bytes / dt / 1e9;
+	free(dst);
+	return NULL;
+}
+
+static double run_memcpy(const uint8_t *pool, int n, int threads, double secs)
+{
+	pthread_t th[16];
+	struct mbench m[16];
+	double g = 0;
+
+	for (int t = 0; t < threads; t++) {
+		m[t] = (struct mbench){ pool, n, secs, 0 };
+		pthread_create(&th[t], NULL, memcpy_thread, &m[t]);
+	}
+	for (int t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		g += m[t].gbps;
+	}
+	return g;
+}
+
+/* Random gets of 602,112-byte values (one 224x224x3 float32 sample) from
+ * a warm environment, against plain memcpy of the same size from a pool
+ * of the same total size.  BFS_CACHE_BENCH_MB sets the data size
+ * (default 96 MiB), BFS_CACHE_BENCH_S the seconds per figure (0.4). */
+static void test_cache_get_speed_is_reported(void **s)
+{
+	char dir[64];
+	const char *mb = getenv("BFS_CACHE_BENCH_MB");
+	const char *sec = getenv("BFS_CACHE_BENCH_S");
+	int nkeys = (int)((mb ? atof(mb) : 96) * 1048576 / BIG);
+	double secs = sec ? atof(sec) : 0.4;
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu > 16 ? 16 : ncpu;
+	bfs_cache *c, *raw;
+	bfs_cache_opts o = { 0 };
+	uint8_t *pool;
+	char msg[BFS_ERRMSG_MAX];
+	double t0, per_call;
+
+	if (nkeys < 4)
+		nkeys = 4;
+	make_dir(dir);
+	c = open_cache(dir, FP_A, (uint64_t)nkeys * (BIG + 8192) + (64ull << 20));
+	put_range(c, FP_A, "bench", 0, nkeys, BIG, 32);
+	o.dir = dir;
+	o.fingerprint = FP_A;
+	o.skip_crc = 1;
+	assert_int_equal(bfs_cache_open(&o, &raw, msg), 0);
+	pool = malloc((size_t)nkeys * BIG);
+	for (int i = 0; i < nkeys; i++)
+		pattern(pool + (size_t)i * BIG, BIG, (uint64_t)i);
+
+	/* the fixed cost of a get: renew + lookup + reset, on a miss */
+	{
+		bfs_cache_reader *r;
+		bfs_cache_key k = key_for(FP_A, "absent", 1, 0);
+		uint8_t b[16];
+		int64_t l;
+		const int n = 200000;
+
+		assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+		t0 = now_s();
+		for (int i = 0; i < n; i++)
+			bfs_cache_get(r, &k, b, sizeof(b), &l);
+		per_call = (now_s() - t0) / n * 1e9;
+		bfs_cache_reader_destroy(r);
+	}
+	print_message("cache speed: %d values of %d bytes (%.0f MiB), random order\n",
+		      nkeys, BIG, (double)nkeys * BIG / 1048576);
+	print_message("  get, CRC checked   1 thread: %6.2f GB/s   %d threads: %6.2f GB/s\n",
+		      run_bench(c, nkeys, 1, secs), threads,
+		      run_bench(c, nkeys, threads, secs));
+	print_message("  get, no CRC        1 thread: %6.2f GB/s   %d threads: %6.2f GB/s\n",
+		      run_bench(raw, nkeys, 1, secs), threads,
+		      run_bench(raw, nkeys, threads, secs));
+	print_message("  memcpy             1 thread: %6.2f GB/s   %d threads: %6.2f GB/s\n",
+		      run_memcpy(pool, nkeys, 1, secs), threads,
+		      run_memcpy(pool, nkeys, threads, secs));
+	print_message("  per-get fixed cost (txn renew + lookup + reset, a miss): %.0f ns\n",
+		      per_call);
+	free(pool);
+	bfs_cache_close(raw);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cache_get_returns_the_bytes_and_label_that_were_put),
+		cmocka_unit_test(test_cache_get_of_an_unknown_key_is_a_counted_miss),
+		cmocka_unit_test(test_cache_misses_for_another_fingerprint_mtime_size_or_path),
+		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),
+		cmocka_unit_test(test_cache_key_and_options_reject_bad_input),
+		cmocka_unit_test(test_cache_default_dir_follows_xdg_then_home),
+		cmocka_unit_test(test_cache_entries_and_counters_persist_across_reopen),
+		cmocka_unit_test(test_cache_two_handles_in_one_process_share_one_env),
+		cmocka_unit_test(test_cache_child_process_writes_while_parent_reads),
+		cmocka_unit_test(test_cache_readers_see_only_whole_values_while_the_writer_runs),
+		cmocka_unit_test(test_cache_corrupt_value_is_a_crc_error_then_gone_then_replaced),
+		cmocka_unit_test(test_cache_verify_finds_and_removes_a_corrupt_entry),
+		cmocka_unit_test(test_cache_kill_9_during_writes_leaves_only_good_entries),
+		cmocka_unit_test(test_cache_size_limit_holds_and_keeps_the_first_entries),
+		cmocka_unit_test(test_cache_idle_foreign_fingerprint_makes_room_when_full),
+		cmocka_unit_test(test_cache_foreign_entries_stay_when_eviction_is_off),
+		cmocka_unit_test(test_cache_full_filesystem_never_crashes_and_keeps_serving),
+		cmocka_unit_test(test_cache_full_queue_drops_and_every_done_runs_once),
+		cmocka_unit_test(test_cache_a_second_submission_of_a_key_is_a_duplicate),
+		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
+		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
+		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
+		cmocka_unit_test(test_cache_get_speed_is_reported),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
