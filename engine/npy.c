@@ -236,6 +236,10 @@ static int parse_shape(cursor *c, uint64_t shape[8], int *ndim)
 {
 	int n = 0, r, comma = 0;
 
+	/* A repeated 'shape' key (Python: the last one wins) must not leave
+	 * dimensions of an earlier, longer tuple behind. */
+	memset(shape, 0, BFS_NPY_MAX_NDIM * sizeof(shape[0]));
+	*ndim = 0;
 	if ((r = expect(c, '(')))
 		return r;
 	for (;;) {
