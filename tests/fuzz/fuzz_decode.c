@@ -1,0 +1,80 @@
+/*
+ * fuzz_decode.c - the JPEG entry (bfs_decode_header, bfs_decode_rgb) from
+ * any bytes, with the pixel limit at 4M pixels as a mount would set it.
+ *
+ * Properties: a documented result; BFS_E_TOOBIG exactly when the header
+ * says more than 4M pixels (run with -malloc_limit_mb: nothing big is ever
+ * allocated for such an image); the header call and the decode agree on
+ * the size and on failure; every one of the 3*w*h output bytes is readable
+ * (ASan); and the bytes do not depend on the decoder's history: a decoder
+ * that has seen every earlier input, errors included, gives the same
+ * pixels as a fresh one.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "engine/decode.h"
+#include "engine/error.h"
+#include "tests/fuzz/fuzz.h"
+
+#define MAX_PIXELS (4u << 20)
+#define FRESH_CHECK_PIXELS (256u << 10) /* compare with a fresh decoder up to this */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static bfs_decoder *d;
+	char msg[BFS_ERRMSG_MAX];
+	const uint8_t *rgb = NULL;
+	int w = -1, h = -1, hw = -1, hh = -1, rh, r;
+	volatile unsigned sink = 0;
+	uint64_t npix;
+
+	if (!d)
+		CHECK(bfs_decoder_create(&d) == 0, "decoder");
+	memset(msg, 'x', sizeof(msg));
+	msg[sizeof(msg) - 1] = 0;
+	rh = bfs_decode_header(d, data, size, &hw, &hh, msg);
+	CHECK(rh == 0 || rh == BFS_E_DECODE || rh == -ENOMEM, "header returned %d", rh);
+	CHECK_MSG(msg);
+	if (rh == 0)
+		CHECK(hw > 0 && hh > 0, "header size %dx%d", hw, hh);
+
+	r = bfs_decode_rgb(d, data, size, MAX_PIXELS, &rgb, &w, &h, msg);
+	CHECK(r == 0 || r == BFS_E_DECODE || r == BFS_E_TOOBIG || r == -ENOMEM,
+	      "decode returned %d", r);
+	CHECK_MSG(msg);
+	if (rh != 0 && rh != -ENOMEM)
+		CHECK(r == rh, "header failed (%d) but decode returned %d", rh, r);
+	if (r != 0) {
+		CHECK(msg[0], "error %d without a message", r);
+		if (r == BFS_E_TOOBIG)
+			CHECK(rh == 0 && (uint64_t)hw * (uint64_t)hh > MAX_PIXELS,
+			      "TOOBIG for %dx%d", hw, hh);
+		return 0;
+	}
+	CHECK(w == hw && h == hh, "decode %dx%d, header %dx%d", w, h, hw, hh);
+	npix = (uint64_t)w * (uint64_t)h;
+	CHECK(npix <= MAX_PIXELS, "%dx%d over the limit decoded", w, h);
+	for (uint64_t i = 0; i < 3 * npix; i += 61)
+		sink += rgb[i];
+	sink += rgb[3 * npix - 1];
+
+	if (npix <= FRESH_CHECK_PIXELS) {
+		bfs_decoder *fresh;
+		const uint8_t *rgb2;
+		int w2, h2;
+		uint8_t *copy = malloc(3 * npix);
+
+		CHECK(copy, "malloc");
+		memcpy(copy, rgb, 3 * npix);
+		CHECK(bfs_decoder_create(&fresh) == 0, "fresh decoder");
+		r = bfs_decode_rgb(fresh, data, size, MAX_PIXELS, &rgb2, &w2, &h2, msg);
+		CHECK(r == 0 && w2 == w && h2 == h, "a fresh decoder returned %d", r);
+		CHECK(memcmp(copy, rgb2, 3 * npix) == 0,
+		      "pixels depend on the decoder's history");
+		bfs_decoder_destroy(fresh);
+		free(copy);
+	}
+	(void)sink;
+	return 0;
+}
