@@ -548,6 +548,32 @@ static void env_release(struct bfs__env *e)
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* users.lock: held shared while a handle is open; bfs_cache_remove_files
+ * takes it exclusively.  Blocks only while a remove_files runs. */
+static int lock_users(bfs_cache *c, char *errmsg)
+{
+	char path[PATH_MAX];
+	int err;
+
+	snprintf(path, sizeof(path), "%s/users.lock", c->dir);
+	c->users_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (c->users_fd < 0 && c->o.admin)
+		c->users_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (c->users_fd < 0) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
+		return err;
+	}
+	while (flock(c->users_fd, LOCK_SH) != 0) {
+		if (errno != EINTR) {
+			err = -errno;
+			bfs_seterr(errmsg, "%s: flock: %s", path, strerror(errno));
+			return err;
+		}
+	}
+	return 0;
+}
+
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 {
 	bfs_cache *c;
@@ -631,24 +657,9 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 	if (!c->o.foreign_idle_s)
 		c->o.foreign_idle_s = BFS_CACHE_FOREIGN_IDLE_S;
 
-	/* users.lock: shared while open; bfs_cache_remove_files takes it
-	 * exclusively.  Blocks only while a remove_files runs. */
-	snprintf(path, sizeof(path), "%s/users.lock", c->dir);
-	c->users_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (c->users_fd < 0 && o->admin)
-		c->users_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (c->users_fd < 0) {
-		err = -errno;
-		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
+	err = lock_users(c, errmsg);
+	if (err)
 		goto fail;
-	}
-	while (flock(c->users_fd, LOCK_SH) != 0) {
-		if (errno != EINTR) {
-			err = -errno;
-			bfs_seterr(errmsg, "%s: flock: %s", path, strerror(errno));
-			goto fail;
-		}
-	}
 	/* the files may have been removed while we waited: env_acquire
 	 * creates them again (or fails for admin) */
 	if (o->admin) {
@@ -660,6 +671,23 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 		}
 	}
 	err = env_acquire(c, errmsg);
+	if (err == BFS_E_CORRUPT && !o->admin) {
+		/* Not an LMDB file, or a cache of another batchfs format: it
+		 * is only a cache, so replace it -- when nobody else uses it. */
+		close(c->users_fd);
+		c->users_fd = -1;
+		if (bfs_cache_remove_files(c->dir) == 0) {
+			err = lock_users(c, errmsg);
+			if (!err)
+				err = env_acquire(c, errmsg);
+		} else {
+			size_t n = errmsg ? strlen(errmsg) : 0;
+
+			if (errmsg && n + 1 < BFS_ERRMSG_MAX)
+				snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+					 " (in use by another process, so not replaced)");
+		}
+	}
 	if (err)
 		goto fail;
 	if (!o->admin) {

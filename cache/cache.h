@@ -222,12 +222,15 @@ uint64_t bfs_cache_default_size(const char *dir);
  * be open on one directory in one process (they share the environment)
  * and any number of processes may open it at once.  On failure nothing is
  * left open; the caller should run without a cache.
+ * Files that are not a usable LMDB environment, or a cache of another
+ * batchfs cache format, are deleted and replaced by an empty cache when no
+ * other process has the directory open (it is only a cache).
  * Errors: -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
  * fingerprint not 16 hex digits or missing), -ENOENT (admin and no cache
  * there), -EACCES, -ENOSPC, -ENOMEM, -EAGAIN (thread), BFS_E_CORRUPT (the
- * files are not a usable LMDB environment or a cache of another format
- * version: `batchfs cache clear DIR` removes them); errmsg says which file
- * and what LMDB said.
+ * files are unusable and another process has them open, or admin:
+ * `batchfs cache clear DIR` removes them); errmsg says which file and
+ * what LMDB said.
  * Any thread; call it after any fork() that will use it (a daemon opens
  * its cache in the daemon process).
  */

@@ -11,6 +11,7 @@
 
 #include "engine/version.h"
 #include "fs/mount.h"
+#include "tools/cachecmd.h"
 #include "tools/inspect.h"
 #include "tools/mkshards.h"
 
@@ -25,6 +26,7 @@ static const char usage_top[] =
 	"  unmount MOUNTPOINT           unmount (fusermount3 -u works too)\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
+	"  cache stats|verify|clear     the preprocessed-sample cache\n"
 	"  version                      print the version\n"
 	"\n"
 	"Run 'batchfs COMMAND --help' for a command's options.\n";
@@ -384,6 +386,8 @@ int main(int argc, char **argv)
 		return bfs_inspect_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "mkshards"))
 		return bfs_mkshards_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "cache"))
+		return bfs_cachecmd_main(argc - 1, argv + 1);
 	fprintf(stderr, "batchfs: unknown command '%s'\n\n%s", cmd, usage_top);
 	return 2;
 }

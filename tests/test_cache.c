@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1035,6 +1036,45 @@ static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s
 	remove_dir(dir);
 }
 
+static void test_cache_open_replaces_unusable_files_only_when_unused(void **s)
+{
+	char dir[64], p[128], msg[BFS_ERRMSG_MAX];
+	uint8_t junk[65536];
+	bfs_cache *c = NULL;
+	bfs_cache_opts o = { 0 };
+	bfs_cache_reader *r;
+	int fd, lk;
+
+	make_dir(dir);
+	pattern(junk, sizeof(junk), 5);
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	/* a tool never deletes: it reports */
+	o.dir = dir;
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), BFS_E_CORRUPT);
+	/* someone else has it open: a mount reports too */
+	snprintf(p, sizeof(p), "%s/users.lock", dir);
+	lk = open(p, O_RDWR | O_CREAT, 0600);
+	assert_int_equal(flock(lk, LOCK_SH), 0);
+	o.admin = 0;
+	o.fingerprint = FP_A;
+	o.max_bytes = 16ull << 20;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "in use"));
+	close(lk);
+	/* nobody else: the mount replaces it with an empty cache */
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	put_range(c, FP_A, "r", 0, 2, SMALL, 2);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "r", 1, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 /* ---- speed ----------------------------------------------------------------------- */
 
 struct bench {
@@ -1226,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
 		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
+		cmocka_unit_test(test_cache_open_replaces_unusable_files_only_when_unused),
 		cmocka_unit_test(test_cache_get_speed_is_reported),
 	};
 
