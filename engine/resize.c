@@ -15,6 +15,11 @@
  * Every float operation matches TF's scalar code operation for operation, so
  * results are identical bit for bit - as long as nothing fuses a multiply and
  * an add into an FMA, which the pragmas below and -ffp-contract=off forbid.
+ *
+ * Center crop: output pixel i of a resize depends only on i and the sizes,
+ * not on its neighbours, so bfs_resize_rgb_crop runs the same two passes
+ * over the window's columns and rows only, with the window's offsets added
+ * to the indices fed to the TF interpolation formula.
  */
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -247,6 +252,25 @@ static void vrow_f16(const float *restrict top, const float *restrict bot, float
 		out[k] = f32_to_f16((top[k] + (bot[k] - top[k]) * yl) / 255.0f);
 }
 
+void bfs_resize_f16_n(const float *in, uint16_t *out, size_t n)
+{
+	size_t k = 0;
+
+#if defined(__SSE2__)
+	const __m128i bias16 = _mm_set1_epi32(0x8000);
+
+	for (; k + 8 <= n; k += 8) {
+		__m128i lo = _mm_sub_epi32(f32_to_f16_sse2(_mm_loadu_ps(in + k)), bias16);
+		__m128i hi = _mm_sub_epi32(f32_to_f16_sse2(_mm_loadu_ps(in + k + 4)), bias16);
+
+		_mm_storeu_si128((__m128i *)(void *)(out + k),
+		                 _mm_xor_si128(_mm_packs_epi32(lo, hi), _mm_set1_epi16(-0x8000)));
+	}
+#endif
+	for (; k < n; k++)
+		out[k] = f32_to_f16(in[k]);
+}
+
 /*
  * Round to nearest, ties to even, for 0 <= v < 2^23: adding 2^23 leaves no
  * fraction bits, so the FPU's default rounding does the work.  Without
@@ -312,8 +336,23 @@ struct slot {
 	int src_y; /* -1: empty */
 };
 
-int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
-                   void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
+static int args_ok(const uint8_t *src, int src_w, int src_h, size_t src_stride, void *dst,
+                   int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
+{
+	return src && dst && scratch && dim_ok(src_w) && dim_ok(src_h) && dim_ok(dst_w) &&
+	       dim_ok(dst_h) && src_stride >= (size_t)src_w * 3 &&
+	       (dtype == BFS_DTYPE_FLOAT32 || dtype == BFS_DTYPE_UINT8 ||
+	        dtype == BFS_DTYPE_FLOAT16);
+}
+
+/*
+ * The dst_w x dst_h window at (off_x, off_y) of src resized to full_w x
+ * full_h; the whole image when the window is the full size.  Arguments
+ * already checked, off + dst <= full.
+ */
+static void resize_window(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                          int full_w, int full_h, int off_x, int off_y, void *dst,
+                          int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
 {
 	size_t rowlen = (size_t)dst_w * 3;
 	uintptr_t p;
@@ -321,12 +360,6 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 	float *w4, xscale, yscale;
 	struct slot slot[2];
 	struct xtab t;
-
-	if (!src || !dst || !scratch || !dim_ok(src_w) || !dim_ok(src_h) ||
-	    !dim_ok(dst_w) || !dim_ok(dst_h) || src_stride < (size_t)src_w * 3 ||
-	    (dtype != BFS_DTYPE_FLOAT32 && dtype != BFS_DTYPE_UINT8 &&
-	     dtype != BFS_DTYPE_FLOAT16))
-		return -EINVAL;
 
 	/* Carve scratch; same layout as bfs_resize_scratch_size counts. */
 	p = ((uintptr_t)scratch + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1);
@@ -340,14 +373,14 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 	slot[0].src_y = slot[1].src_y = -1;
 
 	/* TF: in_size / static_cast<float>(out_size). */
-	xscale = (float)src_w / (float)dst_w;
-	yscale = (float)src_h / (float)dst_h;
+	xscale = (float)src_w / (float)full_w;
+	yscale = (float)src_h / (float)full_h;
 	t.n_vec = 0;
 	for (int x = 0; x < dst_w; x++) {
 		int lo, hi, pp;
 		float lerp, w;
 
-		interp(x, xscale, src_w, &lo, &hi, &lerp);
+		interp(off_x + x, xscale, src_w, &lo, &hi, &lerp);
 		if (hi == lo + 1) {
 			pp = lo;
 			w = lerp;
@@ -375,7 +408,7 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 		int lo, hi;
 		float yl;
 
-		interp(y, yscale, src_h, &lo, &hi, &yl);
+		interp(off_y + y, yscale, src_h, &lo, &hi, &yl);
 		/* Find or fill the rows for lo and hi; never evict the other one. */
 		for (int i = 0; i < 2; i++) {
 			if (slot[i].src_y == lo)
@@ -406,5 +439,72 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 		else
 			vrow_u8(top, bot, yl, (uint8_t *)dst + (size_t)y * rowlen, rowlen);
 	}
+}
+
+int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                   void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
+{
+	if (!args_ok(src, src_w, src_h, src_stride, dst, dst_w, dst_h, dtype, scratch))
+		return -EINVAL;
+	resize_window(src, src_w, src_h, src_stride, dst_w, dst_h, 0, 0, dst, dst_w, dst_h,
+	              dtype, scratch);
+	return 0;
+}
+
+/* Python's round(d / 2) for d >= 0: a half goes to the even neighbour. */
+static int center_offset(int64_t d)
+{
+	int64_t k = d / 2;
+
+	return (int)((d & 1) && (k & 1) ? k + 1 : k);
+}
+
+/* torchvision's Resize(short_side) size and CenterCrop offsets; 0 or -EINVAL. */
+static int crop_geometry(int src_w, int src_h, int short_side, int dst_w, int dst_h,
+                         int *full_w, int *full_h, int *off_x, int *off_y)
+{
+	int64_t fw, fh;
+
+	if (!dim_ok(src_w) || !dim_ok(src_h) || !dim_ok(short_side) || !dim_ok(dst_w) ||
+	    !dim_ok(dst_h))
+		return -EINVAL;
+	if (src_w <= src_h) {
+		fw = short_side;
+		fh = (int64_t)short_side * src_h / src_w;
+	} else {
+		fh = short_side;
+		fw = (int64_t)short_side * src_w / src_h;
+	}
+	if (fw > BFS_RESIZE_MAX_DIM || fh > BFS_RESIZE_MAX_DIM || dst_w > fw || dst_h > fh)
+		return -EINVAL;
+	*full_w = (int)fw;
+	*full_h = (int)fh;
+	*off_x = center_offset(fw - dst_w);
+	*off_y = center_offset(fh - dst_h);
+	return 0;
+}
+
+size_t bfs_resize_crop_scratch_size(int src_w, int src_h, int short_side, int dst_w,
+                                    int dst_h)
+{
+	int fw, fh, ox, oy;
+
+	if (crop_geometry(src_w, src_h, short_side, dst_w, dst_h, &fw, &fh, &ox, &oy))
+		return 0;
+	/* the window's passes carve what a dst_w x dst_h resize carves */
+	return bfs_resize_scratch_size(src_w, src_h, dst_w, dst_h);
+}
+
+int bfs_resize_rgb_crop(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                        int short_side, void *dst, int dst_w, int dst_h, bfs_dtype dtype,
+                        void *scratch)
+{
+	int fw, fh, ox, oy;
+
+	if (!args_ok(src, src_w, src_h, src_stride, dst, dst_w, dst_h, dtype, scratch) ||
+	    crop_geometry(src_w, src_h, short_side, dst_w, dst_h, &fw, &fh, &ox, &oy))
+		return -EINVAL;
+	resize_window(src, src_w, src_h, src_stride, fw, fh, ox, oy, dst, dst_w, dst_h, dtype,
+	              scratch);
 	return 0;
 }

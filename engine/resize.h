@@ -14,6 +14,10 @@
  *   top    = tl + (tr - tl) * x_lerp;  bottom = bl + (br - bl) * x_lerp
  *   value  = top + (bottom - top) * y_lerp
  * Images smaller than the target are upscaled with the same formula.
+ *
+ * Also here: the center-crop mode (bfs_resize_rgb_crop, ImageNet evaluation)
+ * and the float32 -> IEEE half conversion behind float16 outputs, exported
+ * for the modules that write float16 after resizing (engine/augment.c).
  */
 #ifndef BFS_RESIZE_H
 #define BFS_RESIZE_H
@@ -55,5 +59,47 @@ size_t bfs_resize_scratch_size(int src_w, int src_h, int dst_w, int dst_h);
  */
 int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                    void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);
+
+/*
+ * Center-crop mode (torchvision Resize(short_side) + CenterCrop((dst_h,
+ * dst_w)) geometry, TensorFlow bilinear arithmetic): the result is bit for
+ * bit the dst_h x dst_w window of the image that bfs_resize_rgb would make
+ * at the "resized" size below, but only the window is computed.
+ *   resized size W x H (torchvision's Resize(int) sizing): the shorter
+ *     source side becomes short_side, the other floor(short_side * long /
+ *     short) in exact integer arithmetic; src_w <= src_h counts as portrait,
+ *     so a square source gives short_side x short_side.
+ *   window: top = round((H - dst_h) / 2), left = round((W - dst_w) / 2),
+ *     rounding halves to even (Python's round, as torchvision's CenterCrop:
+ *     an odd difference 2k+1 gives whichever of k and k+1 is even).
+ * src, src_w, src_h, src_stride, dst, dtype: as bfs_resize_rgb (dst is
+ *   dst_h * dst_w * 3 elements of dtype, HWC).
+ * scratch: caller-owned, at least bfs_resize_crop_scratch_size(...) bytes,
+ *   any alignment, garbage on return; nothing is allocated.
+ * Returns 0, or -EINVAL (dst untouched) for anything bfs_resize_rgb rejects,
+ * short_side outside 1..BFS_RESIZE_MAX_DIM, a resized side above it, or a
+ * window that does not fit (dst_w > W or dst_h > H, i.e. short_side smaller
+ * than a dst side); torchvision would pad there, batchfs refuses.
+ * Pure function of its inputs; any thread, each with its own scratch.
+ */
+int bfs_resize_rgb_crop(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                        int short_side, void *dst, int dst_w, int dst_h, bfs_dtype dtype,
+                        void *scratch);
+
+/*
+ * Bytes of scratch bfs_resize_rgb_crop needs for these sizes, or 0 when
+ * bfs_resize_rgb_crop would reject them (a size out of range, or a window
+ * that does not fit).  Pure; any thread.
+ */
+size_t bfs_resize_crop_scratch_size(int src_w, int src_h, int short_side, int dst_w,
+                                    int dst_h);
+
+/*
+ * out[i] = the IEEE binary16 bits of in[i], rounded to nearest, ties to
+ * even, subnormals included: numpy's in.astype(np.float16), the conversion
+ * FLOAT16 outputs use.  |x| >= 65520 gives +-inf; NaN gives a quiet NaN
+ * (0x7e00 | sign).  in and out must not overlap.  Pure; any thread.
+ */
+void bfs_resize_f16_n(const float *in, uint16_t *out, size_t n);
 
 #endif

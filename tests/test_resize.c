@@ -369,6 +369,210 @@ static void test_resize_rejects_bad_arguments(void **state)
 	assert_int_equal(bfs_resize_rgb(src, 2, 2, 6, dst, 2, 2, BFS_DTYPE_UINT8, scratch), 0);
 }
 
+/* The center-crop window as torchvision computes it, written as Python
+ * does: int(short * long / short) and round() on doubles (nearbyint rounds
+ * halves to even in the default mode, as Python's round). */
+static void torchvision_crop_box(int sw, int sh, int s, int dw, int dh, int *fw, int *fh,
+                                 int *left, int *top)
+{
+	if (sw <= sh) {
+		*fw = s;
+		*fh = (int)((double)s * sh / sw);
+	} else {
+		*fh = s;
+		*fw = (int)((double)s * sw / sh);
+	}
+	*left = (int)nearbyint((*fw - dw) / 2.0);
+	*top = (int)nearbyint((*fh - dh) / 2.0);
+}
+
+/* bfs_resize_rgb_crop with exactly-sized heap buffers, misaligned scratch. */
+static void *resize_crop(const uint8_t *src, int sw, int sh, size_t stride, int s, int dw,
+                         int dh, bfs_dtype dt)
+{
+	size_t ss = bfs_resize_crop_scratch_size(sw, sh, s, dw, dh);
+	uint8_t *scratch = malloc(ss + 1);
+	void *dst = malloc((size_t)dw * dh * 3 * bfs_dtype_size(dt));
+
+	assert_true(ss > 0);
+	assert_non_null(scratch);
+	assert_non_null(dst);
+	memset(scratch, 0x5A, ss + 1);
+	assert_int_equal(bfs_resize_rgb_crop(src, sw, sh, stride, s, dst, dw, dh, dt, scratch + 1),
+	                 0);
+	free(scratch);
+	return dst;
+}
+
+static void test_resize_crop_equals_the_window_of_a_full_resize(void **state)
+{
+	/* src w, h, short side, dst w, h: landscape, portrait, square, upscale,
+	 * odd differences that round down (58.5 -> 58) and up (1.5 -> 2),
+	 * non-square windows, a full-size window, and one-pixel sources. */
+	static const int cases[][5] = {
+		{ 500, 375, 256, 224, 224 }, { 375, 500, 256, 224, 224 }, { 300, 300, 256, 224, 224 },
+		{ 100, 80, 256, 224, 224 },  { 227, 227, 227, 224, 224 }, { 229, 229, 229, 224, 224 },
+		{ 640, 427, 160, 150, 120 }, { 61, 97, 50, 50, 79 },      { 33, 17, 34, 64, 34 },
+		{ 1, 1, 8, 5, 3 },           { 1, 9, 4, 3, 31 },          { 1000, 3, 7, 200, 6 },
+	};
+	static const bfs_dtype dts[] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8, BFS_DTYPE_FLOAT16 };
+
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++) {
+		int sw = cases[t][0], sh = cases[t][1], s = cases[t][2], dw = cases[t][3];
+		int dh = cases[t][4], fw, fh, left, top;
+		uint8_t *src = random_image(sw, sh, 300 + t);
+
+		torchvision_crop_box(sw, sh, s, dw, dh, &fw, &fh, &left, &top);
+		for (size_t d = 0; d < 3; d++) {
+			size_t es = bfs_dtype_size(dts[d]), row = (size_t)dw * 3 * es;
+			uint8_t *full = resize(src, sw, sh, (size_t)sw * 3, fw, fh, dts[d]);
+			uint8_t *win = resize_crop(src, sw, sh, (size_t)sw * 3, s, dw, dh, dts[d]);
+
+			for (int y = 0; y < dh; y++)
+				if (memcmp(win + y * row,
+				           full + (((size_t)(top + y) * fw + left) * 3) * es, row))
+					fail_msg("%dx%d short %d -> %dx%d (%s): row %d differs", sw, sh,
+					         s, dw, dh, bfs_dtype_name(dts[d]), y);
+			free(full);
+			free(win);
+		}
+		free(src);
+	}
+}
+
+static void test_resize_crop_rounds_odd_margins_half_to_even(void **state)
+{
+	/* 227 - 224 = 3: round(1.5) = 2; 229 - 224 = 5: round(2.5) = 2.  With
+	 * short side = source size the resize is the identity, so the window
+	 * is visible in the pixels. */
+	uint8_t *src = random_image(229, 227, 7);
+	uint8_t *u = resize_crop(src, 229, 227, 229 * 3, 227, 224, 224, BFS_DTYPE_UINT8);
+
+	for (int y = 0; y < 224; y++)
+		assert_memory_equal(u + (size_t)y * 224 * 3, src + ((size_t)(y + 2) * 229 + 2) * 3,
+		                    224 * 3);
+	free(src);
+	free(u);
+}
+
+static void test_resize_crop_honours_source_stride(void **state)
+{
+	int w = 45, h = 30;
+	size_t stride = (size_t)w * 3 + 7;
+	uint8_t *packed = random_image(w, h, 8), *padded = malloc(stride * h);
+	float *a, *b;
+
+	assert_non_null(padded);
+	memset(padded, 0xEE, stride * h);
+	for (int y = 0; y < h; y++)
+		memcpy(padded + y * stride, packed + (size_t)y * w * 3, (size_t)w * 3);
+	a = resize_crop(packed, w, h, (size_t)w * 3, 40, 32, 32, BFS_DTYPE_FLOAT32);
+	b = resize_crop(padded, w, h, stride, 40, 32, 32, BFS_DTYPE_FLOAT32);
+	assert_memory_equal(a, b, 32 * 32 * 3 * sizeof(float));
+	free(packed);
+	free(padded);
+	free(a);
+	free(b);
+}
+
+static void test_resize_crop_rejects_windows_that_do_not_fit(void **state)
+{
+	uint8_t src[4 * 4 * 3] = { 0 }, dst[300 * 300 * 3];
+	static uint8_t scratch[1 << 16];
+
+	/* short side below a window side */
+	assert_true(bfs_resize_crop_scratch_size(4, 4, 200, 224, 224) == 0);
+	assert_int_equal(bfs_resize_rgb_crop(src, 4, 4, 12, 200, dst, 224, 224, BFS_DTYPE_UINT8,
+	                                     scratch), -EINVAL);
+	/* 8x4 -> short 10 gives 20x10: a 21-wide window does not fit */
+	assert_true(bfs_resize_crop_scratch_size(8, 4, 10, 20, 10) > 0);
+	assert_true(bfs_resize_crop_scratch_size(8, 4, 10, 21, 10) == 0);
+	assert_true(bfs_resize_crop_scratch_size(4, 4, 0, 1, 1) == 0);
+	assert_true(bfs_resize_crop_scratch_size(1, 1 << 20, 1 << 10, 1, 1) == 0); /* 2^30 tall */
+	assert_int_equal(bfs_resize_rgb_crop(NULL, 4, 4, 12, 8, dst, 4, 4, BFS_DTYPE_UINT8,
+	                                     scratch), -EINVAL);
+	assert_int_equal(bfs_resize_rgb_crop(src, 4, 4, 11, 8, dst, 4, 4, BFS_DTYPE_UINT8,
+	                                     scratch), -EINVAL);
+	assert_int_equal(bfs_resize_rgb_crop(src, 4, 4, 12, 8, dst, 4, 4, (bfs_dtype)7,
+	                                     scratch), -EINVAL);
+	assert_int_equal(bfs_resize_rgb_crop(src, 4, 4, 12, 8, dst, 4, 4, BFS_DTYPE_UINT8,
+	                                     scratch), 0);
+}
+
+static void test_resize_f16_n_matches_numpy_for_every_pixel_value_and_specials(void **state)
+{
+	/* np.float16(np.float32(v) / np.float32(255)).view(np.uint16), v = 0..255 */
+	static const uint16_t by_value[256] = {
+		0x0000, 0x1c04, 0x2004, 0x2206, 0x2404, 0x2505, 0x2606, 0x2707, 0x2804, 0x2885,
+		0x2905, 0x2986, 0x2a06, 0x2a87, 0x2b07, 0x2b88, 0x2c04, 0x2c44, 0x2c85, 0x2cc5,
+		0x2d05, 0x2d45, 0x2d86, 0x2dc6, 0x2e06, 0x2e46, 0x2e87, 0x2ec7, 0x2f07, 0x2f47,
+		0x2f88, 0x2fc8, 0x3004, 0x3024, 0x3044, 0x3064, 0x3085, 0x30a5, 0x30c5, 0x30e5,
+		0x3105, 0x3125, 0x3145, 0x3165, 0x3186, 0x31a6, 0x31c6, 0x31e6, 0x3206, 0x3226,
+		0x3246, 0x3266, 0x3287, 0x32a7, 0x32c7, 0x32e7, 0x3307, 0x3327, 0x3347, 0x3367,
+		0x3388, 0x33a8, 0x33c8, 0x33e8, 0x3404, 0x3414, 0x3424, 0x3434, 0x3444, 0x3454,
+		0x3464, 0x3474, 0x3485, 0x3495, 0x34a5, 0x34b5, 0x34c5, 0x34d5, 0x34e5, 0x34f5,
+		0x3505, 0x3515, 0x3525, 0x3535, 0x3545, 0x3555, 0x3565, 0x3575, 0x3586, 0x3596,
+		0x35a6, 0x35b6, 0x35c6, 0x35d6, 0x35e6, 0x35f6, 0x3606, 0x3616, 0x3626, 0x3636,
+		0x3646, 0x3656, 0x3666, 0x3676, 0x3687, 0x3697, 0x36a7, 0x36b7, 0x36c7, 0x36d7,
+		0x36e7, 0x36f7, 0x3707, 0x3717, 0x3727, 0x3737, 0x3747, 0x3757, 0x3767, 0x3777,
+		0x3788, 0x3798, 0x37a8, 0x37b8, 0x37c8, 0x37d8, 0x37e8, 0x37f8, 0x3804, 0x380c,
+		0x3814, 0x381c, 0x3824, 0x382c, 0x3834, 0x383c, 0x3844, 0x384c, 0x3854, 0x385c,
+		0x3864, 0x386c, 0x3874, 0x387c, 0x3885, 0x388d, 0x3895, 0x389d, 0x38a5, 0x38ad,
+		0x38b5, 0x38bd, 0x38c5, 0x38cd, 0x38d5, 0x38dd, 0x38e5, 0x38ed, 0x38f5, 0x38fd,
+		0x3905, 0x390d, 0x3915, 0x391d, 0x3925, 0x392d, 0x3935, 0x393d, 0x3945, 0x394d,
+		0x3955, 0x395d, 0x3965, 0x396d, 0x3975, 0x397d, 0x3986, 0x398e, 0x3996, 0x399e,
+		0x39a6, 0x39ae, 0x39b6, 0x39be, 0x39c6, 0x39ce, 0x39d6, 0x39de, 0x39e6, 0x39ee,
+		0x39f6, 0x39fe, 0x3a06, 0x3a0e, 0x3a16, 0x3a1e, 0x3a26, 0x3a2e, 0x3a36, 0x3a3e,
+		0x3a46, 0x3a4e, 0x3a56, 0x3a5e, 0x3a66, 0x3a6e, 0x3a76, 0x3a7e, 0x3a87, 0x3a8f,
+		0x3a97, 0x3a9f, 0x3aa7, 0x3aaf, 0x3ab7, 0x3abf, 0x3ac7, 0x3acf, 0x3ad7, 0x3adf,
+		0x3ae7, 0x3aef, 0x3af7, 0x3aff, 0x3b07, 0x3b0f, 0x3b17, 0x3b1f, 0x3b27, 0x3b2f,
+		0x3b37, 0x3b3f, 0x3b47, 0x3b4f, 0x3b57, 0x3b5f, 0x3b67, 0x3b6f, 0x3b77, 0x3b7f,
+		0x3b88, 0x3b90, 0x3b98, 0x3ba0, 0x3ba8, 0x3bb0, 0x3bb8, 0x3bc0, 0x3bc8, 0x3bd0,
+		0x3bd8, 0x3be0, 0x3be8, 0x3bf0, 0x3bf8, 0x3c00,
+	};
+	/* float bits -> np.float32(x).astype(np.float16).view(np.uint16): signed
+	 * zeros, the largest half and the ties around it, overflow, inf, NaN,
+	 * subnormal ties, the normal/subnormal boundary, ties in the normals,
+	 * float subnormals, and normalized ImageNet values */
+	static const struct { uint32_t f; uint16_t h; } special[] = {
+		{ 0x00000000u, 0x0000 }, { 0x80000000u, 0x8000 }, { 0x3f800000u, 0x3c00 },
+		{ 0xbf800000u, 0xbc00 }, { 0x477fe000u, 0x7bff }, { 0x477feffdu, 0x7bff },
+		{ 0x477ff000u, 0x7c00 }, { 0xc77ff000u, 0xfc00 }, { 0x501502f9u, 0x7c00 },
+		{ 0x7f800000u, 0x7c00 }, { 0xff800000u, 0xfc00 }, { 0x7fc00000u, 0x7e00 },
+		{ 0x33800000u, 0x0001 }, { 0x33000000u, 0x0000 }, { 0x33000001u, 0x0001 },
+		{ 0x33c00000u, 0x0002 }, { 0x38800000u, 0x0400 }, { 0x387fe000u, 0x0400 },
+		{ 0x387fc000u, 0x03ff }, { 0x3f801000u, 0x3c00 }, { 0x3f803000u, 0x3c02 },
+		{ 0x3f801008u, 0x3c01 }, { 0x3dcccccdu, 0x2e66 }, { 0x3eaaaaabu, 0x3555 },
+		{ 0xc0078bacu, 0xc03c }, { 0x4028f5c3u, 0x4148 }, { 0x00800000u, 0x0000 },
+		{ 0x00000001u, 0x0000 }, { 0x337ffae5u, 0x0001 }, { 0x3300d959u, 0x0001 },
+		{ 0x32fffae5u, 0x0000 }, { 0x44fff000u, 0x6800 }, { 0x45001000u, 0x6800 },
+		{ 0x45800800u, 0x6c00 }, { 0x3f000000u, 0x3800 }, { 0xc0078bbdu, 0xc03c },
+	};
+	enum { NS = sizeof(special) / sizeof(special[0]) };
+	float in[256 + NS];
+	uint16_t out[256 + NS + 1];
+
+	for (int v = 0; v < 256; v++)
+		in[v] = (float)v / 255.0f;
+	for (int i = 0; i < NS; i++)
+		memcpy(&in[256 + i], &special[i].f, sizeof(float));
+	out[256 + NS] = 0xbeef;
+	/* whole arrays (vector path) and single elements (scalar tail) */
+	bfs_resize_f16_n(in, out, 256 + NS);
+	assert_int_equal(out[256 + NS], 0xbeef);
+	for (int v = 0; v < 256; v++)
+		if (out[v] != by_value[v])
+			fail_msg("%d/255 -> %04x, numpy %04x", v, out[v], by_value[v]);
+	for (int i = 0; i < NS; i++) {
+		uint16_t one;
+
+		bfs_resize_f16_n(&in[256 + i], &one, 1);
+		if (out[256 + i] != special[i].h || one != special[i].h)
+			fail_msg("float %08x -> %04x/%04x, numpy %04x", special[i].f, out[256 + i],
+			         one, special[i].h);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -384,6 +588,11 @@ int main(void)
 		cmocka_unit_test(test_resize_stays_inside_the_scratch_it_asked_for),
 		cmocka_unit_test(test_resize_is_a_pure_function_of_its_inputs),
 		cmocka_unit_test(test_resize_rejects_bad_arguments),
+		cmocka_unit_test(test_resize_crop_equals_the_window_of_a_full_resize),
+		cmocka_unit_test(test_resize_crop_rounds_odd_margins_half_to_even),
+		cmocka_unit_test(test_resize_crop_honours_source_stride),
+		cmocka_unit_test(test_resize_crop_rejects_windows_that_do_not_fit),
+		cmocka_unit_test(test_resize_f16_n_matches_numpy_for_every_pixel_value_and_specials),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
