@@ -225,6 +225,26 @@ void bfs__index_key(const char *dir, const char *shard, uint8_t out[16])
 	bfs__put_be64(out + 8, mix64(h.b));
 }
 
+int bfs_cache_fingerprint(char out[17], const char *engine_fp,
+			  const char *source_settings)
+{
+	uint8_t fp[8];
+	hash2 h;
+	int err;
+
+	if (!out || !source_settings)
+		return -EINVAL;
+	err = bfs__parse_fp(engine_fp, fp);
+	if (err)
+		return err;
+	h2_init(&h, 0x46494e47455250ull); /* "FINGERP" */
+	h2_feed(&h, fp, 8);
+	h2_feed(&h, source_settings, strlen(source_settings) + 1);
+	bfs__put_be64(fp, mix64(h.a));
+	bfs__fp_hex(fp, out);
+	return 0;
+}
+
 int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
 		       const char *dir, const bfs_sample_identity *id)
 {

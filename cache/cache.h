@@ -7,8 +7,9 @@
  * DESIGN
  *   Keys.  A sample key (bfs_cache_key, 24 bytes) is
  *       fingerprint (8) | shard hash (8) | record offset (8), big-endian,
- *   where the fingerprint is bfs_engine_fingerprint() (every setting that
- *   changes a sample's bytes) and the shard hash covers the shard's
+ *   where the fingerprint is bfs_cache_fingerprint() (every engine and
+ *   source setting that changes a sample's bytes) and the shard hash
+ *   covers the shard's
  *   absolute path, size and mtime.  Different settings or a changed shard
  *   produce different keys, so a stale entry is never hit.  A second,
  *   independent 64-bit hash of the full identity travels in the value and
@@ -17,13 +18,14 @@
  *   order; entries of one fingerprint are one key range.
  *   Values.  A 48-byte header (magic, format version, CRC32C, payload
  *   length, int64 label, identity check) followed by exactly the sample's
- *   output bytes (H*W*3*itemsize, float32 stays float32).  The payload
+ *   bytes as the engine caches them (H*W*3*itemsize, float32 stays
+ *   float32).  The payload
  *   starts 64 bytes into its LMDB overflow page, so it is cache-line
  *   aligned in the map.
  *   Reads.  One bfs_cache_reader per worker thread: a read-only LMDB
  *   transaction renewed at the start of each bfs_cache_get and reset at its
- *   end (measured: renew+reset is well under 1 us, against ~40 us to copy
- *   a 602,112-byte sample), so readers always see the latest commits and
+ *   end (measured: a whole get that misses costs 0.15-0.4 us, copying and
+ *   checking a 602,112-byte sample 70-100 us), so readers always see the latest commits and
  *   never pin old pages between calls.  The value is read in place from the
  *   map and copied once into the caller's buffer while its CRC is checked.
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
@@ -62,11 +64,55 @@
  *   kernel crash may corrupt the environment; the writer then syncs every
  *   30 s and at close to narrow that window.
  *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
- *   writer killed mid-transaction releases the lock; stale reader slots of
- *   dead processes are cleared at open).  Within one process an environment
+ *   writer killed mid-transaction releases the lock; reader slots of dead
+ *   processes are cleared at open, every 30 s and when the map is full).  Within one process an environment
  *   must be opened once, so bfs_cache handles on the same directory share
  *   one MDB_env (a process-wide registry keyed by the directory's device
  *   and inode); a child after fork() must open its own handles.
+ *
+ *   Writer speed.  The writer is bound by the disk and by one core: LMDB
+ *   copies each value into malloc()ed overflow pages which glibc trims
+ *   and faults in again at every commit.  Measured here (2-core VM, 1.6k
+ *   values of 602,112 bytes): 0.6 GB/s, and 1.0-1.3 GB/s when the program
+ *   (not this library: it is process-wide) sets at start-up
+ *       mallopt(M_MMAP_THRESHOLD, 64 << 20);
+ *       mallopt(M_TRIM_THRESHOLD, 1 << 30);
+ *   A submission the writer cannot take in time is dropped, not waited
+ *   for; the next epoch's misses submit it again.
+ *
+ * INTEGRATION (engine, source, mount)
+ *   Mount start-up, in the daemon process (after the fork):
+ *     engine fp   = bfs_engine_fingerprint(&engine_opts)
+ *     fp          = bfs_cache_fingerprint(engine fp, "image_key=..;
+ *                   label_key=..") (every source option that changes a
+ *                   sample's bytes or raw label, defaults spelled out)
+ *     cache       = bfs_cache_open({dir = --cache or NULL for the default,
+ *                   max_bytes = --cache-size or 0, fingerprint = fp})
+ *     on error: log errmsg and run without a cache.
+ *   Source open, per shard: bfs_cache_index_get(cache, abs dir, shard,
+ *     size, mtime_ns) -> use the blob, or scan and bfs_cache_index_put()
+ *     the serialized index (same size/mtime as bfs_sample_identity uses).
+ *   Each worker: one bfs_cache_reader, created with the worker, destroyed
+ *     before bfs_cache_close.
+ *   Producing source sample i into dst (the stage-1 sample, before
+ *     augmentation and before --label-offset):
+ *       bfs_source_identity(src, i, &id);
+ *       bfs_cache_key_make(&key, fp, bfs_source_dir(src), &id);
+ *       bfs_cache_get(reader, &key, dst, stage1_bytes, &raw_label)
+ *         0: done, no decode;  anything else: decode as without a cache
+ *         and remember (position j -> key of the sample actually decoded,
+ *         i.e. the replacement's key in skip mode; raw label).
+ *   Batch complete (every position filled): items for the positions that
+ *     were decoded = { key, raw label, dst of j, stage1_bytes }; pin the
+ *     slot's stage-1 buffer; then, with no engine lock held,
+ *     bfs_cache_submit(cache, items, n, unpin_slot, slot).  unpin_slot
+ *     (writer thread, or the caller's own thread when the submission is
+ *     dropped) takes the engine lock, clears the pin, signals.  A pinned
+ *     slot may be read but not refilled; allow queue_max + 1 pinned slots.
+ *   stats.json: bfs_cache_get_stats(): hits, misses, inserts, evictions,
+ *     dropped_full + dropped_queue, crc_errors, bytes_used, file_bytes,
+ *     map_bytes, full.
+ *   Unmount: destroy readers, then bfs_cache_close (commits the queue).
  *
  * Threads: see each function.  In short: open/close and reader
  * create/destroy from any thread but not concurrently with uses of that
@@ -251,6 +297,21 @@ void bfs_cache_close(bfs_cache *c);
 const char *bfs_cache_dir(const bfs_cache *c);
 
 /*
+ * The fingerprint to key a mount's samples with: engine_fp (16 hex digits
+ * from bfs_engine_fingerprint, which covers size, dtype, decode and resize
+ * rules and BFS_FORMAT_VERSION) folded with every *source* setting that
+ * changes a sample's bytes or its stored label for the same record, as one
+ * canonical string, defaults spelled out, e.g.
+ *   "image_key=image/encoded;label_key=image/class/label".
+ * Labels are stored as the source gives them: a --label-offset must be
+ * applied after bfs_cache_get, never stored, so it stays out of here.
+ * Writes 16 hex digits + NUL into out.  Pure: any thread.
+ * Errors: -EINVAL (engine_fp not 16 hex digits, or NULL arguments).
+ */
+int bfs_cache_fingerprint(char out[17], const char *engine_fp,
+			  const char *source_settings);
+
+/*
  * Build the key of one sample.  fingerprint: 16 hex digits
  * (bfs_engine_fingerprint); dir: bfs_source_dir() (absolute, trailing '/'
  * ignored); id: from bfs_source_identity(), whose shard is joined to dir
@@ -333,8 +394,9 @@ int bfs_cache_flush(bfs_cache *c);
  * ns).  On a hit *blob is a malloc()ed copy of exactly the bytes given to
  * bfs_cache_index_put, *len its length; the caller frees it with free().
  * Returns 0, -ENOENT (never stored, or stored for another size or mtime;
- * counted in index_misses), BFS_E_CRC (stored copy corrupt: it is deleted;
- * rescan), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed: rescan).
+ * counted in index_misses), BFS_E_CRC (stored copy corrupt, counted in
+ * index_misses: rescan and put, which replaces it), -ENOMEM, -EIO or
+ * BFS_E_CORRUPT (environment failed: rescan).
  * Any thread, at any time (uses its own short read transaction).
  */
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,

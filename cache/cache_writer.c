@@ -442,8 +442,13 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 		if (!is_full(rc))
 			break;
 		if (!reclaimed) {
+			int dead = 0;
+
 			reclaimed = 1;
-			if (reclaim(c, need, 0) > 0)
+			/* a reader slot of a killed process pins old pages:
+			 * freeing it may be all the room needed */
+			mdb_reader_check(c->e->env, &dead);
+			if (reclaim(c, need, 0) > 0 || dead > 0)
 				continue;
 		}
 		/* commit what fitted: the items before the failing put, or one
@@ -452,12 +457,12 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 	}
 	if (rc && !is_full(rc)) {
 		ADD(write_errors, 1);
-		if (rc == MDB_PANIC)
+		if (rc == MDB_PANIC) /* the environment is unusable: stop */
 			atomic_store(&c->paused_until_ns, INT64_MAX);
 	} else {
 		pause_inserts(c);
+		ADD(dropped_full, p->n);
 	}
-	ADD(dropped_full, p->n);
 done:
 	if (p->done)
 		p->done(p->ctx);
@@ -791,7 +796,10 @@ static void *writer_main(void *arg)
 			if (c->stop)
 				break;
 			if (due <= bfs__now_ns()) {
+				int dead;
+
 				pthread_mutex_unlock(&c->lock);
+				mdb_reader_check(c->e->env, &dead);
 				if (flush_now(c))
 					c->last_flush_ns = bfs__now_ns();
 				maybe_sync(c, 0);
