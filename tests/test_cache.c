@@ -1012,6 +1012,71 @@ static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
 	remove_dir(dir);
 }
 
+static void test_cache_index_put_makes_room_in_a_full_cache(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_stats st;
+	static uint8_t idx[1 << 20];
+	void *blob;
+	size_t len;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 8ull << 20);
+	put_range(c, FP_A, "full", 0, 30, BIG, 2);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.full, 1);
+	pattern(idx, sizeof(idx), 3);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "new.tfrecord", 5, 6, idx, sizeof(idx)), 0);
+	bfs_cache_flush(c);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "new.tfrecord", 5, 6, &blob, &len), 0);
+	assert_int_equal(len, sizeof(idx));
+	assert_memory_equal(blob, idx, len);
+	free(blob);
+	bfs_cache_get_stats(c, &st);
+	assert_true(st.evictions >= 1);   /* a sample or two made way */
+	assert_int_equal(st.write_errors, 0);
+	assert_true(file_size(dir, "data.mdb") <= (8ull << 20));
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* The remount goal: 1,000 shard indexes (ImageNet-sized: 1,252 records
+ * of 24 bytes each) read back in well under a second. */
+static void test_cache_thousand_shard_indexes_read_back_fast(void **s)
+{
+	char dir[64], name[64];
+	bfs_cache *c;
+	static uint8_t idx[1252 * 24];
+	void *blob;
+	size_t len;
+	double t0, dt;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
+		pattern(idx, sizeof(idx), (uint64_t)i);
+		assert_int_equal(bfs_cache_index_put(c, SRC, name, 140000000, i, idx, sizeof(idx)), 0);
+	}
+	bfs_cache_flush(c);
+	bfs_cache_close(c);
+	c = open_cache(dir, FP_A, 0);
+	t0 = now_s();
+	for (int i = 0; i < 1000; i++) {
+		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
+		assert_int_equal(bfs_cache_index_get(c, SRC, name, 140000000, i, &blob, &len), 0);
+		assert_int_equal(len, sizeof(idx));
+		free(blob);
+	}
+	dt = now_s() - t0;
+	print_message("  1000 shard indexes of %zu bytes: read back in %.1f ms\n",
+		      sizeof(idx), dt * 1e3);
+	assert_true(dt < 0.5);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 /* ---- clear and tools -------------------------------------------------------------- */
 
 static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s)
@@ -1316,6 +1381,8 @@ int main(void)
 		cmocka_unit_test(test_cache_a_second_submission_of_a_key_is_a_duplicate),
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
+		cmocka_unit_test(test_cache_index_put_makes_room_in_a_full_cache),
+		cmocka_unit_test(test_cache_thousand_shard_indexes_read_back_fast),
 		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
 		cmocka_unit_test(test_cache_open_replaces_unusable_files_only_when_unused),
 		cmocka_unit_test(test_cache_get_speed_is_reported),
