@@ -160,10 +160,15 @@ typedef struct {
 	 * admin.  NULL = bfs_cache_default_dir(). */
 	const char *dir;
 	/* The limit on data.mdb in bytes (rounded down to the page size);
-	 * 0 = bfs_cache_default_size(dir).  Each process maps this much; a
-	 * process never grows the file past its own limit.  If the file is
-	 * already larger (an earlier, larger limit), the file's size is the
-	 * effective limit until `clear`.  Minimum BFS_CACHE_MIN_BYTES. */
+	 * 0 = bfs_cache_default_size(dir).  Minimum BFS_CACHE_MIN_BYTES.
+	 * The limit is the LMDB map size, so data.mdb never grows past it.
+	 * Processes sharing a directory with different limits: the file
+	 * never grows past the largest (a process adopts a map grown by
+	 * another, since it must read everything in it).  A file already
+	 * larger than this (an earlier, larger limit) is not shrunk: its size
+	 * is the limit until `batchfs cache clear` removes it.  Handles of
+	 * one process on one directory share the first one's limit and
+	 * sync mode. */
 	uint64_t max_bytes;
 	/* This mount's settings: 16 hex digits from bfs_engine_fingerprint().
 	 * Required unless admin.  Its entries are the ones "fill, then keep"
