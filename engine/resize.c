@@ -36,6 +36,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h> /* F16C, used only behind a CPU check */
+#endif
 
 #define ALIGN 64
 
@@ -252,10 +255,46 @@ static void vrow_f16(const float *restrict top, const float *restrict bot, float
 		out[k] = f32_to_f16((top[k] + (bot[k] - top[k]) * yl) / 255.0f);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_F16C_DISPATCH 1
+/*
+ * F16C's vcvtps2ph with imm 0 rounds to nearest even whatever MXCSR says,
+ * and gives f32_to_f16's bits for every non-NaN float.  NaNs differ (F16C
+ * keeps the payload), so NaN lanes are set to f32_to_f16's 0x7e00 | sign:
+ * same bytes on every machine.  Returns how many leading elements it did.
+ */
+__attribute__((target("avx,f16c")))
+static size_t f16_n_f16c(const float *in, uint16_t *out, size_t n)
+{
+	size_t k = 0;
+
+	for (; k + 8 <= n; k += 8) {
+		__m256 v = _mm256_loadu_ps(in + k), nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+		__m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+
+		if (!_mm256_testz_ps(nan, nan)) {
+			__m128i m = _mm_packs_epi32(_mm_castps_si128(_mm256_castps256_ps128(nan)),
+			                            _mm_castps_si128(_mm256_extractf128_ps(nan, 1)));
+			__m128i q = _mm_or_si128(_mm_set1_epi16(0x7e00),
+			                         _mm_and_si128(h, _mm_set1_epi16(-0x8000)));
+
+			h = _mm_or_si128(_mm_andnot_si128(m, h), _mm_and_si128(m, q));
+		}
+		_mm_storeu_si128((__m128i *)(void *)(out + k), h);
+	}
+	return k;
+}
+#endif
+
 void bfs_resize_f16_n(const float *in, uint16_t *out, size_t n)
 {
 	size_t k = 0;
 
+#if HAVE_F16C_DISPATCH
+	/* a read of libgcc's/compiler-rt's CPU model, set up before main */
+	if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"))
+		k = f16_n_f16c(in, out, n);
+#endif
 #if defined(__SSE2__)
 	const __m128i bias16 = _mm_set1_epi32(0x8000);
 
