@@ -37,6 +37,7 @@
 #include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h> /* F16C, used only behind a CPU check */
 #endif
 
@@ -284,6 +285,28 @@ static size_t f16_n_f16c(const float *in, uint16_t *out, size_t n)
 	}
 	return k;
 }
+
+/* CPUID says F16C and AVX, and the OS saves YMM state (XCR0 bits 1-2).
+ * (Not __builtin_cpu_supports: older clang does not know "f16c".) */
+static int have_f16c(void)
+{
+	static int known; /* 0: not asked yet, 1: no, 2: yes; same for all threads */
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (!v) {
+		unsigned a, b, c, d, lo, hi;
+
+		v = 1;
+		if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX) &&
+		    (c & bit_F16C)) {
+			__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+			if ((lo & 6) == 6)
+				v = 2;
+		}
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v == 2;
+}
 #endif
 
 void bfs_resize_f16_n(const float *in, uint16_t *out, size_t n)
@@ -291,8 +314,7 @@ void bfs_resize_f16_n(const float *in, uint16_t *out, size_t n)
 	size_t k = 0;
 
 #if HAVE_F16C_DISPATCH
-	/* a read of libgcc's/compiler-rt's CPU model, set up before main */
-	if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"))
+	if (have_f16c())
 		k = f16_n_f16c(in, out, n);
 #endif
 #if defined(__SSE2__)
