@@ -6,11 +6,18 @@
 BENCH_PY      ?= python3
 BENCH_ARGS    ?=
 BENCH_CEILING := $(BUILD)/bench_ceiling
-BENCH_DEPS    := $(BUILD)/batchfs $(BUILD)/tests/mkjpeg $(BENCH_CEILING)
+BENCH_SERVE   := $(BUILD)/bench_fuseserve
+BENCH_DEPS    := $(BUILD)/batchfs $(BUILD)/tests/mkjpeg $(BENCH_CEILING) \
+                 $(BENCH_SERVE)
 
 $(BENCH_CEILING): tools/bench/ceiling_main.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# A bare FUSE server of in-memory files: serving choices without decoding.
+$(BENCH_SERVE): tools/bench/fuseserve.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 # The full run (< 15 minutes on 2 cores); rewrites docs/BENCHMARKS.md.
 bench: $(BENCH_DEPS)

@@ -228,12 +228,18 @@ class Mount:
 
     live = []
 
-    def __init__(self, bench, src, opts, deadline=300):
+    def __init__(self, bench, src, opts, deadline=300, cmd=None):
+        """cmd: run this FUSE server (its last argument must be the
+        mountpoint, given as None) instead of `batchfs mount -f`."""
         self.b = bench
         self.mnt = tempfile.mkdtemp(dir=bench.tmp, prefix="mnt-")
         bench.nmounts += 1
         self.logpath = os.path.join(bench.tmp, f"mount-{bench.nmounts}.log")
-        self.cmd = [bench.batchfs, "mount", "-f", src, self.mnt] + list(opts)
+        self.is_batchfs = cmd is None
+        if cmd is None:
+            self.cmd = [bench.batchfs, "mount", "-f", src, self.mnt] + list(opts)
+        else:
+            self.cmd = [self.mnt if x is None else x for x in cmd]
         self.logf = open(self.logpath, "wb")
         t0 = time.perf_counter()
         # Own session: a Ctrl-C reaches bench.py, which unmounts in order.
@@ -248,7 +254,7 @@ class Mount:
                 self.close()
                 raise MountError(f"mount exited {self.proc.returncode}: "
                                  f"{self.log_tail()}")
-            if os.path.ismount(self.mnt) and os.path.exists(ds):
+            if os.path.ismount(self.mnt) and (not self.is_batchfs or os.path.exists(ds)):
                 break
             if time.perf_counter() - t0 > deadline:
                 self.close()
@@ -256,8 +262,10 @@ class Mount:
             time.sleep(0.005)
         self.ready_s = time.perf_counter() - t0
         self.pid = self.proc.pid
-        with open(ds) as f:
-            self.ds = json.load(f)
+        self.ds = {}
+        if self.is_batchfs:
+            with open(ds) as f:
+                self.ds = json.load(f)
 
     def log_tail(self):
         try:
@@ -280,9 +288,11 @@ class Mount:
     def close(self):
         if self in Mount.live:
             Mount.live.remove(self)
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and self.is_batchfs:
             subprocess.run([self.b.batchfs, "unmount", self.mnt],
                            capture_output=True, timeout=60)
+        elif self.proc.poll() is None:
+            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -325,6 +335,7 @@ class Bench:
         self.batchfs = os.path.join(self.build, "batchfs")
         self.mkjpeg = os.path.join(self.build, "tests", "mkjpeg")
         self.ceiling_bin = os.path.join(self.build, "bench_ceiling")
+        self.serve_bin = os.path.join(self.build, "bench_fuseserve")
         for p in (self.batchfs, self.mkjpeg, self.ceiling_bin):
             if not os.access(p, os.X_OK):
                 sys.exit(f"bench: {p} is missing; run `make bench` (it builds it)")
@@ -763,9 +774,64 @@ class Bench:
                 out.append(self.serve_one(label, extra, how))
             except OSError as e:  # e.g. mmap refused under direct_io
                 out.append({"label": label, "error": f"{type(e).__name__}: {e}"})
-        self.res["serve"] = {"memcpy_mb_s": memcpy, "variants": out}
+        bare = []
+        if os.access(self.serve_bin, os.X_OK):
+            ra = ["--max-readahead", str(1 << 20)]
+            plan = [("high-level style: memcpy to a reply buffer (batchfs today)",
+                     ["--copy"] + ra),
+                    ("fuse_reply_data from memory (no user-space copy)", ra),
+                    ("  same, max_readahead 128 KiB instead of 1 MiB",
+                     ["--max-readahead", str(128 << 10)]),
+                    ("  same, splice (SPLICE_WRITE + SPLICE_MOVE)", ["--splice"] + ra),
+                    ("  same, multithreaded loop", ["--mt"] + ra),
+                    ("  same, direct_io", ["--direct-io"] + ra),
+                    ("  same, keep_cache off", ["--no-keep-cache"] + ra),
+                    ("  same, pushed into the page cache (notify_store) "
+                     "before the read", ["--push"] + ra)]
+            for i, (label, opts) in enumerate(plan):
+                P.update(0.5 + 0.5 * i / len(plan), "bare FUSE server")
+                bare.append(self.bare_serve(label, opts))
+        self.res["serve"] = {"memcpy_mb_s": memcpy, "variants": out, "bare": bare}
         P.update(1.0)
         return memcpy, out
+
+    def bare_serve(self, label, opts, files=8, reps=3):
+        """build/bench_fuseserve: 8 in-memory files of one float32 batch
+        each.  Per mount: stat every file, read f0 (starts a push with
+        --push, then wait for it), time the first read of f1..f7, then the
+        re-read; the median of `reps` mounts.  mmap: does a shared
+        read-only mapping (np.load mmap_mode='r') work?"""
+        import mmap
+        size = 128 + 32 * 224 * 224 * 3 * 4
+        mv = memoryview(bytearray(READ_SIZE))
+        firsts, agains, push, mm = [], [], "", "?"
+        for _ in range(reps):
+            cmd = [self.serve_bin, "--files", str(files), "--size", str(size)] + opts + [None]
+            with Mount(self, None, (), cmd=cmd) as m:
+                names = [os.path.join(m.mnt, f"f{k}") for k in range(files)]
+                for n in names:
+                    os.stat(n)
+                read_file(names[0], mv)
+                if "--push" in opts:
+                    t0 = time.perf_counter()
+                    while "push:" not in m.log_tail() and time.perf_counter() - t0 < 30:
+                        time.sleep(0.01)
+                    push = m.log_tail().split("push:")[-1].strip()
+                for phase, acc in (("first", firsts), ("again", agains)):
+                    t0 = time.perf_counter()
+                    nbytes = sum(read_file(n, mv) for n in names[1:])
+                    acc.append(nbytes / (time.perf_counter() - t0) / 1e6)
+                fd = os.open(names[1], os.O_RDONLY)
+                try:
+                    mp = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+                    mp.close()
+                    mm = "ok"
+                except OSError as e:
+                    mm = e.strerror or str(e)
+                finally:
+                    os.close(fd)
+        return {"label": label, "opts": opts, "first": statistics.median(firsts),
+                "again": statistics.median(agains), "mmap": mm, "push": push}
 
     # -- profile --
 
@@ -936,6 +1002,11 @@ def build_rows(b):
               t["images_per_s"] * S * 4 / 1e6, f"batchfs {ratio:.2f}x",
               "> 1.0x (aim 1.5x)",
               verdict(ratio > 1.0) + ("" if ratio >= 1.5 else ", aim missed"))
+        if "cpu_ms_per_image" in t:
+            cpu = (e["daemon_cores"] + e["reader_cores"]) * e["seconds"] / e["images"] * 1e3
+            b.row(f"  CPU per image: tf.data {t['cpu_ms_per_image']:.2f} ms, "
+                  f"batchfs {cpu:.2f} ms", None, None,
+                  f"batchfs {t['cpu_ms_per_image'] / cpu:.2f}x", "(info)", "")
     elif t and "images_per_s" in t:
         b.row(f"tf.data seed pipeline float32 (TF {t['tensorflow']})", t["images_per_s"],
               t["images_per_s"] * S * 4 / 1e6, "(no cold epoch this run)", "", "")
@@ -1179,7 +1250,7 @@ def report_notes(b, load, hogs, load_after, elapsed):
     f = b.features
     flags = [k for k in ("mem", "cache", "prefetch_auto", "threads_auto") if f[k]]
     missing = [k for k in ("mem", "prefetch_auto", "threads_auto") if not f[k]]
-    out.append("Notes")
+    out.append("### Notes")
     out.append("")
     out.append(f"* Run time {elapsed:.0f} s.  Background CPU before the run: "
                f"{load * 100:.0f}% of all cores busy"
@@ -1243,10 +1314,12 @@ def report_notes(b, load, hogs, load_after, elapsed):
     sv = r.get("serve")
     if sv:
         out.append("")
-        out.append("FUSE serving of decoded batches (one reader, 19.3 MB files; "
-                   f"in-process memcpy of the same size: {sv['memcpy_mb_s']:,.0f} MB/s)")
+        out.append("### FUSE serving")
         out.append("")
-        out.append("| how | first read MB/s | daemon cores | re-read MB/s |")
+        out.append("Batches already decoded, one reader, 19.3 MB files; "
+                   f"in-process memcpy of the same size: {sv['memcpy_mb_s']:,.0f} MB/s.")
+        out.append("")
+        out.append("| batchfs mount, read with | first read MB/s | daemon cores | re-read MB/s |")
         out.append("|---|---:|---:|---:|")
         for v in sv["variants"]:
             if "error" in v:
@@ -1254,13 +1327,32 @@ def report_notes(b, load, hogs, load_after, elapsed):
             else:
                 out.append(f"| {v['label']} | {v['first']:,.0f} | "
                            f"{v['first_daemon_cores']:.2f} | {v['again']:,.0f} |")
+    if sv and sv.get("bare"):
+        out.append("")
+        out.append("The same reads from a bare FUSE server of in-memory files "
+                   "(build/bench_fuseserve, low-level API, no decoding; 7 files of "
+                   "19.3 MB, median of 3 mounts):")
+        out.append("")
+        out.append("| serving choice | first read MB/s | re-read MB/s | shared mmap |")
+        out.append("|---|---:|---:|---|")
+        for v in sv["bare"]:
+            out.append(f"| {v['label']} | {v['first']:,.0f} | {v['again']:,.0f} | "
+                       f"{v['mmap']} |")
+        for v in sv["bare"]:
+            if v.get("push"):
+                out.append("")
+                out.append(f"notify_store push of 7 files: {v['push']}.")
     p = r.get("profile")
     if p:
         out.append("")
         if "skipped" in p:
-            out.append(f"Profile: skipped ({p['skipped']})")
+            out.append("### Where the time goes")
+            out.append("")
+            out.append(f"Profile skipped: {p['skipped']}.")
         else:
-            out.append("Where the CPU time goes during one more cold float32 epoch "
+            out.append("### Where the time goes")
+            out.append("")
+            out.append("CPU time during one more cold float32 epoch "
                        f"({p['images_per_s']:.0f} images/s; daemon + reader used "
                        f"{p['cores']:.2f} cores; perf record -p daemon,reader; share "
                        "of their samples):")
