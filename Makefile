@@ -14,6 +14,13 @@ CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \
 ifneq ($(SAN),)
 CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SAN)
+# Sanitizer reports of every test process, the FUSE daemons included (a
+# test throws their stderr away with its temp dir), go to $(SAN_LOGS), and
+# `make test` fails if any is there.  Use a separate BUILD:
+#   make test SAN=address,undefined BUILD=build-san
+SAN_LOGS := $(abspath $(BUILD))/san-logs
+export ASAN_OPTIONS  ?= log_path=$(SAN_LOGS)/asan:detect_leaks=1
+export UBSAN_OPTIONS ?= log_path=$(SAN_LOGS)/ubsan:print_stacktrace=1:halt_on_error=1
 endif
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -62,7 +69,10 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIB)
 tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX)
 
 test: tests
+	$(if $(SAN),@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS) && chmod 1777 $(SAN_LOGS))
 	BUILD=$(BUILD) bash tests/run.sh
+	$(if $(SAN),@! ls $(SAN_LOGS)/* >/dev/null 2>&1 || { cat $(SAN_LOGS)/*; \
+		echo "make test: sanitizer reports above (from $(SAN_LOGS))"; exit 1; })
 
 unit: $(TEST_BIN)
 	BUILD=$(BUILD) bash tests/run.sh unit
