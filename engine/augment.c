@@ -3,13 +3,15 @@
  * post-cache pass (crop, flip, normalize, dtype, layout); see augment.h.
  *
  * DESIGN: bfs_post_apply walks output rows; each row is cut into chunks of
- * CHUNK pixels that fit a stack buffer.  A chunk goes through at most three
- * steps - gather (reversed when flipping), normalize, emit (convert and/or
- * de-interleave into the three NCHW planes) - and every step that has
- * nothing to do is skipped: with no flip and no normalization the source
- * row itself is emitted, and NHWC float32 output is normalized straight
- * into dst.  The plain copy (same dtype, NHWC, no flip, no normalization)
- * is one memcpy per row, or one for the whole window when it spans full rows.
+ * CHUNK pixels that fit a stack buffer.  NHWC chunks are mirrored (16-byte
+ * pixel moves), normalized with three period-3 vectors, then converted;
+ * float32 output is worked on in dst itself.  NCHW chunks are split into
+ * planes by SSE shuffles that also mirror, then normalized per plane and
+ * converted; float32 planes are written straight into dst.  Steps with
+ * nothing to do are skipped, and the plain copy (same dtype, NHWC, no flip,
+ * no normalization) is one memcpy per row, or one in all for full rows.
+ * Every element gets the same float operations on every path, so vector
+ * and scalar tails agree bit for bit.
  */
 #include "engine/augment.h"
 
@@ -19,6 +21,10 @@
 
 #include "engine/error.h"
 #include "engine/resize.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 #define DOMAIN_AUG 0x6175676d656e7421ULL /* "augment!": unrelated to permute's keys */
@@ -139,32 +145,37 @@ size_t bfs_post_out_bytes(const bfs_post_opts *o)
 	return (size_t)o->h * (size_t)o->w * 3 * bfs_dtype_size(o->out_dtype);
 }
 
-/* out pixel i = in pixel n - 1 - i, for n pixels of 3 elements. */
+/*
+ * out pixel i = in pixel n - 1 - i, n pixels of 3 floats.  Inner pixels
+ * move as one 16-byte copy: the extra float read is the next source pixel's
+ * first, and the extra float written is overwritten by the next output
+ * pixel.  The first and last output pixels, where that extra float would be
+ * outside the chunk, are copied exactly.
+ */
 static void reverse_f32(const float *restrict in, float *restrict out, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const float *p = in + 3 * (n - 1 - i);
-
-		out[3 * i] = p[0];
-		out[3 * i + 1] = p[1];
-		out[3 * i + 2] = p[2];
-	}
+	memcpy(out, in + 3 * (n - 1), 3 * sizeof(float));
+	for (size_t i = 1; i + 1 < n; i++)
+		memcpy(out + 3 * i, in + 3 * (n - 1 - i), 4 * sizeof(float));
+	if (n > 1)
+		memcpy(out + 3 * (n - 1), in, 3 * sizeof(float));
 }
 
+/* The same for 3-byte pixels, with 4-byte copies. */
 static void reverse_u8(const uint8_t *restrict in, uint8_t *restrict out, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		const uint8_t *p = in + 3 * (n - 1 - i);
-
-		out[3 * i] = p[0];
-		out[3 * i + 1] = p[1];
-		out[3 * i + 2] = p[2];
-	}
+	memcpy(out, in + 3 * (n - 1), 3);
+	for (size_t i = 1; i + 1 < n; i++)
+		memcpy(out + 3 * i, in + 3 * (n - 1 - i), 4);
+	if (n > 1)
+		memcpy(out + 3 * (n - 1), in, 3);
 }
 
-/* Per-channel constants, repeated so that three vectors cover 4 pixels. */
+/* Per-channel constants: for interleaved data, three vectors cover four
+ * pixels (m[0] = m0 m1 m2 m0, m[1] = m1 m2 m0 m1, m[2] = m2 m0 m1 m2); for
+ * planes, one broadcast vector per channel. */
 struct norm {
-	v4sf m[3], s[3];
+	v4sf m[3], s[3], pm[3], ps[3];
 	float mean[3], std[3];
 };
 
@@ -174,15 +185,17 @@ static void norm_init(struct norm *k, const bfs_post_opts *o)
 		for (int j = 0; j < 4; j++) {
 			k->m[v][j] = o->mean[(4 * v + j) % 3];
 			k->s[v][j] = o->std[(4 * v + j) % 3];
+			k->pm[v][j] = o->mean[v];
+			k->ps[v][j] = o->std[v];
 		}
 	}
 	memcpy(k->mean, o->mean, sizeof(k->mean));
 	memcpy(k->std, o->std, sizeof(k->std));
 }
 
-/* out[3i + c] = (in[3i + c] - mean[c]) / std[c] for n pixels; in == out is
- * allowed (each block is loaded before it is stored). */
-static void normalize(const struct norm *k, const float *in, float *out, size_t n)
+/* out[3i + c] = (in[3i + c] - mean[c]) / std[c] for n interleaved pixels;
+ * in == out is allowed (each block is loaded before it is stored). */
+static void normalize_hwc(const struct norm *k, const float *in, float *out, size_t n)
 {
 	size_t i = 0;
 
@@ -199,38 +212,75 @@ static void normalize(const struct norm *k, const float *in, float *out, size_t 
 			out[3 * i + c] = (in[3 * i + c] - k->mean[c]) / k->std[c];
 }
 
-/* Split n interleaved pixels into three planes (element size by type). */
-#define DEFINE_DEINTERLEAVE(name, T)                                                   \
-	static void name(const T *restrict in, T *restrict p0, T *restrict p1,             \
-	                 T *restrict p2, size_t n)                                         \
-	{                                                                                  \
-		for (size_t i = 0; i < n; i++) {                                           \
-			p0[i] = in[3 * i];                                                 \
-			p1[i] = in[3 * i + 1];                                             \
-			p2[i] = in[3 * i + 2];                                             \
-		}                                                                          \
+/* p[i] = (p[i] - mean[c]) / std[c] in place, n elements of channel c. */
+static void normalize_plane(const struct norm *k, int c, float *p, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 4 <= n; i += 4) {
+		v4sf v;
+
+		memcpy(&v, p + i, sizeof(v));
+		v = (v - k->pm[c]) / k->ps[c];
+		memcpy(p + i, &v, sizeof(v));
 	}
-DEFINE_DEINTERLEAVE(deinterleave_f32, float)
-DEFINE_DEINTERLEAVE(deinterleave_u16, uint16_t)
+	for (; i < n; i++)
+		p[i] = (p[i] - k->mean[c]) / k->std[c];
+}
+
+/*
+ * Split n interleaved pixels into three planes; with flip, plane element i
+ * comes from pixel n - 1 - i.  SSE: four pixels a = r0 g0 b0 r1,
+ * b = g1 b1 r2 g2, c = b2 r3 g3 b3 become R = a0 a3 b2 c1, G = a1 b0 b3 c2,
+ * B = a2 b1 c0 c3 in eight shuffles (plus one per plane to reverse).
+ */
+static void planes_f32(const float *restrict in, int flip, float *restrict p0,
+                       float *restrict p1, float *restrict p2, size_t n)
+{
+	size_t i = 0;
+
+#if defined(__SSE2__)
+	for (; i + 4 <= n; i += 4) {
+		const float *s = in + 3 * (flip ? n - 4 - i : i);
+		__m128 a = _mm_loadu_ps(s), b = _mm_loadu_ps(s + 4), c = _mm_loadu_ps(s + 8);
+		__m128 r = _mm_shuffle_ps(a, _mm_shuffle_ps(b, c, _MM_SHUFFLE(1, 1, 2, 2)),
+		                          _MM_SHUFFLE(2, 0, 3, 0));
+		__m128 g = _mm_shuffle_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(0, 0, 1, 1)),
+		                          _mm_shuffle_ps(b, c, _MM_SHUFFLE(2, 2, 3, 3)),
+		                          _MM_SHUFFLE(2, 0, 2, 0));
+		__m128 bl = _mm_shuffle_ps(_mm_shuffle_ps(a, b, _MM_SHUFFLE(1, 1, 2, 2)),
+		                           _mm_shuffle_ps(c, c, _MM_SHUFFLE(3, 3, 0, 0)),
+		                           _MM_SHUFFLE(2, 0, 2, 0));
+
+		if (flip) {
+			r = _mm_shuffle_ps(r, r, _MM_SHUFFLE(0, 1, 2, 3));
+			g = _mm_shuffle_ps(g, g, _MM_SHUFFLE(0, 1, 2, 3));
+			bl = _mm_shuffle_ps(bl, bl, _MM_SHUFFLE(0, 1, 2, 3));
+		}
+		_mm_storeu_ps(p0 + i, r);
+		_mm_storeu_ps(p1 + i, g);
+		_mm_storeu_ps(p2 + i, bl);
+	}
+#endif
+	for (; i < n; i++) {
+		const float *s = in + 3 * (flip ? n - 1 - i : i);
+
+		p0[i] = s[0];
+		p1[i] = s[1];
+		p2[i] = s[2];
+	}
+}
 
 /* NCHW uint8 row, flipped or not. */
 static void planes_u8(const uint8_t *restrict in, int flip, uint8_t *restrict p0,
                       uint8_t *restrict p1, uint8_t *restrict p2, size_t n)
 {
-	if (!flip) {
-		for (size_t i = 0; i < n; i++) {
-			p0[i] = in[3 * i];
-			p1[i] = in[3 * i + 1];
-			p2[i] = in[3 * i + 2];
-		}
-		return;
-	}
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *p = in + 3 * (n - 1 - i);
+		const uint8_t *s = in + 3 * (flip ? n - 1 - i : i);
 
-		p0[i] = p[0];
-		p1[i] = p[1];
-		p2[i] = p[2];
+		p0[i] = s[0];
+		p1[i] = s[1];
+		p2[i] = s[2];
 	}
 }
 
@@ -250,49 +300,68 @@ static void apply_u8(const bfs_post_opts *o, int flip, const uint8_t *src, uint8
 	}
 }
 
+/* One chunk of n output pixels, NHWC: flip and normalize into `work` (dst
+ * itself for float32 output), then convert to float16 if asked. */
+static void chunk_hwc(const bfs_post_opts *o, const struct norm *k, int flip,
+                      const float *in, size_t n, void *out, float *buf)
+{
+	float *work = o->out_dtype == BFS_DTYPE_FLOAT32 ? (float *)out : buf;
+	const float *v = in;
+
+	if (flip) {
+		reverse_f32(in, work, n);
+		v = work;
+	}
+	if (o->normalize) {
+		normalize_hwc(k, v, work, n);
+		v = work;
+	}
+	if (o->out_dtype == BFS_DTYPE_FLOAT16)
+		bfs_resize_f16_n(v, out, n * 3);
+	else if (v != work)
+		memcpy(work, v, n * 3 * sizeof(float));
+}
+
+/* One chunk of n output pixels, NCHW, at element `at` of each plane. */
+static void chunk_chw(const bfs_post_opts *o, const struct norm *k, int flip,
+                      const float *in, size_t n, void *dst, size_t at, float *buf)
+{
+	size_t plane = (size_t)o->h * o->w;
+	float *p[3];
+
+	for (int c = 0; c < 3; c++)
+		p[c] = o->out_dtype == BFS_DTYPE_FLOAT32 ? (float *)dst + c * plane + at
+		                                         : buf + c * CHUNK;
+	planes_f32(in, flip, p[0], p[1], p[2], n);
+	for (int c = 0; c < 3; c++) {
+		if (o->normalize)
+			normalize_plane(k, c, p[c], n);
+		if (o->out_dtype == BFS_DTYPE_FLOAT16)
+			bfs_resize_f16_n(p[c], (uint16_t *)dst + c * plane + at, n);
+	}
+}
+
 /* float32 stage-1 window (src points at its top-left pixel) -> float32 or
- * float16 output, chunk by chunk. */
+ * float16 output, row by row, CHUNK pixels at a time. */
 static void apply_f32(const bfs_post_opts *o, const struct norm *k, int flip,
                       const float *src, void *dst)
 {
-	size_t w = (size_t)o->w, plane = (size_t)o->h * w;
+	size_t w = (size_t)o->w, es = bfs_dtype_size(o->out_dtype);
 	float buf[CHUNK * 3];
-	uint16_t half[CHUNK * 3];
 
 	for (size_t y = 0; y < (size_t)o->h; y++) {
 		const float *row = src + y * (size_t)o->src_w * 3;
 
 		for (size_t x = 0; x < w; x += CHUNK) {
 			size_t n = w - x < CHUNK ? w - x : CHUNK, at = y * w + x;
-			/* output pixels x..x+n-1 read source pixels x.. or, flipped,
-			 * w-x-n.. in reverse */
+			/* output pixels x.. read source pixels x.., or when
+			 * flipping w-x-n.. in reverse */
 			const float *in = row + 3 * (flip ? w - x - n : x);
-			float *tmp = !o->nchw && o->out_dtype == BFS_DTYPE_FLOAT32
-			                     ? (float *)dst + 3 * at : buf;
-			const float *v = in;
 
-			if (flip) {
-				reverse_f32(in, tmp, n);
-				v = tmp;
-			}
-			if (o->normalize) {
-				normalize(k, v, tmp, n);
-				v = tmp;
-			}
-			if (o->out_dtype == BFS_DTYPE_FLOAT32) {
-				if (o->nchw)
-					deinterleave_f32(v, (float *)dst + at, (float *)dst + plane + at,
-					                 (float *)dst + 2 * plane + at, n);
-				else if (v != tmp)
-					memcpy(tmp, v, n * 3 * sizeof(float));
-			} else if (o->nchw) {
-				bfs_resize_f16_n(v, half, n * 3);
-				deinterleave_u16(half, (uint16_t *)dst + at,
-				                 (uint16_t *)dst + plane + at,
-				                 (uint16_t *)dst + 2 * plane + at, n);
-			} else {
-				bfs_resize_f16_n(v, (uint16_t *)dst + 3 * at, n * 3);
-			}
+			if (o->nchw)
+				chunk_chw(o, k, flip, in, n, dst, at, buf);
+			else
+				chunk_hwc(o, k, flip, in, n, (uint8_t *)dst + 3 * at * es, buf);
 		}
 	}
 }

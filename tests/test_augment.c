@@ -204,7 +204,10 @@ static void test_post_flipping_twice_is_the_identity(void **state)
  * wider than one chunk and with odd widths: equal to the reference. */
 static void test_post_matches_the_reference_for_every_option_combination(void **state)
 {
-	static const int sizes[][4] = { { 64, 600, 50, 557 }, { 7, 5, 3, 3 }, { 232, 232, 224, 224 },
+	/* src h, w, out h, w: chunks of 256 + 256 + 45, of 256 + 2 and 256 + 1,
+	 * a few pixels, a 224 crop, one pixel */
+	static const int sizes[][4] = { { 64, 600, 50, 557 }, { 5, 300, 4, 258 }, { 3, 257, 3, 257 },
+		                        { 7, 5, 3, 3 }, { 2, 2, 2, 2 }, { 232, 232, 224, 224 },
 		                        { 1, 1, 1, 1 } };
 	static const bfs_dtype outs[] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_FLOAT16, BFS_DTYPE_UINT8 };
 
