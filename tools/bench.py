@@ -579,7 +579,8 @@ class Bench:
                                 done[0] += 1
                     except Exception as e:
                         errs.append(e)
-                ths = [threading.Thread(target=reader, args=(i,)) for i in range(readers)]
+                ths = [threading.Thread(target=reader, args=(i,), daemon=True)
+                       for i in range(readers)]
                 for t in ths:
                     t.start()
                 while any(t.is_alive() for t in ths):
@@ -1145,19 +1146,23 @@ def main():
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+    # Ctrl-C must unmount too, even when started with SIGINT ignored
+    # (as a background job of a script).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
 
     if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
         sys.exit("bench: no /dev/fuse or fusermount3 here; nothing to measure")
     b = Bench(a)
-    weights = {"data": 2, "cold_float32": 25, "cold_uint8": 20,
-               "consumer_1.2x": 5, "consumer_40ms": 5, "consumer_uint8-1.2x": 4,
-               "tf": 25, "memory": 40, "scale": 30, "serve": 10, "profile": 20}
+    # expected seconds of each stage on a quiet 2-core machine
+    weights = {"data": 2, "cold_float32": 15, "cold_uint8": 15,
+               "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
+               "tf": 20, "memory": 30, "scale": 4, "serve": 10, "profile": 8}
     if a.quick:
-        weights.update({"cold_float32": 4, "cold_uint8": 4, "consumer_1.2x": 2,
-                        "consumer_40ms": 2, "consumer_uint8-1.2x": 2, "tf": 15,
-                        "memory": 6, "scale": 5})
+        weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
+                        "consumer_40ms": 1, "consumer_uint8-1.2x": 1, "tf": 12,
+                        "memory": 6, "scale": 1})
     stage_of = {"cold": "ceiling"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k.split("_")[0], k.split("_")[0]) in stages})
@@ -1213,7 +1218,7 @@ def main():
     except KeyboardInterrupt as e:
         P.finish()
         close_all_mounts()
-        log(f"interrupted ({e or 'Ctrl-C'}); every mount is unmounted")
+        log(f"interrupted ({str(e) or 'Ctrl-C'}); every mount is unmounted")
         if not a.keep:
             shutil.rmtree(b.tmp, ignore_errors=True)
         sys.exit(130)
