@@ -73,6 +73,17 @@ struct bfs_batch {
 	char errmsg[BFS_ERRMSG_MAX];
 	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
 	int64_t *labels;
+	/* cache bookkeeping, position j owned like images[j] */
+	struct cache_rec *rec;
+	bfs_cache_item *items;
+	bfs_engine *e;        /* for the cache writer's done callback */
+};
+
+/* What the cache needs of position j once the batch is complete. */
+struct cache_rec {
+	bfs_cache_key key;    /* of the sample actually decoded */
+	int64_t raw_label;    /* before --label-offset */
+	int decoded;          /* 1: decoded here, so worth inserting */
 };
 
 struct worker {
@@ -84,6 +95,7 @@ struct worker {
 	void *scratch;         /* resize scratch */
 	size_t scratch_cap;
 	size_t held;           /* scratch reserved from e->scratch_budget */
+	bfs_cache_reader *cr;  /* NULL without a cache */
 };
 
 struct reader {
@@ -302,9 +314,10 @@ static void trim(struct worker *w)
 	w->held = 0;
 }
 
-/* Decode source sample i into dst and *label.  0 or an error with msg. */
+/* Decode source sample i into dst and *label, or copy it from the cache.
+ * rec tells the batch's completion what to insert.  0 or an error. */
 static int make_sample(struct worker *w, uint64_t i, void *dst,
-		       int64_t *label, char *msg)
+		       int64_t *label, struct cache_rec *rec, char *msg)
 {
 	bfs_engine *e = w->e;
 	const uint8_t *jpeg, *rgb;
@@ -314,9 +327,26 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	int err, sw, sh;
 
 	msg[0] = '\0';
-	if (!w->dec && (err = bfs_decoder_create(&w->dec)))
-		return err;
+	rec->decoded = 0;
 	if ((err = bfs_source_identity(e->src, i, &id)))
+		return err;
+	if (w->cr && bfs_cache_key_make(&rec->key, e->o.cache_fp,
+					bfs_source_dir(e->src), &id) == 0) {
+		err = bfs_cache_get(w->cr, &rec->key, dst, e->sample_bytes, label);
+		if (err == 0) {
+			pthread_mutex_lock(&e->lock);
+			e->st.cache_hits++;
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
+		if (err == BFS_E_CRC) {
+			pthread_mutex_lock(&e->lock);
+			e->st.cache_crc_errors++;
+			pthread_mutex_unlock(&e->lock);
+		}
+		rec->decoded = 1; /* a miss (or a bad entry): insert after */
+	}
+	if (!w->dec && (err = bfs_decoder_create(&w->dec)))
 		return err;
 	in_cap = pow2_at_least((size_t)id.length + 4, w->in.cap);
 	if ((err = reserve(w, in_cap + w->dec_bytes + w->scratch_cap, msg)))
@@ -357,6 +387,10 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	if (err)
 		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", sw, sh,
 			   e->o.width, e->o.height);
+	if (!err)
+		rec->raw_label = *label;
+	else
+		rec->decoded = 0;
 	pthread_mutex_lock(&e->lock);
 	e->st.samples_decoded++;
 	e->st.bytes_read += len;
@@ -372,11 +406,11 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
  * by the next source sample that decodes (wrapping), so the result is a
  * function of the data alone.  Returns 0 or the error for position j. */
 static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
-		   int64_t *label, char *msg)
+		   int64_t *label, struct cache_rec *rec, char *msg)
 {
 	bfs_engine *e = w->e;
 	uint64_t i = sample_of(e, id, j);
-	int err = make_sample(w, i, dst, label, msg);
+	int err = make_sample(w, i, dst, label, rec, msg);
 
 	trim(w);
 	if (!err) {
@@ -390,7 +424,7 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	for (uint64_t step = 1; step < e->nsamples; step++) {
 		uint64_t r = (i + step) % e->nsamples;
 		char rmsg[BFS_ERRMSG_MAX];
-		int rerr = make_sample(w, r, dst, label, rmsg);
+		int rerr = make_sample(w, r, dst, label, rec, rmsg);
 
 		trim(w);
 		if (!rerr) {
@@ -424,11 +458,18 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
 		b->images = NULL;
 	b->labels = calloc(e->o.batch, sizeof(*b->labels));
-	if (!b->images || !b->labels) {
+	b->rec = calloc(e->o.batch, sizeof(*b->rec));
+	b->items = e->o.cache ? calloc(e->o.batch, sizeof(*b->items)) : NULL;
+	b->e = e;
+	if (!b->images || !b->labels || !b->rec || (e->o.cache && !b->items)) {
 		free(b->images);
 		free(b->labels);
+		free(b->rec);
+		free(b->items);
 		b->images = NULL;
 		b->labels = NULL;
+		b->rec = NULL;
+		b->items = NULL;
 		return -ENOMEM;
 	}
 #ifdef MADV_HUGEPAGE
@@ -737,6 +778,37 @@ const int64_t *bfs_batch_labels(const bfs_batch *b) { return b->labels; }
 
 /* ---- workers ---------------------------------------------------------- */
 
+/* The cache writer finished with batch b's memory (any thread). */
+static void cache_done(void *ctx)
+{
+	struct bfs_batch *b = ctx;
+	bfs_engine *e = b->e;
+
+	pthread_mutex_lock(&e->lock);
+	b->pins--; /* matches the pin taken when b became READY */
+	pthread_cond_broadcast(&e->done);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Hand the samples of a READY, pinned batch that were decoded (not read
+ * from the cache) to the cache writer: one transaction per batch.  Called
+ * without e->lock, since a dropped submission calls cache_done at once. */
+static void submit_to_cache(bfs_engine *e, struct bfs_batch *b)
+{
+	size_t n = 0;
+
+	for (unsigned j = 0; j < b->n; j++) {
+		if (!b->rec[j].decoded)
+			continue;
+		b->items[n].key = b->rec[j].key;
+		b->items[n].label = b->rec[j].raw_label;
+		b->items[n].data = b->images + (size_t)j * e->sample_bytes;
+		b->items[n].len = e->sample_bytes;
+		n++;
+	}
+	bfs_cache_submit(e->o.cache, b->items, n, cache_done, b);
+}
+
 /* The slot with work whose turn it is: urgent first, then oldest request. */
 static struct bfs_batch *next_work_locked(bfs_engine *e)
 {
@@ -787,7 +859,9 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&e->lock);
 
 		err = produce(w, id, j, b->images + (size_t)j * e->sample_bytes,
-			      &b->labels[j], msg);
+			      &b->labels[j], &b->rec[j], msg);
+		if (err)
+			b->rec[j].decoded = 0;
 
 		pthread_mutex_lock(&e->lock);
 		b->inflight--;
@@ -811,6 +885,15 @@ static void *worker_main(void *arg)
 		} else if (b->done == b->n && b->inflight == 0) {
 			b->state = b->err ? SLOT_FAILED : SLOT_READY;
 			e->st.batches_produced++;
+			if (b->state == SLOT_READY && e->o.cache) {
+				/* pinned until the cache writer is done with it */
+				b->pins++;
+				pthread_cond_broadcast(&e->done);
+				pthread_mutex_unlock(&e->lock);
+				submit_to_cache(e, b);
+				pthread_mutex_lock(&e->lock);
+				continue;
+			}
 		}
 		pthread_cond_broadcast(&e->done);
 	}
@@ -945,6 +1028,12 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		w->e = e;
 		if ((err = bfs_decoder_create(&w->dec)))
 			goto fail;
+		if (e->o.cache &&
+		    (err = bfs_cache_reader_create(e->o.cache, &w->cr))) {
+			bfs_decoder_destroy(w->dec);
+			w->dec = NULL;
+			goto fail;
+		}
 		if (pthread_create(&w->thread, NULL, worker_main, w)) {
 			bfs_decoder_destroy(w->dec);
 			w->dec = NULL;
@@ -974,15 +1063,22 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_broadcast(&e->work);
 	pthread_cond_broadcast(&e->room);
 	pthread_mutex_unlock(&e->lock);
-	for (unsigned i = 0; i < e->nworkers; i++) {
+	for (unsigned i = 0; i < e->nworkers; i++)
 		pthread_join(e->workers[i].thread, NULL);
+	/* the cache writer may still read slots it was handed */
+	if (e->o.cache)
+		bfs_cache_flush(e->o.cache);
+	for (unsigned i = 0; i < e->nworkers; i++) {
 		bfs_decoder_destroy(e->workers[i].dec);
+		bfs_cache_reader_destroy(e->workers[i].cr);
 		bfs_buf_free(&e->workers[i].in);
 		free(e->workers[i].scratch);
 	}
 	for (unsigned s = 0; s < e->nslots && e->slots; s++) {
 		free(e->slots[s].images);
 		free(e->slots[s].labels);
+		free(e->slots[s].rec);
+		free(e->slots[s].items);
 	}
 	pthread_cond_destroy(&e->work);
 	pthread_cond_destroy(&e->done);

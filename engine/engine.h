@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/cache.h"
 #include "engine/error.h"
 #include "engine/source.h"
 #include "engine/types.h"
@@ -62,6 +63,11 @@ typedef struct {
 	int shuffle;             /* each epoch a permutation of (seed, epoch) */
 	uint64_t seed;
 	int64_t label_offset;    /* added to every label */
+	/* The persistent sample cache, or NULL.  Samples are looked up before
+	 * decoding and every batch's decoded samples are submitted once it is
+	 * complete.  The cache must outlive the engine. */
+	bfs_cache *cache;
+	char cache_fp[17];       /* bfs_cache_fingerprint() of this mount */
 	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
 				  * world 0 = 1 */
 	bfs_on_error on_error;
@@ -91,6 +97,8 @@ typedef struct {
 	uint64_t samples_decoded;
 	uint64_t bytes_read;       /* encoded bytes read from shards */
 	uint64_t sample_errors;    /* bad samples seen (distinct) */
+	uint64_t cache_hits;       /* samples served from the cache */
+	uint64_t cache_crc_errors; /* cached samples that failed their CRC */
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
 	uint64_t mem_budget;       /* the budget (--mem) */

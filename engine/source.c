@@ -75,6 +75,9 @@ struct bfs_source {
 	struct scan_error *errs;
 	size_t nerrs;
 
+	bfs_source_opts o;    /* index_get/put/ctx only */
+	size_t index_hits;
+
 	/* tar only */
 	uint32_t *names;      /* per sample: offset into pool */
 	char *pool;
@@ -286,6 +289,101 @@ static int on_record(void *ctx, const bfs_tfrecord_entry *e)
 			  e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
 }
 
+/* A shard's index as stored by opts.index_put: a header, the scan error
+ * (if the shard is cut or damaged), then one packed entry per record. */
+#define INDEX_MAGIC "BFSIDX01"
+struct index_hdr {
+	char magic[8];
+	uint64_t count;
+	uint32_t errlen;
+	uint32_t pad;
+};
+struct index_ent {
+	uint64_t offset;
+	uint32_t length;
+	uint32_t flags;
+};
+
+static int64_t mtime_ns(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
+/* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
+ * (then nothing was added), or -ENOMEM. */
+static int load_index(bfs_source *s, const char *name, const struct stat *st)
+{
+	struct index_hdr h;
+	void *blob = NULL;
+	size_t len = 0;
+	const struct index_ent *ent;
+	const char *err;
+	int rc = 0;
+
+	if (!s->o.index_get ||
+	    s->o.index_get(s->o.index_ctx, s->dir, name, (uint64_t)st->st_size,
+			   mtime_ns(st), &blob, &len) != 0)
+		return 0;
+	if (len < sizeof(h))
+		goto out;
+	memcpy(&h, blob, sizeof(h));
+	if (memcmp(h.magic, INDEX_MAGIC, 8) != 0 || h.errlen > BFS_ERRMSG_MAX ||
+	    h.count > (len - sizeof(h) - h.errlen) / sizeof(*ent) ||
+	    len != sizeof(h) + h.errlen + h.count * sizeof(*ent))
+		goto out;
+	err = (const char *)blob + sizeof(h);
+	ent = (const struct index_ent *)(err + h.errlen);
+	if ((rc = add_shard(s, name, st)))
+		goto out;
+	for (uint64_t i = 0; i < h.count; i++) {
+		struct index_ent e;
+
+		memcpy(&e, &ent[i], sizeof(e));
+		if ((rc = add_sample(s, e.offset, e.length, -1, e.flags)))
+			goto out;
+	}
+	if (h.errlen) {
+		char msg[BFS_ERRMSG_MAX + 1];
+
+		memcpy(msg, err, h.errlen);
+		msg[h.errlen] = '\0';
+		if ((rc = add_error(s, name, msg)))
+			goto out;
+	}
+	s->index_hits++;
+	rc = 1;
+out:
+	free(blob);
+	return rc;
+}
+
+/* Store the index of the shard just scanned (the last one added). */
+static void store_index(bfs_source *s, const struct stat *st, const char *errmsg)
+{
+	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
+	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0;
+	size_t len = sizeof(struct index_hdr) + elen +
+		     sh->count * sizeof(struct index_ent);
+	struct index_hdr h = { .count = sh->count, .errlen = (uint32_t)elen };
+	uint8_t *blob, *p;
+
+	if (!s->o.index_put || !(blob = malloc(len)))
+		return;
+	memcpy(h.magic, INDEX_MAGIC, 8);
+	memcpy(blob, &h, sizeof(h));
+	memcpy(blob + sizeof(h), errmsg, elen);
+	p = blob + sizeof(h) + elen;
+	for (uint64_t i = 0; i < sh->count; i++) {
+		const struct bfs_sample *smp = &s->samples[sh->first + i];
+		struct index_ent e = { smp->offset, smp->length, smp->flags };
+
+		memcpy(p + i * sizeof(e), &e, sizeof(e));
+	}
+	s->o.index_put(s->o.index_ctx, s->dir, sh->name, (uint64_t)st->st_size,
+		       mtime_ns(st), blob, len);
+	free(blob);
+}
+
 static int index_tfrecords(bfs_source *s, char **files, size_t n,
 			   char *errmsg)
 {
@@ -305,6 +403,12 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 				return -ENOMEM;
 			continue;
 		}
+		if ((err = load_index(s, files[i], &st)) != 0) {
+			close(fd);
+			if (err < 0)
+				return err;
+			continue; /* the stored index was used */
+		}
 		if ((err = add_shard(s, files[i], &st))) {
 			close(fd);
 			return err;
@@ -316,8 +420,14 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 			bfs_seterr(errmsg, "%s: out of memory", path);
 			return err;
 		}
-		if (err && add_error(s, files[i], msg[0] ? msg : bfs_strerror(err)))
+		if (err && !msg[0])
+			snprintf(msg, sizeof(msg), "%s", bfs_strerror(err));
+		if (err && add_error(s, files[i], msg))
 			return -ENOMEM;
+		/* a read error is not the shard's content: do not store it */
+		if (!err || err == BFS_E_TRUNCATED || err == BFS_E_CRC ||
+		    err == BFS_E_CORRUPT)
+			store_index(s, &st, err ? msg : NULL);
 	}
 	return 0;
 }
@@ -517,6 +627,9 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->o.index_get = o->index_get;
+	s->o.index_put = o->index_put;
+	s->o.index_ctx = o->index_ctx;
 	s->dir = strdup(real);
 	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
 	s->label_key = strdup(!o->label_key ? "image/class/label"
@@ -649,6 +762,7 @@ void bfs_source_close(bfs_source *s)
 /* ---- accessors -------------------------------------------------------- */
 
 uint64_t bfs_source_count(const bfs_source *s) { return s->nsamples; }
+size_t bfs_source_nindex_hits(const bfs_source *s) { return s->index_hits; }
 bfs_format bfs_source_format(const bfs_source *s) { return s->format; }
 const char *bfs_source_dir(const bfs_source *s) { return s->dir; }
 size_t bfs_source_nshards(const bfs_source *s) { return s->nshards; }

@@ -40,7 +40,18 @@ typedef struct {
 	const char *dir;        /* SHARD_DIR */
 	bfs_format format;      /* AUTO detects from the contents */
 	const char *image_key;  /* default "image/encoded" */
-	const char *label_key;  /* default "image/class/label" */
+	const char *label_key;  /* default "image/class/label"; "none" */
+	/* Optional store of TFRecord shard indexes (the sample cache), so a
+	 * remount skips the scan.  get: 0 and a malloc()ed *blob the source
+	 * frees, or anything else for a miss.  put stores a copy.  Both are
+	 * keyed by (dir, shard, size, mtime_ns); may be NULL. */
+	int (*index_get)(void *ctx, const char *dir, const char *shard,
+			 uint64_t size, int64_t mtime_ns, void **blob,
+			 size_t *len);
+	int (*index_put)(void *ctx, const char *dir, const char *shard,
+			 uint64_t size, int64_t mtime_ns, const void *blob,
+			 size_t len);
+	void *index_ctx;
 } bfs_source_opts;
 
 /* A growable byte buffer owned by the caller (one per worker thread). */
@@ -58,6 +69,8 @@ int bfs_source_open(const bfs_source_opts *opts, bfs_source **out,
 void bfs_source_close(bfs_source *s); /* accepts NULL */
 
 uint64_t bfs_source_count(const bfs_source *s);
+/* Shards whose index came from opts.index_get instead of a scan. */
+size_t bfs_source_nindex_hits(const bfs_source *s);
 bfs_format bfs_source_format(const bfs_source *s);
 const char *bfs_format_name(bfs_format f);
 const char *bfs_source_dir(const bfs_source *s);     /* absolute path */

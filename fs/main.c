@@ -53,7 +53,10 @@ static const char usage_mount[] =
 	"                       autotuned per reader, like tf.data AUTOTUNE)\n"
 	"  --mem SIZE           memory budget for decoded batches and decoder\n"
 	"                       scratch (default: 1/8 of RAM, 256M..1G)\n"
-	"  --cache DIR|none     preprocessed-sample cache; only 'none' so far\n"
+	"  --cache DIR|none     LMDB cache of preprocessed samples, shared by\n"
+	"                       mounts (default $XDG_CACHE_HOME/batchfs)\n"
+	"  --cache-size SIZE    cache limit (default 10% of the free disk\n"
+	"                       space, at most 64G)\n"
 	"  --format F           auto, tfrecord, tar (WebDataset) or folder (auto)\n"
 	"  --image-key KEY      Example feature with the JPEG (image/encoded)\n"
 	"  --label-key KEY      int64 Example feature with the label, or none\n"
@@ -151,7 +154,7 @@ static int cmd_mount(int argc, char **argv)
 	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
-	       O_LABEL_OFFSET };
+	       O_LABEL_OFFSET, O_CACHE_SIZE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -173,6 +176,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "rank", required_argument, 0, O_RANK },
 		{ "world", required_argument, 0, O_WORLD },
 		{ "label-offset", required_argument, 0, O_LABEL_OFFSET },
+		{ "cache-size", required_argument, 0, O_CACHE_SIZE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -185,7 +189,7 @@ static int cmd_mount(int argc, char **argv)
 	o.engine.height = o.engine.width = 224;
 	o.engine.dtype = BFS_DTYPE_FLOAT32;
 	o.engine.max_pixels = 64ull << 20;
-	o.cache = "none";
+	o.cache = NULL; /* the default directory */
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hfdo:", lo, NULL)) != -1) {
 		switch (c) {
@@ -229,6 +233,11 @@ static int cmd_mount(int argc, char **argv)
 			o.engine.shuffle = 1;
 			break;
 		}
+		case O_CACHE_SIZE:
+			if (parse_size(optarg, &v) || v < (1u << 20))
+				return bad("--cache-size", optarg, "a size such as 20G");
+			o.cache_size = v;
+			break;
 		case O_LABEL_OFFSET: {
 			char *end;
 
@@ -331,12 +340,6 @@ static int cmd_mount(int argc, char **argv)
 	if (o.engine.world && o.engine.rank >= o.engine.world) {
 		fprintf(stderr, "batchfs mount: --rank %u must be below --world %u\n",
 			o.engine.rank, o.engine.world);
-		return 2;
-	}
-	if (strcmp(o.cache, "none") != 0) {
-		fprintf(stderr,
-			"batchfs mount: --cache %s: the LMDB sample cache is not part of this version yet; use --cache none (the default)\n",
-			o.cache);
 		return 2;
 	}
 	o.shard_dir = argv[optind];

@@ -42,6 +42,8 @@ struct mnt {
 	const bfs_mount_opts *o;
 	bfs_source *src;
 	bfs_engine *eng;
+	bfs_cache *cache;         /* NULL with --cache none or if it failed */
+	char cache_fp[17];
 	bfs_ns_shape shape;
 	char *dataset_json;       /* built once, read-only after mount */
 	size_t dataset_len;
@@ -159,7 +161,16 @@ static int build_dataset_json(struct mnt *m)
 		bfs_json_str(&j, "prefetch", "auto");
 	bfs_json_u64(&j, "mem_bytes", eo->mem_bytes);
 	bfs_json_u64(&j, "slots", eo->slots);
-	bfs_json_str(&j, "cache", "none");
+	if (m->cache) {
+		bfs_cache_stats cs;
+
+		bfs_cache_get_stats(m->cache, &cs);
+		bfs_json_str(&j, "cache", bfs_cache_dir(m->cache));
+		bfs_json_u64(&j, "cache_size", cs.map_bytes);
+		bfs_json_str(&j, "cache_fingerprint", m->cache_fp);
+	} else {
+		bfs_json_str(&j, "cache", "none");
+	}
 	bfs_json_str(&j, "fingerprint", m->fingerprint);
 	bfs_json_open(&j, "files", '{');
 	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
@@ -616,6 +627,33 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_close(&j, '}');
 	bfs_json_u64(&j, "reader_waits", st.reader_waits);
 	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
+	if (m->cache) {
+		bfs_cache_stats cs;
+
+		bfs_cache_get_stats(m->cache, &cs);
+		bfs_json_open(&j, "cache", '{');
+		bfs_json_str(&j, "dir", bfs_cache_dir(m->cache));
+		bfs_json_u64(&j, "hits", cs.hits);
+		bfs_json_u64(&j, "misses", cs.misses);
+		bfs_json_f64(&j, "hit_rate", cs.hits + cs.misses
+			     ? (double)cs.hits / (double)(cs.hits + cs.misses) : 0);
+		bfs_json_u64(&j, "inserts", cs.inserts);
+		bfs_json_u64(&j, "evictions", cs.evictions);
+		bfs_json_u64(&j, "dropped_queue", cs.dropped_queue);
+		bfs_json_u64(&j, "dropped_full", cs.dropped_full);
+		bfs_json_u64(&j, "crc_errors", cs.crc_errors);
+		bfs_json_u64(&j, "write_errors", cs.write_errors);
+		bfs_json_u64(&j, "entries", cs.entries);
+		bfs_json_u64(&j, "bytes_used", cs.bytes_used);
+		bfs_json_u64(&j, "file_bytes", cs.file_bytes);
+		bfs_json_u64(&j, "size_limit", cs.map_bytes);
+		bfs_json_bool(&j, "full", cs.full);
+		bfs_json_u64(&j, "index_hits", cs.index_hits);
+		bfs_json_u64(&j, "index_misses", cs.index_misses);
+		bfs_json_close(&j, '}');
+	} else {
+		bfs_json_null(&j, "cache");
+	}
 	bfs_json_open(&j, "readers", '[');
 	for (unsigned r = 0; r < st.nreaders; r++) {
 		const bfs_reader_stats *rs = &st.readers[r];
@@ -696,6 +734,46 @@ static void on_sample_error(void *ctx, const bfs_sample_error *e)
 		bfs_log(BFS_LOG_WARN, "bad sample %llu (%s record %llu): %s",
 			(unsigned long long)e->sample, shard,
 			(unsigned long long)e->record, msg);
+}
+
+static int index_get(void *ctx, const char *dir, const char *shard,
+		     uint64_t size, int64_t mtime_ns, void **blob, size_t *len)
+{
+	return bfs_cache_index_get(ctx, dir, shard, size, mtime_ns, blob, len);
+}
+
+static int index_put(void *ctx, const char *dir, const char *shard,
+		     uint64_t size, int64_t mtime_ns, const void *blob,
+		     size_t len)
+{
+	return bfs_cache_index_put(ctx, dir, shard, size, mtime_ns, blob, len);
+}
+
+/* Open the sample cache for this mount's settings.  A cache that cannot
+ * be opened is not fatal: the mount decodes everything and says why. */
+static void open_cache(struct mnt *m, char *why, size_t cap)
+{
+	const bfs_mount_opts *o = m->o;
+	char efp[17], settings[1024], errmsg[BFS_ERRMSG_MAX] = "";
+	bfs_cache_opts co = { 0 };
+	int err;
+
+	if (o->cache && strcmp(o->cache, "none") == 0)
+		return;
+	bfs_engine_fingerprint(&o->engine, efp);
+	snprintf(settings, sizeof(settings), "image_key=%s;label_key=%s",
+		 o->source.image_key ? o->source.image_key : "image/encoded",
+		 o->source.label_key ? o->source.label_key : "image/class/label");
+	bfs_cache_fingerprint(m->cache_fp, efp, settings);
+	co.dir = o->cache;
+	co.max_bytes = o->cache_size;
+	co.fingerprint = m->cache_fp;
+	err = bfs_cache_open(&co, &m->cache, errmsg);
+	if (err) {
+		m->cache = NULL;
+		snprintf(why, cap, "cache disabled: %s",
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+	}
 }
 
 /* Undo the octal escapes of /proc/self/mountinfo ("\040" for a space). */
@@ -800,10 +878,18 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	char optstr[1024], logpath[PATH_MAX] = "";
 	FILE *logf = NULL;
 	bfs_engine_opts eo = o->engine;
+	bfs_source_opts so = o->source;
+	char cache_why[BFS_ERRMSG_MAX + 32] = "";
 	int err, status = 1, mounted = 0;
 
 	clock_gettime(CLOCK_REALTIME, &m.mounted);
-	if ((err = bfs_source_open(&o->source, &m.src, errmsg))) {
+	open_cache(&m, cache_why, sizeof(cache_why));
+	if (m.cache) {
+		so.index_get = index_get;
+		so.index_put = index_put;
+		so.index_ctx = m.cache;
+	}
+	if ((err = bfs_source_open(&so, &m.src, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
 		notify(notify_fd, 0, msg);
@@ -811,6 +897,8 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	}
 	eo.on_sample_error = on_sample_error;
 	eo.ctx = &m;
+	eo.cache = m.cache;
+	memcpy(eo.cache_fp, m.cache_fp, sizeof(eo.cache_fp));
 	if ((err = bfs_engine_create(m.src, &eo, &m.eng, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: %s",
 			 errmsg[0] ? errmsg : bfs_strerror(err));
@@ -861,12 +949,14 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 			     BFS_LOG_INFO);
 	}
 	snprintf(msg, sizeof(msg),
-		 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d%s%s%s",
+		 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d, cache %s%s%s%s%s%s%s",
 		 bfs_source_dir(m.src), o->mountpoint,
 		 (unsigned long long)bfs_source_count(m.src),
 		 (unsigned long long)m.shape.batches, eo.batch ? eo.batch : 32,
 		 bfs_dtype_name(eo.dtype), bfs_engine_options(m.eng)->height,
 		 bfs_engine_options(m.eng)->width,
+		 m.cache ? bfs_cache_dir(m.cache) : "none",
+		 cache_why[0] ? " (" : "", cache_why, cache_why[0] ? ")" : "",
 		 logpath[0] ? "; log: " : "", logpath,
 		 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
 	if (notify_fd >= 0)
@@ -912,8 +1002,9 @@ out:
 		fuse_destroy(fuse);
 	}
 	fuse_opt_free_args(&args);
-	bfs_engine_destroy(m.eng);
+	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	bfs_source_close(m.src);
+	bfs_cache_close(m.cache);
 	free(m.dataset_json);
 	if (logf)
 		fclose(logf);

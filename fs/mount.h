@@ -17,7 +17,9 @@ typedef struct {
 	const char *mountpoint;
 	bfs_source_opts source;
 	bfs_engine_opts engine;
-	const char *cache;        /* "none" (the LMDB cache is not built yet) */
+	const char *cache;        /* cache directory; NULL = the default
+				   ($XDG_CACHE_HOME/batchfs); "none" = off */
+	uint64_t cache_size;      /* --cache-size; 0 = the cache's default */
 	int foreground;           /* -f: stay in the foreground, log to stderr */
 	int debug;                /* -d: FUSE debug output, implies -f */
 	const char *log_path;     /* daemon log; NULL = default location */

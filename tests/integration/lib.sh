@@ -28,6 +28,8 @@ t_cleanup() {
 
 t_begin() {
 	T_DIR=$(mktemp -d /tmp/batchfs-test.XXXXXX)
+	# each test gets a private default sample cache, never the user's
+	export XDG_CACHE_HOME="$T_DIR/xdg-cache"
 	trap t_cleanup EXIT
 	trap 'exit 130' INT TERM
 	if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
