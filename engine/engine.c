@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/augment.h"
 #include "engine/decode.h"
 #include "engine/permute.h"
 #include "engine/resize.h"
@@ -72,6 +73,8 @@ struct bfs_batch {
 	unsigned err_at;      /* sample position of err */
 	char errmsg[BFS_ERRMSG_MAX];
 	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
+	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
+				 else NULL (images are the cached form) */
 	int64_t *labels;
 	/* cache bookkeeping, position j owned like images[j] */
 	struct cache_rec *rec;
@@ -120,6 +123,11 @@ struct bfs_engine {
 	uint64_t total;       /* per_epoch * epochs */
 	size_t sample_bytes;
 	size_t images_cap;    /* bytes of one slot's image buffer */
+	int s1_h, s1_w;       /* stage-1 (cached) sample size */
+	bfs_dtype s1_dtype;
+	size_t s1_bytes;
+	int post;             /* stage 2 does something */
+	bfs_post_opts post_o;
 
 	pthread_mutex_t lock;
 	pthread_cond_t work;  /* a slot got work, or stop */
@@ -159,6 +167,49 @@ static uint64_t now_ns(void)
 }
 
 /* ---- geometry --------------------------------------------------------- */
+
+/* The cached (stage-1) form of a sample for these options. */
+static void stage1_of(const bfs_engine_opts *o, int *h, int *w, bfs_dtype *dt,
+		      int *post)
+{
+	int oh = o->height ? o->height : 224, ow = o->width ? o->width : 224;
+
+	*post = o->augment_flip || o->augment_crop || o->nchw || o->normalize;
+	*h = oh;
+	*w = ow;
+	if (o->augment_crop) { /* crop HxW out of a sample 8/7 larger */
+		*h = oh + (oh + 3) / 7;
+		*w = ow + (ow + 3) / 7;
+	}
+	/* stage 2 computes in float32 unless it only moves uint8 bytes */
+	*dt = *post && o->dtype == BFS_DTYPE_FLOAT16 ? BFS_DTYPE_FLOAT32 : o->dtype;
+}
+
+void bfs_engine_cached_shape(const bfs_engine *e, int *h, int *w)
+{
+	*h = e->s1_h;
+	*w = e->s1_w;
+}
+
+int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
+			  int *flip, int *x0, int *y0)
+{
+	bfs_aug a = { 0 };
+	uint64_t i;
+
+	if (id >= e->total || j >= bfs_engine_batch_count(e, id))
+		return -EINVAL;
+	i = bfs_order_sample(&e->orders[id / e->per_epoch],
+			     (id % e->per_epoch) * e->o.batch + j);
+	if (e->o.augment_flip || e->o.augment_crop)
+		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+			     e->o.height, e->o.width, e->o.augment_flip,
+			     e->o.augment_crop, &a);
+	*flip = a.flip;
+	*x0 = a.x0;
+	*y0 = a.y0;
+	return 0;
+}
 
 uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
 {
@@ -332,7 +383,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		return err;
 	if (w->cr && bfs_cache_key_make(&rec->key, e->o.cache_fp,
 					bfs_source_dir(e->src), &id) == 0) {
-		err = bfs_cache_get(w->cr, &rec->key, dst, e->sample_bytes, label);
+		err = bfs_cache_get(w->cr, &rec->key, dst, e->s1_bytes, label);
 		if (err == 0) {
 			pthread_mutex_lock(&e->lock);
 			e->st.cache_hits++;
@@ -363,7 +414,9 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		return BFS_E_TOOBIG;
 	}
 	px = (size_t)sw * (size_t)sh * 4; /* CMYK decodes through 4 channels */
-	rs = bfs_resize_scratch_size(sw, sh, e->o.width, e->o.height);
+	rs = e->o.resize_crop
+		? bfs_resize_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h)
+		: bfs_resize_scratch_size(sw, sh, e->s1_w, e->s1_h);
 	if ((err = reserve(w, w->in.cap + (px > w->dec_bytes ? px : w->dec_bytes) +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
@@ -382,11 +435,16 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		w->scratch = n;
 		w->scratch_cap = rs;
 	}
-	err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3, dst, e->o.width,
-			     e->o.height, e->o.dtype, w->scratch);
+	if (e->o.resize_crop)
+		err = bfs_resize_rgb_crop(rgb, sw, sh, (size_t)sw * 3,
+					  e->o.crop_from, dst, e->s1_w, e->s1_h,
+					  e->s1_dtype, w->scratch);
+	else
+		err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3, dst, e->s1_w,
+				     e->s1_h, e->s1_dtype, w->scratch);
 	if (err)
 		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", sw, sh,
-			   e->o.width, e->o.height);
+			   e->s1_w, e->s1_h);
 	if (!err)
 		rec->raw_label = *label;
 	else
@@ -405,16 +463,36 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 /* Produce position j of batch id.  In skip mode a bad sample is replaced
  * by the next source sample that decodes (wrapping), so the result is a
  * function of the data alone.  Returns 0 or the error for position j. */
+/* Stage 2 for position j: augmentation drawn from (seed, epoch, sample),
+ * normalization and layout, from the stage-1 sample s1 into out. */
+static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
+		   void *out)
+{
+	bfs_aug a = { 0 };
+
+	if (!e->post)
+		return;
+	if (e->o.augment_flip || e->o.augment_crop)
+		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+			     e->o.height, e->o.width, e->o.augment_flip,
+			     e->o.augment_crop, &a);
+	else
+		bfs_aug_draw(0, 0, 0, e->s1_h, e->s1_w, e->o.height, e->o.width,
+			     0, 0, &a);
+	bfs_post_apply(&e->post_o, &a, s1, out);
+}
+
 static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
-		   int64_t *label, struct cache_rec *rec, char *msg)
+		   void *s1, int64_t *label, struct cache_rec *rec, char *msg)
 {
 	bfs_engine *e = w->e;
 	uint64_t i = sample_of(e, id, j);
-	int err = make_sample(w, i, dst, label, rec, msg);
+	int err = make_sample(w, i, s1, label, rec, msg);
 
 	trim(w);
 	if (!err) {
 		*label += e->o.label_offset;
+		finish(e, id, i, s1, dst);
 		return 0;
 	}
 	if (e->o.on_error == BFS_ON_ERROR_FAIL) {
@@ -424,12 +502,13 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	for (uint64_t step = 1; step < e->nsamples; step++) {
 		uint64_t r = (i + step) % e->nsamples;
 		char rmsg[BFS_ERRMSG_MAX];
-		int rerr = make_sample(w, r, dst, label, rec, rmsg);
+		int rerr = make_sample(w, r, s1, label, rec, rmsg);
 
 		trim(w);
 		if (!rerr) {
 			report_error(e, i, err, msg, 1, r);
 			*label += e->o.label_offset;
+			finish(e, id, i, s1, dst);
 			return 0;
 		}
 		report_error(e, r, rerr, rmsg, 0, 0);
@@ -457,12 +536,20 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 	 * which makes the first touch ~30x cheaper on these VMs. */
 	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
 		b->images = NULL;
+	if (e->post && b->images &&
+	    posix_memalign((void **)&b->stage1, 2u << 20, e->s1_bytes * e->o.batch)) {
+		free(b->images);
+		b->images = NULL;
+		b->stage1 = NULL;
+	}
 	b->labels = calloc(e->o.batch, sizeof(*b->labels));
 	b->rec = calloc(e->o.batch, sizeof(*b->rec));
 	b->items = e->o.cache ? calloc(e->o.batch, sizeof(*b->items)) : NULL;
 	b->e = e;
 	if (!b->images || !b->labels || !b->rec || (e->o.cache && !b->items)) {
 		free(b->images);
+		free(b->stage1);
+		b->stage1 = NULL;
 		free(b->labels);
 		free(b->rec);
 		free(b->items);
@@ -475,7 +562,8 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 #ifdef MADV_HUGEPAGE
 	madvise(b->images, e->images_cap, MADV_HUGEPAGE);
 #endif
-	e->st.mem_bytes += e->images_cap + e->o.batch * sizeof(*b->labels);
+	e->st.mem_bytes += e->images_cap + e->o.batch * sizeof(*b->labels) +
+			   (e->post ? e->s1_bytes * e->o.batch : 0);
 	return 0;
 }
 
@@ -802,8 +890,9 @@ static void submit_to_cache(bfs_engine *e, struct bfs_batch *b)
 			continue;
 		b->items[n].key = b->rec[j].key;
 		b->items[n].label = b->rec[j].raw_label;
-		b->items[n].data = b->images + (size_t)j * e->sample_bytes;
-		b->items[n].len = e->sample_bytes;
+		b->items[n].data = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
+					     : b->images + (size_t)j * e->sample_bytes;
+		b->items[n].len = e->s1_bytes;
 		n++;
 	}
 	bfs_cache_submit(e->o.cache, b->items, n, cache_done, b);
@@ -859,6 +948,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&e->lock);
 
 		err = produce(w, id, j, b->images + (size_t)j * e->sample_bytes,
+			      b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
+					: b->images + (size_t)j * e->sample_bytes,
 			      &b->labels[j], &b->rec[j], msg);
 		if (err)
 			b->rec[j].decoded = 0;
@@ -974,11 +1065,42 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
 			  bfs_dtype_size(e->o.dtype);
 	e->images_cap = e->sample_bytes * e->o.batch;
+	if (e->o.resize_crop && !e->o.crop_from)
+		e->o.crop_from = 256;
+	stage1_of(&e->o, &e->s1_h, &e->s1_w, &e->s1_dtype, &e->post);
+	e->s1_bytes = (size_t)e->s1_h * e->s1_w * 3 * bfs_dtype_size(e->s1_dtype);
+	if (e->o.resize_crop &&
+	    (e->o.crop_from < e->s1_h || e->o.crop_from < e->s1_w)) {
+		bfs_seterr(errmsg,
+			   "--crop-from %d is smaller than the %dx%d window it must hold",
+			   e->o.crop_from, e->s1_h, e->s1_w);
+		free(e->orders);
+		free(e);
+		return -EINVAL;
+	}
+	if (e->post) {
+		char why[BFS_ERRMSG_MAX];
+
+		e->post_o = (bfs_post_opts){
+			.src_h = e->s1_h, .src_w = e->s1_w, .src_dtype = e->s1_dtype,
+			.h = e->o.height, .w = e->o.width, .out_dtype = e->o.dtype,
+			.nchw = e->o.nchw, .normalize = e->o.normalize,
+		};
+		memcpy(e->post_o.mean, e->o.mean, sizeof(e->o.mean));
+		memcpy(e->post_o.std, e->o.std, sizeof(e->o.std));
+		if (bfs_post_check(&e->post_o, why)) {
+			bfs_seterr(errmsg, "%s", why);
+			free(e->orders);
+			free(e);
+			return -EINVAL;
+		}
+	}
 
 	/* Split the budget: scratch for every worker (at least SCRATCH_BASE
 	 * each, an eighth of the budget if that is more), the rest in slots. */
 	{
-		uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t);
+		uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
+				      (e->post ? (uint64_t)e->s1_bytes * e->o.batch : 0);
 		uint64_t scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
 		uint64_t slots;
 
@@ -1076,6 +1198,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	}
 	for (unsigned s = 0; s < e->nslots && e->slots; s++) {
 		free(e->slots[s].images);
+		free(e->slots[s].stage1);
 		free(e->slots[s].labels);
 		free(e->slots[s].rec);
 		free(e->slots[s].items);
@@ -1145,14 +1268,18 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 {
 	char desc[256];
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-	int n;
+	int n, s1h, s1w, post;
+	bfs_dtype dt;
 
+	stage1_of(o, &s1h, &s1w, &dt, &post);
 	n = snprintf(desc, sizeof(desc),
 		     "batchfs-format=%d;size=%dx%d;dtype=%s;"
 		     "decode=turbojpeg-ifast-fancy-cmyk-adobe;"
 		     "resize=bilinear-halfpixel-noaa",
-		     BFS_FORMAT_VERSION, o->height ? o->height : 224,
-		     o->width ? o->width : 224, bfs_dtype_name(o->dtype));
+		     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
+	if (o->resize_crop && n > 0 && n < (int)sizeof(desc))
+		n += snprintf(desc + n, sizeof(desc) - (size_t)n, ";crop-from=%d",
+			      o->crop_from ? o->crop_from : 256);
 	for (int i = 0; i < n && i < (int)sizeof(desc); i++) {
 		h ^= (unsigned char)desc[i];
 		h *= 0x100000001b3ull;

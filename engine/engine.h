@@ -63,6 +63,18 @@ typedef struct {
 	int shuffle;             /* each epoch a permutation of (seed, epoch) */
 	uint64_t seed;
 	int64_t label_offset;    /* added to every label */
+	/* Stage 1 (cached): decode, then resize.  resize_crop 0: stretch to
+	 * the size (tf.image.resize); 1: shorter side to crop_from (0 = 256),
+	 * keeping the aspect ratio, then the center window (ImageNet eval). */
+	int resize_crop;
+	int crop_from;
+	/* Stage 2 (after the cache, per epoch): a random horizontal flip and
+	 * a random HxW crop out of a sample cached 8/7 larger, drawn from
+	 * (seed, epoch, sample); then (x - mean) / std; then the layout. */
+	int augment_flip, augment_crop;
+	int nchw;
+	int normalize;
+	float mean[3], std[3];
 	/* The persistent sample cache, or NULL.  Samples are looked up before
 	 * decoding and every batch's decoded samples are submitted once it is
 	 * complete.  The cache must outlive the engine. */
@@ -140,6 +152,13 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e);
 unsigned bfs_engine_epochs(const bfs_engine *e);
 /* Samples in batch id (B, or fewer for the last one of an epoch). */
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
+/* Height and width of the cached (stage-1) form of a sample. */
+void bfs_engine_cached_shape(const bfs_engine *e, int *h, int *w);
+
+/* The augmentation drawn for position j of batch id (all zero without
+ * --augment).  0 or -EINVAL. */
+int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
+			  int *flip, int *x0, int *y0);
 /* Source index of position j of batch id, or UINT64_MAX if out of range. */
 uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id,
 				 unsigned j);
@@ -173,9 +192,10 @@ const int64_t *bfs_batch_labels(const bfs_batch *b);
 
 void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
 
-/* Fingerprint of every setting that changes a sample's bytes (size, dtype,
- * decode and resize rules, BFS_FORMAT_VERSION): 16 hex digits + NUL.  Two
- * mounts with equal fingerprints produce equal samples from equal JPEGs. */
+/* Fingerprint of every setting that changes a cached (stage-1) sample's
+ * bytes (its size, dtype, resize mode, decode and resize rules,
+ * BFS_FORMAT_VERSION), but not of stage 2 (augmentation, normalization,
+ * layout), which runs after the cache: 16 hex digits + NUL. */
 void bfs_engine_fingerprint(const bfs_engine_opts *opts, char out[17]);
 /* Copy up to max recorded bad samples (oldest first) into out; returns how
  * many were recorded in all (which may exceed max). */

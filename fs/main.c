@@ -46,6 +46,16 @@ static const char usage_mount[] =
 	"  --dtype T            float32 (resized/255, the tf.data default),\n"
 	"                       float16 (the same, rounded to half) or uint8\n"
 	"                       (resized value rounded to nearest)\n"
+	"  --resize MODE        stretch: to HxW as tf.image.resize (default);\n"
+	"                       crop: shorter side to --crop-from (256), then\n"
+	"                       the center HxW (ImageNet evaluation)\n"
+	"  --augment LIST       flip, crop or flip,crop: a random horizontal\n"
+	"                       flip (p=1/2) and/or a random HxW crop from a\n"
+	"                       sample cached 8/7 larger, drawn per (seed,\n"
+	"                       epoch, sample); applied after the cache\n"
+	"  --layout L           nhwc (default) or nchw\n"
+	"  --mean R,G,B         normalize (x - mean) / std, in the 0..1 scale\n"
+	"  --std R,G,B          (e.g. 0.485,0.456,0.406 and 0.229,0.224,0.225)\n"
 	"  --label-offset K     add K to every label (-1 maps the 1..1000\n"
 	"                       labels of TF's ImageNet scripts to 0..999)\n"
 	"  --threads auto|N     decode threads (auto: all online cores)\n"
@@ -154,7 +164,8 @@ static int cmd_mount(int argc, char **argv)
 	enum { O_BATCH = 256, O_SIZE, O_DTYPE, O_THREADS, O_PREFETCH, O_CACHE,
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
-	       O_LABEL_OFFSET, O_CACHE_SIZE };
+	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
+	       O_LAYOUT, O_MEAN, O_STD };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -177,6 +188,12 @@ static int cmd_mount(int argc, char **argv)
 		{ "world", required_argument, 0, O_WORLD },
 		{ "label-offset", required_argument, 0, O_LABEL_OFFSET },
 		{ "cache-size", required_argument, 0, O_CACHE_SIZE },
+		{ "resize", required_argument, 0, O_RESIZE },
+		{ "crop-from", required_argument, 0, O_CROP_FROM },
+		{ "augment", required_argument, 0, O_AUGMENT },
+		{ "layout", required_argument, 0, O_LAYOUT },
+		{ "mean", required_argument, 0, O_MEAN },
+		{ "std", required_argument, 0, O_STD },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -189,6 +206,7 @@ static int cmd_mount(int argc, char **argv)
 	o.engine.height = o.engine.width = 224;
 	o.engine.dtype = BFS_DTYPE_FLOAT32;
 	o.engine.max_pixels = 64ull << 20;
+	o.engine.std[0] = o.engine.std[1] = o.engine.std[2] = 1.0f;
 	o.cache = NULL; /* the default directory */
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hfdo:", lo, NULL)) != -1) {
@@ -231,6 +249,56 @@ static int cmd_mount(int argc, char **argv)
 			if (errno || end == optarg || *end || optarg[0] == '-')
 				return bad("--shuffle", optarg, "a seed, 0..2^64-1");
 			o.engine.shuffle = 1;
+			break;
+		}
+		case O_RESIZE:
+			if (!strcmp(optarg, "stretch"))
+				o.engine.resize_crop = 0;
+			else if (!strcmp(optarg, "crop"))
+				o.engine.resize_crop = 1;
+			else
+				return bad("--resize", optarg, "stretch or crop");
+			break;
+		case O_CROP_FROM: {
+			unsigned cf;
+
+			if (parse_uint(optarg, 1, 16384, &cf))
+				return bad("--crop-from", optarg, "1..16384");
+			o.engine.crop_from = (int)cf;
+			break;
+		}
+		case O_AUGMENT: {
+			char buf[64], *tok, *save = NULL;
+
+			snprintf(buf, sizeof(buf), "%s", optarg);
+			for (tok = strtok_r(buf, ",", &save); tok;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (!strcmp(tok, "flip"))
+					o.engine.augment_flip = 1;
+				else if (!strcmp(tok, "crop"))
+					o.engine.augment_crop = 1;
+				else if (strcmp(tok, "none"))
+					return bad("--augment", optarg, "flip, crop, flip,crop or none");
+			}
+			break;
+		}
+		case O_LAYOUT:
+			if (!strcmp(optarg, "nhwc"))
+				o.engine.nchw = 0;
+			else if (!strcmp(optarg, "nchw"))
+				o.engine.nchw = 1;
+			else
+				return bad("--layout", optarg, "nhwc or nchw");
+			break;
+		case O_MEAN:
+		case O_STD: {
+			float *v = c == O_MEAN ? o.engine.mean : o.engine.std;
+			char tail;
+
+			if (sscanf(optarg, "%f,%f,%f%c", &v[0], &v[1], &v[2], &tail) != 3)
+				return bad(c == O_MEAN ? "--mean" : "--std", optarg,
+					   "three numbers R,G,B in the 0..1 scale");
+			o.engine.normalize = 1;
 			break;
 		}
 		case O_CACHE_SIZE:

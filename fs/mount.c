@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <pthread.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <turbojpeg.h>
+
 #include "engine/npy.h"
+#include "engine/preview.h"
 #include "engine/version.h"
 #include "fs/json.h"
 #include "fs/log.h"
@@ -44,6 +48,17 @@ struct mnt {
 	bfs_engine *eng;
 	bfs_cache *cache;         /* NULL with --cache none or if it failed */
 	char cache_fp[17];
+	/* index.json / preview.jpg made recently, so that stat (which must
+	 * know the size) and the open that follows build them only once */
+	pthread_mutex_t made_lock;
+	struct made {
+		bfs_node_kind kind;
+		uint64_t id;
+		char *buf;        /* owned here; NULL = empty entry */
+		size_t len;
+		uint64_t used;
+	} made[8];                /* protected by made_lock */
+	uint64_t made_tick;
 	bfs_ns_shape shape;
 	char *dataset_json;       /* built once, read-only after mount */
 	size_t dataset_len;
@@ -78,6 +93,12 @@ static size_t file_header(const struct mnt *m, const bfs_node *n, char *hdr,
 	unsigned count = bfs_engine_batch_count(m->eng, batch_id(m, n));
 	uint64_t shape[4] = { count, (uint64_t)eo->height,
 			      (uint64_t)eo->width, 3 };
+
+	if (eo->nchw) {
+		shape[1] = 3;
+		shape[2] = (uint64_t)eo->height;
+		shape[3] = (uint64_t)eo->width;
+	}
 	int len;
 
 	if (n->kind == BFS_NODE_LABELS) {
@@ -92,6 +113,11 @@ static size_t file_header(const struct mnt *m, const bfs_node *n, char *hdr,
 }
 
 static int build_stats(struct mnt *m, struct text_file *tf);
+static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf);
+static int build_preview(struct mnt *m, const bfs_node *n,
+			 struct text_file *tf);
+static int made_len(struct mnt *m, const bfs_node *n, size_t *len);
+static int made_copy(struct mnt *m, const bfs_node *n, struct text_file *tf);
 
 /* ---- dataset.json ----------------------------------------------------- */
 
@@ -118,12 +144,50 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_u64(&j, "epochs", bfs_engine_epochs(m->eng));
 	bfs_json_open(&j, "shape", '[');
 	bfs_json_u64(&j, NULL, eo->batch);
+	if (eo->nchw)
+		bfs_json_u64(&j, NULL, 3);
 	bfs_json_u64(&j, NULL, (uint64_t)eo->height);
 	bfs_json_u64(&j, NULL, (uint64_t)eo->width);
-	bfs_json_u64(&j, NULL, 3);
+	if (!eo->nchw)
+		bfs_json_u64(&j, NULL, 3);
 	bfs_json_close(&j, ']');
 	bfs_json_str(&j, "dtype", bfs_dtype_name(eo->dtype));
-	bfs_json_str(&j, "layout", "NHWC");
+	bfs_json_str(&j, "layout", eo->nchw ? "NCHW" : "NHWC");
+	bfs_json_str(&j, "resize_mode", eo->resize_crop ? "crop" : "stretch");
+	if (eo->resize_crop)
+		bfs_json_u64(&j, "crop_from", (uint64_t)eo->crop_from);
+	bfs_json_open(&j, "augment", '[');
+	if (eo->augment_flip)
+		bfs_json_str(&j, NULL, "flip");
+	if (eo->augment_crop)
+		bfs_json_str(&j, NULL, "crop");
+	bfs_json_close(&j, ']');
+	{
+		int ch, cw;
+
+		bfs_engine_cached_shape(m->eng, &ch, &cw);
+		bfs_json_open(&j, "cached_shape", '[');
+		bfs_json_u64(&j, NULL, (uint64_t)ch);
+		bfs_json_u64(&j, NULL, (uint64_t)cw);
+		bfs_json_u64(&j, NULL, 3);
+		bfs_json_close(&j, ']');
+	}
+	if (eo->augment_flip || eo->augment_crop)
+		bfs_json_str(&j, "augment_rule",
+			     "drawn from (seed, epoch, sample index) alone: flip = horizontal with "
+			     "probability 1/2; crop = the HxW window at (y0, x0), y0 and x0 uniform "
+			     "integers on [0, cached_h - H] and [0, cached_w - W], independent; "
+			     "without crop the window is centered (rounded down)");
+	if (eo->normalize) {
+		bfs_json_open(&j, "mean", '[');
+		for (int c = 0; c < 3; c++)
+			bfs_json_f64(&j, NULL, eo->mean[c]);
+		bfs_json_close(&j, ']');
+		bfs_json_open(&j, "std", '[');
+		for (int c = 0; c < 3; c++)
+			bfs_json_f64(&j, NULL, eo->std[c]);
+		bfs_json_close(&j, ']');
+	}
 	bfs_json_str(&j, "label_dtype", "int64");
 	bfs_json_i64(&j, "label_offset", eo->label_offset);
 	bfs_json_str(&j, "normalization",
@@ -175,6 +239,8 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_open(&j, "files", '{');
 	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
 	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
+	bfs_json_str(&j, "provenance", "epoch-NNNN/batch-NNNNNN.index.json");
+	bfs_json_str(&j, "preview", "epoch-NNNN/batch-NNNNNN.preview.jpg");
 	bfs_json_close(&j, '}');
 	bfs_json_close(&j, '}');
 	if (bfs_json_end(&j)) {
@@ -184,6 +250,199 @@ static int build_dataset_json(struct mnt *m)
 	m->dataset_json = j.buf;
 	m->dataset_len = j.len;
 	return 0;
+}
+
+/* ---- provenance and preview ------------------------------------------ */
+
+/* batch-NNNNNN.index.json: for each position, where the sample came from,
+ * its label and the augmentation drawn.  Waits for the batch (for the
+ * labels); a failed batch still lists its samples, with the error. */
+static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	uint64_t id = batch_id(m, n);
+	unsigned count = bfs_engine_batch_count(m->eng, id);
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_batch *b = NULL;
+	bfs_json j;
+	int err;
+
+	bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid, id);
+	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid, id,
+			     &b, msg);
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_u64(&j, "epoch", n->epoch);
+	bfs_json_u64(&j, "batch", n->batch);
+	bfs_json_u64(&j, "count", count);
+	if (err)
+		bfs_json_str(&j, "error", msg[0] ? msg : bfs_strerror(err));
+	bfs_json_open(&j, "samples", '[');
+	for (unsigned k = 0; k < count; k++) {
+		uint64_t i = bfs_engine_sample_index(m->eng, id, k), rec = 0;
+		const char *shard = bfs_source_sample_shard(m->src, i, &rec);
+		const char *member = bfs_source_member_name(m->src, i);
+		int flip, x0, y0;
+
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_u64(&j, "position", k);
+		bfs_json_u64(&j, "sample", i);
+		bfs_json_str(&j, "shard", shard);
+		switch (bfs_source_format(m->src)) {
+		case BFS_FORMAT_TFRECORD:
+			bfs_json_u64(&j, "record", rec);
+			break;
+		case BFS_FORMAT_TAR:
+			bfs_json_str(&j, "member", member);
+			break;
+		default:
+			break;
+		}
+		if (b)
+			bfs_json_i64(&j, "label", bfs_batch_labels(b)[k]);
+		else
+			bfs_json_null(&j, "label");
+		if ((eo->augment_flip || eo->augment_crop) &&
+		    bfs_engine_sample_aug(m->eng, id, k, &flip, &x0, &y0) == 0) {
+			bfs_json_open(&j, "augment", '{');
+			bfs_json_bool(&j, "flip", flip);
+			bfs_json_open(&j, "crop", '[');
+			bfs_json_u64(&j, NULL, (uint64_t)y0);
+			bfs_json_u64(&j, NULL, (uint64_t)x0);
+			bfs_json_u64(&j, NULL, (uint64_t)eo->height);
+			bfs_json_u64(&j, NULL, (uint64_t)eo->width);
+			bfs_json_close(&j, ']');
+			bfs_json_close(&j, '}');
+		}
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_close(&j, '}');
+	if (b)
+		bfs_engine_put(m->eng, b);
+	if (bfs_json_end(&j)) {
+		bfs_json_free(&j);
+		return -ENOMEM;
+	}
+	tf->buf = j.buf;
+	tf->len = j.len;
+	return 0;
+}
+
+/* batch-NNNNNN.preview.jpg: the batch as the model sees it, normalization
+ * undone for display, with each tile's label (class name for folders). */
+static int build_preview(struct mnt *m, const bfs_node *n, struct text_file *tf)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
+	uint64_t id = batch_id(m, n);
+	char msg[BFS_ERRMSG_MAX] = "";
+	const char **names = NULL;
+	size_t ncls = bfs_source_nclasses(m->src);
+	bfs_preview_opts po = { 0 };
+	unsigned char *jpeg = NULL;
+	unsigned long len = 0;
+	bfs_batch *b;
+	int err;
+
+	bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid, id);
+	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid, id,
+			     &b, msg);
+	if (err)
+		return -EIO;
+	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
+		for (size_t c = 0; c < ncls; c++)
+			names[c] = bfs_source_class_name(m->src, c);
+	}
+	po.h = eo->height;
+	po.w = eo->width;
+	po.dtype = eo->dtype;
+	po.nchw = eo->nchw;
+	po.normalized = eo->normalize;
+	memcpy(po.mean, eo->mean, sizeof(po.mean));
+	memcpy(po.std, eo->std, sizeof(po.std));
+	err = bfs_preview_render(&po, bfs_batch_images(b), bfs_batch_labels(b),
+				 names, bfs_batch_count(b), &jpeg, &len, msg);
+	bfs_engine_put(m->eng, b);
+	free(names);
+	if (err) {
+		char esc[2 * BFS_ERRMSG_MAX];
+
+		bfs_log(BFS_LOG_WARN, "preview of epoch %u batch %llu: %s",
+			n->epoch, (unsigned long long)n->batch,
+			bfs_log_escape(msg, esc, sizeof(esc)));
+		return err == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	/* copy into malloc'd memory: text_file buffers are released with free() */
+	tf->buf = malloc(len ? len : 1);
+	if (!tf->buf) {
+		tjFree(jpeg);
+		return -ENOMEM;
+	}
+	memcpy(tf->buf, jpeg, len);
+	tf->len = len;
+	tjFree(jpeg);
+	return 0;
+}
+
+/* Find or build the index.json / preview.jpg of node n.  Lock held. */
+static struct made *made_get_locked(struct mnt *m, const bfs_node *n,
+				    int *err)
+{
+	uint64_t id = batch_id(m, n);
+	struct made *slot = &m->made[0];
+	struct text_file tf = { 0 };
+
+	for (size_t i = 0; i < sizeof(m->made) / sizeof(m->made[0]); i++) {
+		struct made *e = &m->made[i];
+
+		if (e->buf && e->kind == n->kind && e->id == id) {
+			e->used = ++m->made_tick;
+			return e;
+		}
+		if (!e->buf || e->used < slot->used)
+			slot = e;
+	}
+	*err = n->kind == BFS_NODE_INDEX ? build_index(m, n, &tf)
+					 : build_preview(m, n, &tf);
+	if (*err)
+		return NULL;
+	free(slot->buf);
+	slot->kind = n->kind;
+	slot->id = id;
+	slot->buf = tf.buf;
+	slot->len = tf.len;
+	slot->used = ++m->made_tick;
+	return slot;
+}
+
+static int made_len(struct mnt *m, const bfs_node *n, size_t *len)
+{
+	struct made *e;
+	int err = 0;
+
+	pthread_mutex_lock(&m->made_lock);
+	if ((e = made_get_locked(m, n, &err)))
+		*len = e->len;
+	pthread_mutex_unlock(&m->made_lock);
+	return err;
+}
+
+static int made_copy(struct mnt *m, const bfs_node *n, struct text_file *tf)
+{
+	struct made *e;
+	int err = 0;
+
+	pthread_mutex_lock(&m->made_lock);
+	if ((e = made_get_locked(m, n, &err))) {
+		if ((tf->buf = malloc(e->len ? e->len : 1))) {
+			memcpy(tf->buf, e->buf, e->len);
+			tf->len = e->len;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&m->made_lock);
+	return err;
 }
 
 /* ---- FUSE operations -------------------------------------------------- */
@@ -248,6 +507,19 @@ static int op_getattr(const char *path, struct stat *st,
 		st->st_size = (off_t)(file_header(m, &n, hdr, sizeof(hdr),
 						  &data_len) + data_len);
 		break;
+	case BFS_NODE_INDEX:
+	case BFS_NODE_PREVIEW: {
+		/* Their size depends on the produced batch, so stat waits for
+		 * it; readdir does not list them, so `ls -l` never does. */
+		size_t len = 0;
+		int err = made_len(m, &n, &len);
+
+		if (err)
+			return err;
+		st->st_mode = S_IFREG | 0444;
+		st->st_size = (off_t)len;
+		break;
+	}
 	}
 	st->st_nlink = st->st_nlink ? st->st_nlink : 1;
 	st->st_blksize = 1 << 20;
@@ -293,6 +565,8 @@ static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
 		if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
 		    filler(buf, name, NULL, 0, 0))
 			break;
+		/* .index.json and .preview.jpg exist but are not listed:
+		 * their size needs the batch decoded (see op_getattr) */
 	}
 	return 0;
 }
@@ -337,6 +611,20 @@ static int op_open(const char *path, struct fuse_file_info *fi)
 		bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid,
 				batch_id(m, &n));
 		return 0;
+	case BFS_NODE_INDEX:
+	case BFS_NODE_PREVIEW: {
+		struct text_file *tf = calloc(1, sizeof(*tf));
+
+		if (!tf)
+			return -ENOMEM;
+		if ((err = made_copy(m, &n, tf))) {
+			free(tf);
+			return err;
+		}
+		fi->fh = (uint64_t)(uintptr_t)tf; /* freed in op_release */
+		fi->keep_cache = 1;               /* the bytes never change */
+		return 0;
+	}
 	}
 	return -ENOENT;
 }
@@ -412,7 +700,9 @@ static int op_read(const char *path, char *buf, size_t size, off_t off,
 	switch (n.kind) {
 	case BFS_NODE_DATASET_JSON:
 		return copy_out(buf, size, off, m->dataset_json, m->dataset_len);
-	case BFS_NODE_STATS_JSON: {
+	case BFS_NODE_STATS_JSON:
+	case BFS_NODE_INDEX:
+	case BFS_NODE_PREVIEW: {
 		struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
 
 		return tf ? copy_out(buf, size, off, tf->buf, tf->len) : -EIO;
@@ -460,6 +750,9 @@ static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
 	if (strcmp(name, "user.batchfs.shape") == 0) {
 		if (n->kind == BFS_NODE_LABELS)
 			len = snprintf(val, cap, "(%u,)", count);
+		else if (eo->nchw)
+			len = snprintf(val, cap, "(%u, 3, %d, %d)", count,
+				       eo->height, eo->width);
 		else
 			len = snprintf(val, cap, "(%u, %d, %d, 3)", count,
 				       eo->height, eo->width);
@@ -883,6 +1176,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	int err, status = 1, mounted = 0;
 
 	clock_gettime(CLOCK_REALTIME, &m.mounted);
+	pthread_mutex_init(&m.made_lock, NULL);
 	open_cache(&m, cache_why, sizeof(cache_why));
 	if (m.cache) {
 		so.index_get = index_get;
@@ -1005,6 +1299,9 @@ out:
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	bfs_source_close(m.src);
 	bfs_cache_close(m.cache);
+	for (size_t i = 0; i < sizeof(m.made) / sizeof(m.made[0]); i++)
+		free(m.made[i].buf);
+	pthread_mutex_destroy(&m.made_lock);
 	free(m.dataset_json);
 	if (logf)
 		fclose(logf);

@@ -40,9 +40,14 @@ int bfs_ns_name(const bfs_ns_shape *shape, const bfs_node *node, char *buf,
 		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
+	case BFS_NODE_INDEX:
+	case BFS_NODE_PREVIEW:
 		n = snprintf(buf, cap, "batch-%0*llu%s", bw,
 			     (unsigned long long)node->batch,
-			     node->kind == BFS_NODE_LABELS ? ".labels.npy" : ".npy");
+			     node->kind == BFS_NODE_LABELS ? ".labels.npy"
+			     : node->kind == BFS_NODE_INDEX ? ".index.json"
+			     : node->kind == BFS_NODE_PREVIEW ? ".preview.jpg"
+			     : ".npy");
 		break;
 	default:
 		return -EINVAL;
@@ -92,23 +97,31 @@ static int parse_epoch(const bfs_ns_shape *shape, const char *name,
 static int parse_batch(const bfs_ns_shape *shape, const char *name,
 		       size_t len, bfs_node *node)
 {
-	static const char lab[] = ".labels.npy", npy[] = ".npy";
-	size_t end;
+	static const struct {
+		const char *suffix;
+		bfs_node_kind kind;
+	} kinds[] = { /* longest first: ".labels.npy" before ".npy" */
+		{ ".labels.npy", BFS_NODE_LABELS },
+		{ ".index.json", BFS_NODE_INDEX },
+		{ ".preview.jpg", BFS_NODE_PREVIEW },
+		{ ".npy", BFS_NODE_BATCH },
+	};
+	size_t end = 0;
 	uint64_t b;
 
 	if (len < 6 || memcmp(name, "batch-", 6) != 0)
 		return -ENOENT;
-	if (len > 6 + sizeof(lab) - 1 &&
-	    memcmp(name + len - (sizeof(lab) - 1), lab, sizeof(lab) - 1) == 0) {
-		node->kind = BFS_NODE_LABELS;
-		end = len - (sizeof(lab) - 1);
-	} else if (len > 6 + sizeof(npy) - 1 &&
-		   memcmp(name + len - (sizeof(npy) - 1), npy, sizeof(npy) - 1) == 0) {
-		node->kind = BFS_NODE_BATCH;
-		end = len - (sizeof(npy) - 1);
-	} else {
-		return -ENOENT;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t sl = strlen(kinds[k].suffix);
+
+		if (len > 6 + sl && memcmp(name + len - sl, kinds[k].suffix, sl) == 0) {
+			node->kind = kinds[k].kind;
+			end = len - sl;
+			break;
+		}
 	}
+	if (!end)
+		return -ENOENT;
 	if (parse_u64(name + 6, end - 6, &b) || b >= shape->batches)
 		return -ENOENT;
 	node->batch = b;

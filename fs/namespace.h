@@ -6,6 +6,8 @@
  *   /epoch-NNNN/                    one directory per epoch
  *   /epoch-NNNN/batch-NNNNNN.npy         images of one batch
  *   /epoch-NNNN/batch-NNNNNN.labels.npy  labels of the same batch
+ *   /epoch-NNNN/batch-NNNNNN.index.json  where each sample came from
+ *   /epoch-NNNN/batch-NNNNNN.preview.jpg contact sheet of the batch
  *
  * Only canonical names exist: a name parses when printing the parsed node
  * gives back exactly the same string, so "batch-0001.npy", "batch-+00001.npy",
@@ -26,12 +28,14 @@ typedef enum {
 	BFS_NODE_EPOCH,       /* directory epoch-NNNN */
 	BFS_NODE_BATCH,       /* batch-NNNNNN.npy */
 	BFS_NODE_LABELS,      /* batch-NNNNNN.labels.npy */
+	BFS_NODE_INDEX,       /* batch-NNNNNN.index.json */
+	BFS_NODE_PREVIEW,     /* batch-NNNNNN.preview.jpg */
 } bfs_node_kind;
 
 typedef struct {
 	bfs_node_kind kind;
 	uint32_t epoch;   /* EPOCH, BATCH, LABELS */
-	uint64_t batch;   /* BATCH, LABELS: index within the epoch */
+	uint64_t batch;   /* BATCH ... PREVIEW: index within the epoch */
 } bfs_node;
 
 typedef struct {
