@@ -8,6 +8,8 @@
 #   make fuzz-build        only build them
 #   make fuzz-deps         install clang, libFuzzer and valgrind (Debian)
 #   make valgrind          the unit tests under valgrind memcheck
+#   make known-bugs        reproducers of reported bugs in files we do not
+#                          own; fails while one reproduces (not in `make test`)
 #
 # `make test` replays the committed corpora (tests/fuzz/corpus/) through the
 # same targets built with $(CC) and SAN: $(BUILD)/tests/test_fuzz_corpus.
@@ -70,4 +72,11 @@ tests: $(BUILD)/tests/test_fuzz_corpus
 valgrind: $(TEST_BIN) $(BUILD)/tests/test_fuzz_corpus
 	bash tests/fuzz/valgrind.sh $(BUILD)
 
-.PHONY: fuzz fuzz-build fuzz-deps valgrind
+$(BUILD)/tests/known_bugs: tests/fuzz/known_bugs.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+known-bugs: $(BUILD)/tests/known_bugs
+	$(BUILD)/tests/known_bugs
+
+.PHONY: fuzz fuzz-build fuzz-deps valgrind known-bugs

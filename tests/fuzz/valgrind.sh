@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every unit test binary (BUILD/tests/test_*) under valgrind memcheck,
-# failing on any error or definite/indirect/possible leak.  Called by
+# failing on any error or definite/indirect/possible leak (of the test
+# process itself: children a test forks are not checked).  Called by
 # `make valgrind`; BUILD must be a build without SAN.
 #   tests/fuzz/valgrind.sh [BUILD]
 set -u
@@ -11,6 +12,7 @@ for t in "$build"/tests/test_*; do
 	[ -x "$t" ] || continue
 	log=$(mktemp)
 	valgrind --tool=memcheck --error-exitcode=99 --leak-check=full \
+		--child-silent-after-fork=yes \
 		--errors-for-leak-kinds=definite,indirect,possible \
 		--show-leak-kinds=definite,indirect,possible \
 		--track-origins=yes --quiet "$t" >"$log" 2>&1
