@@ -19,12 +19,15 @@ $(BENCH_SERVE): tools/bench/fuseserve.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
-# The full run (< 15 minutes on 2 cores); rewrites docs/BENCHMARKS.md.
+# The full run (< 15 minutes on 2 cores); rewrites docs/BENCHMARKS.md and
+# leaves every raw number in $(BUILD)/bench.json.
 bench: $(BENCH_DEPS)
-	$(BENCH_PY) tools/bench.py --build $(BUILD) --doc docs/BENCHMARKS.md $(BENCH_ARGS)
+	$(BENCH_PY) tools/bench.py --build $(BUILD) --doc docs/BENCHMARKS.md \
+		--json $(BUILD)/bench.json $(BENCH_ARGS)
 
-# Smaller sizes for a fast check; leaves docs/ alone.
+# Smaller sizes for a fast check (about a minute); leaves docs/ alone.
 bench-quick: $(BENCH_DEPS)
-	$(BENCH_PY) tools/bench.py --build $(BUILD) --quick $(BENCH_ARGS)
+	$(BENCH_PY) tools/bench.py --build $(BUILD) --quick \
+		--json $(BUILD)/bench-quick.json $(BENCH_ARGS)
 
 .PHONY: bench bench-quick
