@@ -21,9 +21,14 @@ Stages, all in one run, every ratio taken from numbers of this run:
   scale     1,000 shards of 1,000 tiny records: index build time, daemon
             bytes per sample, time to `ls` the 31,250-batch epoch folder
   serve     FUSE serving of batches already in memory: first read, re-read
-            (keep_cache), mmap, and -o direct_io when the mount accepts it
-  profile   perf record -a over one more cold float32 epoch: where the CPU
-            time goes (decode, resize, FUSE copies, ...); full run only
+            (keep_cache), mmap, and -o direct_io when the mount accepts it;
+            then the same reads from build/bench_fuseserve, a bare FUSE
+            server of in-memory files, under each serving choice (reply
+            copy or not, read-ahead window, splice, threads, direct_io,
+            keep_cache, notify_store push)
+  profile   perf record of the daemon and the reader over one more cold
+            float32 epoch: where the CPU time goes (decode, resize, page
+            faults, FUSE copies, ...); full run only
 
 Data: ../shared/data/imagenet-sample packed with `batchfs mkshards` and
 repeated (hard links under new names) until the epoch holds >= 2,000
@@ -189,7 +194,7 @@ def busy_processes(exclude_pids):
         except (ValueError, IndexError):
             continue
         if cpu > 20 and pid not in exclude_pids:
-            hogs.append(f"{f[-1]} (pid {pid}, {cpu:.0f}%)")
+            hogs.append(f"{f[-1]} (pid {pid}, {cpu:.0f}%, nice {f[3]})")
     return hogs
 
 
