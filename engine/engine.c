@@ -567,9 +567,24 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 	return 0;
 }
 
+/* Is batch id the one some reader is reading now?  Between two read()s
+ * of one file nothing is pinned, so this keeps a batch from being evicted
+ * in the middle of its reader.  Lock held. */
+static int being_read_locked(const bfs_engine *e, uint64_t id)
+{
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++)
+		if (e->readers[r].key && e->readers[r].last_id == id)
+			return 1;
+	return 0;
+}
+
 /* Pick a slot to reuse for a new batch.  Readers (for_reader) may take any
  * idle slot and may cancel unpinned read-ahead; read-ahead takes only free
- * slots or batches that were already read.  Lock held.  NULL if none. */
+ * slots or batches that were already read.  Memory already touched is
+ * reused before a never-used slot is: the first touch of fresh pages costs
+ * the kernel a page fault and zeroing (measured: most of a cold epoch's
+ * kernel time), so the working set stays as small as read-ahead needs.
+ * Lock held.  NULL if none. */
 static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
 {
 	struct bfs_batch *best = NULL;
@@ -581,12 +596,15 @@ static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
 
 		if (b->pins || b->inflight)
 			continue;
-		if (b->state == SLOT_FREE)
+		if (b->state == SLOT_FREE && b->images)
 			rank = 0;
-		else if (b->state != SLOT_FILLING && b->consumed)
+		else if (b->state != SLOT_FILLING && b->consumed &&
+			 !being_read_locked(e, b->id))
 			rank = 1;
+		else if (b->state == SLOT_FREE)
+			rank = 2; /* never used: its pages are not touched yet */
 		else if (b->state != SLOT_FILLING && for_reader)
-			rank = 2;
+			rank = 3;
 		else
 			continue;
 		if (rank < best_rank ||
