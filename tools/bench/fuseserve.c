@@ -30,7 +30,7 @@
  * DESIGN: one read-only buffer (`data`) serves every file; the push runs
  * on its own thread, started at most once (`pushed`, atomic).
  */
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 312 /* fuse_loop_cfg_* (3.12); 3.14 is installed */
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
