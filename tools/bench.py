@@ -1096,27 +1096,39 @@ METHOD = """
   own `bfs_decoder`, resize scratch and a 32-sample output buffer (2 MiB
   aligned, `MADV_HUGEPAGE`, touched before timing), takes the next sample from
   a shared counter and decodes + resizes it.  No files, no FUSE, no batching.
-  The median of several passes over the epoch, after a short warm-up.
+  One pass over the epoch after a short warm-up.
 * **Cold epoch**: a fresh `batchfs mount -f` per epoch (so nothing is
   decoded yet; the shard files are in the page cache, as the ceiling's bytes
   are in memory), one reader reading `batch-K.npy` then `batch-K.labels.npy`
   for every K in order with 16 MiB `read()`s, timed from the first open to
-  the last byte.  The median of several mounts.  MB/s counts the bytes read
-  through the mount.
+  the last byte.  MB/s counts the bytes read through the mount.  Ceiling
+  passes and cold epochs alternate (ceiling, cold, ceiling, cold, ...) so that
+  a change in background load hits both; each side is the median of its
+  rounds.
+* **CPU per image**: user + system CPU time of the daemon (every thread, from
+  `/proc/PID/stat`) plus the reader, over the images of the epoch; for the
+  ceiling, the worker threads' CPU clocks; for tf.data, the whole process.
+  Unlike images/s it hardly moves with other load on the machine.  When the
+  machine is busy, batchfs (workers + FUSE threads + reader) wins a larger
+  share of the cores than the 2-thread ceiling does, which can push the
+  images/s ratio above the CPU ratio; on a quiet machine the images/s ratio
+  cannot beat the CPU ratio.
 * **Consumer**: a fresh mount; for each batch, read both files, then sleep
-  the step (1.2x the cold float32 production time per batch, and 40 ms).
-  Idle share = time inside open/read / wall time.  "Steady state" leaves out
-  the first batch, which no read-ahead can hide; the whole-epoch number keeps
-  it.  The time inside read() counts the FUSE copy of a ready batch too, not
-  only waiting for the decoder.
+  the step (1.2x the cold production time per batch of that dtype, and
+  40 ms).  Idle share = time inside open/read / wall time.  "Steady state"
+  leaves out the first batch, which no read-ahead can hide; the whole-epoch
+  number keeps it.  The time inside read() counts the FUSE copy of a ready
+  batch too, not only waiting for the decoder; the notes split the two with
+  the engine's own wait time from stats.json.
 * **tf.data** (tools/bench/tf_seed.py): `TFRecordDataset` over the same shard
   files, `interleave(num_parallel_calls=AUTOTUNE)`, `map(parse_single_example
   + decode_jpeg(channels=3) + resize + / 255, AUTOTUNE)`, `batch(32)`,
   `prefetch(AUTOTUNE)`; one warm-up of two batches, then the median of several
   epochs, each from a fresh iterator.  TensorFlow uses all cores.
 * **Memory**: `VmHWM` (peak RSS) of the daemon from `/proc/PID/status` after
-  reading a whole epoch of >= 10,000 samples; the budget is `--mem` plus
-  64 MiB.
+  reading a whole epoch of >= 10,000 samples (one reader in order, and four
+  readers in a shuffled order); the budget is `--mem` plus 64 MiB (the
+  default budget as stats.json reports it).
 * **Scale**: one shard of 1,000 records of an 8x8 JPEG (written by `batchfs
   mkshards`), hard-linked under 1,000 names (warm page cache).  Index build =
   from starting `batchfs mount -f` to the mount answering.  Memory per sample
@@ -1126,7 +1138,14 @@ METHOD = """
   `--prefetch 16`; batch 0 is read, then the bench waits until every batch
   is produced and times reads of batches 1..8 (19.3 MB each) twice: the first
   read of a batch that sits decoded in the daemon, then the re-read (served
-  from the page cache because batch files are opened with keep_cache).
+  from the page cache because batch files are opened with keep_cache).  Then
+  `build/bench_fuseserve` (tools/bench/fuseserve.c), a bare low-level FUSE
+  server of eight in-memory 19.3 MB files, shows each serving choice alone:
+  reply from a copy or straight from memory, read-ahead window, splice, the
+  multithreaded loop, direct_io, keep_cache off, and pushing the files into
+  the page cache with `fuse_lowlevel_notify_store` before they are read.
+* **Where the time goes**: `perf record -F 1999 -p DAEMON,READER` over one
+  more cold float32 epoch, samples bucketed by library and symbol.
 """
 
 
