@@ -510,26 +510,50 @@ class Bench:
 
     # -- 4. consumer --
 
-    def consumer(self, step_s, label, dtype):
-        P.begin("consumer_" + label, f"consumer {dtype}, step {step_s * 1e3:.1f} ms")
-        mv = memoryview(bytearray(READ_SIZE))
+    def consumer(self, step_s, label, dtype, overlap=False):
+        """One "training" reader: read batch k (both files), sleep step_s.
+        overlap: a second thread reads batch k+1 into a second buffer while
+        the main thread sleeps on batch k (a DataLoader-style double buffer);
+        idle is then only the time the main thread waits for that thread."""
+        P.begin("consumer_" + label, f"consumer {dtype}, step {step_s * 1e3:.1f} ms"
+                + (", read-ahead thread" if overlap else ""))
+        bufs = [memoryview(bytearray(READ_SIZE)) for _ in range(2 if overlap else 1)]
         with Mount(self, self.epoch_dir, self.mount_opts(dtype)) as m:
             nb = m.ds["batches_per_epoch"]
-            waits = []
-            t0 = time.perf_counter()
-            for k in range(nb):
-                ta = time.perf_counter()
+
+            def fetch(k, mv):
                 read_file(m.batch(k), mv)
                 read_file(m.batch(k, labels=True), mv)
-                waits.append(time.perf_counter() - ta)
-                P.update((k + 1) / nb, f"{k + 1}/{nb}")
-                time.sleep(step_s)
+            waits = []
+            t0 = time.perf_counter()
+            if not overlap:
+                for k in range(nb):
+                    ta = time.perf_counter()
+                    fetch(k, bufs[0])
+                    waits.append(time.perf_counter() - ta)
+                    P.update((k + 1) / nb, f"{k + 1}/{nb}")
+                    time.sleep(step_s)
+            else:
+                def start(k):
+                    th = threading.Thread(target=fetch, args=(k, bufs[k % 2]),
+                                          daemon=True)
+                    th.start()
+                    return th
+                th = start(0)
+                for k in range(nb):
+                    ta = time.perf_counter()
+                    th.join()
+                    waits.append(time.perf_counter() - ta)
+                    if k + 1 < nb:
+                        th = start(k + 1)
+                    P.update((k + 1) / nb, f"{k + 1}/{nb}")
+                    time.sleep(step_s)
             total = time.perf_counter() - t0
             st = m.stats()
         idle = sum(waits)
         steady = (idle - waits[0]) / (total - waits[0])
         r = {"step_s": step_s, "batches": nb, "dtype": dtype, "total_s": total,
-             "idle_s": idle, "idle_share": idle / total,
+             "overlap": overlap, "idle_s": idle, "idle_share": idle / total,
              "idle_share_steady": steady, "first_wait_s": waits[0],
              "median_wait_ms": statistics.median(waits[1:] or waits) * 1e3,
              "max_wait_ms": max(waits[1:] or waits) * 1e3, "stats": st}
@@ -999,12 +1023,14 @@ def build_rows(b):
                   f"ceiling {c['cpu_ms_per_image']:.2f} ms", None, None,
                   f"{c['cpu_ms_per_image'] / cpu:.2f} of ceiling", "(info)", "")
     for key, what in (("consumer_1.2x", "1.2x production"), ("consumer_40ms", "40 ms"),
-                      ("consumer_uint8-1.2x", "1.2x production")):
+                      ("consumer_uint8-1.2x", "1.2x production"),
+                      ("consumer_thread-1.2x", "1.2x production, reads in a 2nd thread")):
         c = r.get(key)
         if c:
             b.row(f"consumer {c['dtype']} idle, step {c['step_s'] * 1e3:.1f} ms ({what}), "
                   "steady state", None, None, f"{c['idle_share_steady'] * 100:.1f}% idle",
-                  "<= 5%", verdict(c["idle_share_steady"] <= 0.05))
+                  "<= 5%" if not c.get("overlap") else "(info)",
+                  verdict(c["idle_share_steady"] <= 0.05) if not c.get("overlap") else "")
             b.row(f"  same, whole epoch incl. first batch ({c['first_wait_s'] * 1e3:.0f} ms)",
                   None, None, f"{c['idle_share'] * 100:.1f}% idle", "(info)", "")
     t, e = r.get("tf"), r.get("cold_float32")
@@ -1188,10 +1214,12 @@ def main():
     # expected seconds of each stage on a quiet 2-core machine
     weights = {"data": 2, "cold_float32": 15, "cold_uint8": 15,
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
+               "consumer_thread-1.2x": 3,
                "tf": 20, "memory": 30, "scale": 4, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
-                        "consumer_40ms": 1, "consumer_uint8-1.2x": 1, "tf": 12,
+                        "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
+                        "consumer_thread-1.2x": 1, "tf": 12,
                         "memory": 6, "scale": 1})
     stage_of = {"cold": "ceiling"}
     P = Progress({k: v for k, v in weights.items()
@@ -1231,6 +1259,10 @@ def main():
             e = b.res["cold_uint8"]
             stage("consumer uint8 1.2x", b.consumer, 1.2 * e["seconds"] / e["batches"],
                   "uint8-1.2x", "uint8")
+        if "consumer" in stages and "cold_float32" in b.res:
+            e = b.res["cold_float32"]
+            stage("consumer float32 1.2x, read-ahead thread", b.consumer,
+                  1.2 * e["seconds"] / e["batches"], "thread-1.2x", "float32", True)
         if "tf" in stages:
             t = stage("tf.data", b.tf_seed)
             if t and "skipped" in t:
@@ -1315,11 +1347,13 @@ def report_notes(b, load, hogs, load_after, elapsed):
                           f"{e['seconds']:.2f} s" if isinstance(waits, (int, float)) else "")
                        + (f"; engine decoded {st['samples_decoded']:,} samples for "
                           f"{e['images']:,}" if "samples_decoded" in st else "") + ".")
-    for key in ("consumer_1.2x", "consumer_40ms", "consumer_uint8-1.2x"):
+    for key in ("consumer_1.2x", "consumer_40ms", "consumer_uint8-1.2x",
+                "consumer_thread-1.2x"):
         c = r.get(key)
         if c:
             st = c.get("stats", {})
-            out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms: "
+            out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms"
+                       f"{', reads in a second thread' if c.get('overlap') else ''}: "
                        f"{c['batches']} batches, first batch "
                        f"{c['first_wait_s'] * 1e3:.0f} ms, then median "
                        f"{c['median_wait_ms']:.1f} ms and max {c['max_wait_ms']:.1f} ms "
@@ -1327,7 +1361,12 @@ def report_notes(b, load, hogs, load_after, elapsed):
                        + (f"; of the {c['idle_s']:.2f} s idle, {st['reader_wait_seconds']:.2f} s "
                           f"were waits for the engine ({st['reader_waits']} waits, "
                           "stats.json), the rest the FUSE copy of ready batches"
-                          if "reader_waits" in st and "reader_wait_seconds" in st else "")
+                          if "reader_waits" in st and "reader_wait_seconds" in st
+                          and not c.get("overlap") else "")
+                       + (f"; the reading thread waited for the engine "
+                          f"{st['reader_wait_seconds']:.2f} s ({st['reader_waits']} waits)"
+                          if "reader_waits" in st and "reader_wait_seconds" in st
+                          and c.get("overlap") else "")
                        + ".")
     t = r.get("tf")
     if t and "rates" in t:
