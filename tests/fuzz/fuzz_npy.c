@@ -1,6 +1,7 @@
 /*
- * fuzz_npy.c - NPY header parsing (bfs_npy_parse) from any bytes, then a
- * round trip: a parsed C-order header is written again with
+ * fuzz_npy.c - NPY header parsing (bfs_npy_parse) from any bytes, the
+ * statistics of `batchfs inspect` (bfs_inspect_compute) over whatever data
+ * follow a header that fits, and a round trip: a parsed C-order header is written again with
  * bfs_npy_header and must parse back to the same descr and shape, with
  * bfs_npy_header_len agreeing with the bytes written.
  *
@@ -14,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/npy.h"
 #include "tests/fuzz/fuzz.h"
+#include "tools/inspect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,6 +54,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = info.ndim; i < BFS_NPY_MAX_NDIM; i++)
 		CHECK(info.shape[i] == 0, "shape[%d] set beyond ndim", i);
 
+	/* inspect reads data_len bytes after the header once the file is
+	 * known to hold them (as bfs_inspect_main checks). */
+	if (size - info.header_len >= info.data_len) {
+		bfs_inspect_stats st;
+
+		bfs_inspect_compute(data + info.header_len, &info, &st);
+		CHECK(!st.supported || st.count == info.data_len / item,
+		      "count %llu for %zu bytes",
+		      (unsigned long long)st.count, info.data_len);
+		CHECK(st.nan <= st.count, "more NaNs than values");
+	}
 	if (info.fortran_order)
 		return 0;
 	n = bfs_npy_header(out, sizeof(out), info.descr, info.shape, info.ndim);
