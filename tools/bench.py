@@ -198,6 +198,20 @@ def busy_processes(exclude_pids):
     return hogs
 
 
+def set_read_ahead_kb(mnt, kb):
+    """Set the read-ahead window of the file system mounted on mnt (its
+    backing device info in sysfs; root only).  True when it took."""
+    dev = os.stat(mnt).st_dev
+    path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+    try:
+        with open(path, "w") as f:
+            f.write(str(kb))
+        with open(path) as f:
+            return int(f.read()) == kb
+    except (OSError, ValueError):
+        return False
+
+
 def parse_size(text):
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
     if not m:
@@ -728,7 +742,7 @@ class Bench:
 
     # -- FUSE serving --
 
-    def serve_one(self, label, extra, how):
+    def serve_one(self, label, extra, how, ra_kb=None):
         """Mount the 10-batch serve set with read-ahead over all of it, read
         batch 0 (cold), wait until every batch is produced, then time first
         reads and re-reads of batches 1..8 (all full and in memory)."""
@@ -742,6 +756,8 @@ class Bench:
             tail = [l for l in str(e).splitlines() if l.strip()]
             return {"label": label, "error": (tail[0] if tail else "mount failed")[:120]}
         with m:
+            if ra_kb and not set_read_ahead_kb(m.mnt, ra_kb):
+                return {"label": label, "error": "cannot write read_ahead_kb (not root?)"}
             nb = m.ds["batches_per_epoch"]
             read_file(m.batch(0), mv)
             t0 = time.perf_counter()
@@ -800,13 +816,14 @@ class Bench:
         dio = (["--direct-io"] if re.search(r"^\s*--direct-io\b", self.help, re.M)
                else ["-o", "direct_io"])
         variants = [("read(), 16 MiB reads", [], "read"),
+                    ("read(), read_ahead_kb 1024 in sysfs (root)", [], "read", 1024),
                     ("mmap + copy", [], "mmap"),
                     (f"{' '.join(dio)}, read()", dio, "read"),
                     (f"{' '.join(dio)}, mmap + copy", dio, "mmap")]
-        for i, (label, extra, how) in enumerate(variants):
-            P.update(i / len(variants), label)
+        for i, (label, extra, how, *ra_kb) in enumerate(variants):
+            P.update(0.5 * i / len(variants), label)
             try:
-                out.append(self.serve_one(label, extra, how))
+                out.append(self.serve_one(label, extra, how, ra_kb[0] if ra_kb else None))
             except OSError as e:  # e.g. mmap refused under direct_io
                 out.append({"label": label, "error": f"{type(e).__name__}: {e}"})
         bare = []
@@ -814,8 +831,11 @@ class Bench:
             ra = ["--max-readahead", str(1 << 20)]
             plan = [("high-level style: memcpy to a reply buffer (batchfs today)",
                      ["--copy"] + ra),
+                    ("  same, read_ahead_kb 1024 in sysfs (root)", ["--copy"] + ra,
+                     1024),
                     ("fuse_reply_data from memory (no user-space copy)", ra),
-                    ("  same, max_readahead 128 KiB instead of 1 MiB",
+                    ("  same, conn->max_readahead 128 KiB instead of 1 MiB (the kernel "
+                     "keeps the smaller of it and read_ahead_kb, 128 by default)",
                      ["--max-readahead", str(128 << 10)]),
                     ("  same, splice (SPLICE_WRITE + SPLICE_MOVE)", ["--splice"] + ra),
                     ("  same, multithreaded loop", ["--mt"] + ra),
@@ -823,26 +843,31 @@ class Bench:
                     ("  same, keep_cache off", ["--no-keep-cache"] + ra),
                     ("  same, pushed into the page cache (notify_store) "
                      "before the read", ["--push"] + ra)]
-            for i, (label, opts) in enumerate(plan):
+            for i, (label, opts, *ra_kb) in enumerate(plan):
                 P.update(0.5 + 0.5 * i / len(plan), "bare FUSE server")
-                bare.append(self.bare_serve(label, opts))
+                bare.append(self.bare_serve(label, opts, ra_kb=ra_kb[0] if ra_kb else None))
         self.res["serve"] = {"memcpy_mb_s": memcpy, "variants": out, "bare": bare}
         P.update(1.0)
         return memcpy, out
 
-    def bare_serve(self, label, opts, files=8, reps=5):
-        """build/bench_fuseserve: 8 in-memory files of one float32 batch
-        each.  Per mount: stat every file, read f0 (starts a push with
-        --push, then wait for it), time the first read of f1..f7, then the
-        re-read; the median of `reps` mounts.  mmap: does a shared
-        read-only mapping (np.load mmap_mode='r') work?"""
+    def bare_serve(self, label, opts, files=16, reps=3, ra_kb=None):
+        """build/bench_fuseserve: `files` in-memory files of one float32
+        batch each.  Per mount: stat every file, read f0 (starts a push with
+        --push, then wait for it), time the first read of the others, then
+        the re-read; throughput is the median over `reps` mounts, CPU per GB
+        (server and reader, first reads) the total over them.  ra_kb: set
+        the mount's read_ahead_kb in sysfs first (root only).  mmap: does a
+        shared read-only mapping (np.load mmap_mode='r') work?"""
         import mmap
         size = 128 + 32 * 224 * 224 * 3 * 4
         mv = memoryview(bytearray(READ_SIZE))
         firsts, agains, push, mm = [], [], "", "?"
+        cpu_srv = cpu_rd = nfirst = 0
         for _ in range(reps):
             cmd = [self.serve_bin, "--files", str(files), "--size", str(size)] + opts + [None]
             with Mount(self, None, (), cmd=cmd) as m:
+                if ra_kb and not set_read_ahead_kb(m.mnt, ra_kb):
+                    return {"label": label, "error": "cannot write read_ahead_kb (not root?)"}
                 names = [os.path.join(m.mnt, f"f{k}") for k in range(files)]
                 for n in names:
                     os.stat(n)
@@ -853,9 +878,14 @@ class Bench:
                         time.sleep(0.01)
                     push = m.log_tail().split("push:")[-1].strip()
                 for phase, acc in (("first", firsts), ("again", agains)):
+                    c0, s0 = proc_cpu(m.pid), self_cpu()
                     t0 = time.perf_counter()
                     nbytes = sum(read_file(n, mv) for n in names[1:])
                     acc.append(nbytes / (time.perf_counter() - t0) / 1e6)
+                    if phase == "first":
+                        cpu_srv += proc_cpu(m.pid) - c0
+                        cpu_rd += self_cpu() - s0
+                        nfirst += nbytes
                 fd = os.open(names[1], os.O_RDONLY)
                 try:
                     mp = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
@@ -865,9 +895,11 @@ class Bench:
                     mm = e.strerror or str(e)
                 finally:
                     os.close(fd)
-        return {"label": label, "opts": opts, "first": statistics.median(firsts),
-                "again": statistics.median(agains), "first_best": max(firsts),
-                "again_best": max(agains), "mmap": mm, "push": push}
+        return {"label": label, "opts": opts, "ra_kb": ra_kb,
+                "first": statistics.median(firsts), "again": statistics.median(agains),
+                "first_best": max(firsts), "again_best": max(agains),
+                "server_cpu_s_per_gb": cpu_srv / nfirst * 1e9,
+                "reader_cpu_s_per_gb": cpu_rd / nfirst * 1e9, "mmap": mm, "push": push}
 
     # -- profile --
 
@@ -1407,18 +1439,23 @@ def report_notes(b, load, hogs, load_after, elapsed):
     if sv and sv.get("bare"):
         out.append("")
         out.append("The same reads from a bare FUSE server of in-memory files "
-                   "(build/bench_fuseserve, low-level API, no decoding; 7 files of "
-                   "19.3 MB per mount; median of 5 mounts, best in brackets):")
+                   "(build/bench_fuseserve, low-level API, no decoding; 15 files of "
+                   "19.3 MB per mount; median of 3 mounts, best in brackets; CPU "
+                   "seconds per GB of first reads, server + reader):")
         out.append("")
-        out.append("| serving choice | first read MB/s | re-read MB/s | shared mmap |")
-        out.append("|---|---:|---:|---|")
+        out.append("| serving choice | first read MB/s | CPU s/GB | re-read MB/s | shared mmap |")
+        out.append("|---|---:|---:|---:|---|")
         for v in sv["bare"]:
+            if "error" in v:
+                out.append(f"| {v['label']} | not available: {v['error']} | | | |")
+                continue
             out.append(f"| {v['label']} | {v['first']:,.0f} ({v.get('first_best', 0):,.0f}) | "
+                       f"{v['server_cpu_s_per_gb']:.2f} + {v['reader_cpu_s_per_gb']:.2f} | "
                        f"{v['again']:,.0f} ({v.get('again_best', 0):,.0f}) | {v['mmap']} |")
         for v in sv["bare"]:
             if v.get("push"):
                 out.append("")
-                out.append(f"notify_store push of 7 files: {v['push']}.")
+                out.append(f"notify_store push of the 15 files read after it: {v['push']}.")
     p = r.get("profile")
     if p:
         out.append("")
