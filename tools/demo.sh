@@ -31,8 +31,9 @@ fi
 say batchfs mkshards "$SRC" "$DIR/shards" --per-shard 128
 "$BATCHFS" mkshards "$SRC" "$DIR/shards" --per-shard 128
 mkdir -p "$MNT"
-say batchfs mount "$DIR/shards" "$MNT" --batch 32 --size 224x224
-"$BATCHFS" mount "$DIR/shards" "$MNT" --batch 32 --size 224x224 --log "$DIR/batchfs.log"
+say batchfs mount "$DIR/shards" "$MNT" --batch 32 --size 224x224 --cache "$DIR/cache"
+"$BATCHFS" mount "$DIR/shards" "$MNT" --batch 32 --size 224x224 --cache "$DIR/cache" \
+	--log "$DIR/batchfs.log"
 say ls "$MNT" "$MNT/epoch-0000 | head -4"
 ls "$MNT"
 ls "$MNT/epoch-0000" | head -4
@@ -45,10 +46,10 @@ say "python3 -c \"import numpy as np; x = np.load('.../batch-000000.npy'); print
 python3 -c "import numpy as np; x = np.load('$MNT/epoch-0000/batch-000000.npy'); print(x.shape, x.dtype, 'min %.3f max %.3f' % (x.min(), x.max()))"
 say batchfs inspect "$MNT/epoch-0000/batch-000000.labels.npy"
 "$BATCHFS" inspect "$MNT/epoch-0000/batch-000000.labels.npy"
-say "read one epoch"
-python3 - "$MNT" <<'PY'
+read_epoch() {
+	python3 - "$MNT" "$1" <<'PY'
 import json, os, sys, time
-mnt = sys.argv[1]
+mnt, what = sys.argv[1], sys.argv[2]
 ds = json.load(open(f"{mnt}/dataset.json"))
 t0 = time.perf_counter()
 nbytes = 0
@@ -58,8 +59,19 @@ for k in range(ds["batches_per_epoch"]):
 dt = time.perf_counter() - t0
 print(f"{ds['samples']} images in {ds['batches_per_epoch']} batches: "
       f"{dt:.2f} s, {ds['samples'] / dt:.0f} images/s, {nbytes / dt / 1e6:.0f} MB/s "
-      f"on {os.cpu_count()} cores (cold: every image decoded and resized)")
+      f"on {os.cpu_count()} cores ({what})")
 PY
+}
+say "read one epoch"
+read_epoch "cold: every image decoded and resized"
+say batchfs unmount "$MNT" "&&" batchfs mount ... "(same cache)"
+"$BATCHFS" unmount "$MNT"
+sleep 0.2
+"$BATCHFS" mount "$DIR/shards" "$MNT" --batch 32 --size 224x224 --cache "$DIR/cache" \
+	--log "$DIR/batchfs.log" >/dev/null
+say "read the epoch again"
+read_epoch "warm: every sample from the LMDB cache"
+python3 -c "import json; c = json.load(open('$MNT/stats.json'))['cache']; print('cache: %d hits, %d misses, %d entries' % (c['hits'], c['misses'], c['entries']))"
 say batchfs unmount "$MNT"
 "$BATCHFS" unmount "$MNT"
 echo "done."
