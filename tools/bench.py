@@ -362,7 +362,7 @@ class Bench:
         self.nmounts = 0
         self.cores = os.cpu_count() or 1
         self.rows = []      # table rows
-        self.notes = []     # numbered notes under the table
+        self.notes = []     # extra lines for the notes under the table
         self.res = {}       # raw results, for --json
         self.errors = []
         self.profile_text = ""
@@ -1361,6 +1361,8 @@ def report_notes(b, load, hogs, load_after, elapsed):
                    "mount --help` lists them): "
                    + ", ".join({"mem": "--mem", "prefetch_auto": "--prefetch auto",
                                 "threads_auto": "--threads auto"}[k] for k in missing) + ".")
+    for n in b.notes:
+        out.append(f"* {n}")
     for dt in ("float32", "uint8"):
         c, e = r.get("ceiling_" + dt), r.get("cold_" + dt)
         if c:
