@@ -133,6 +133,8 @@ shape = bytes([0x01, 0x00, 0x00, 0x63])  # 9 epochs, 100 batches
 for name, path in (("root", "/"), ("dataset", "/dataset.json"), ("stats", "/stats.json"),
                    ("epoch", "/epoch-0003"), ("batch", "/epoch-0000/batch-000042.npy"),
                    ("labels", "/epoch-0008/batch-000099.labels.npy"),
+                   ("index", "/epoch-0001/batch-000007.index.json"),
+                   ("preview", "/epoch-0002/batch-000000.preview.jpg"),
                    ("dotdot", "/epoch-0000/../../etc/passwd"),
                    ("short", "/epoch-0000/batch-0.npy"),
                    ("sign", "/epoch-0000/batch-+00001.npy"),
