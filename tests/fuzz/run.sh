@@ -24,6 +24,16 @@ max_len() {
 	esac
 }
 
+# -malloc_limit_mb: no single allocation over this, so a size field that
+# reaches malloc unchecked is a crash.  decode: 4M pixels * 4 bytes (CMYK)
+# = 16 MiB is the most the pixel limit lets through.
+malloc_limit() {
+	case $1 in
+	decode) echo 64 ;;
+	*) echo 256 ;;
+	esac
+}
+
 printf '%-10s %6s %12s %8s %6s %8s  %s\n' target secs executions exec/s cov corpus result
 for t in "$@"; do
 	bin=$build/fuzz_$t
@@ -32,12 +42,9 @@ for t in "$@"; do
 	mkdir -p "$work" "$build/artifacts"
 	dict=()
 	[ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
-	# -malloc_limit_mb: no single allocation over 256 MiB, so a size field
-	# that reaches malloc unchecked is a crash.  4M pixels * 4 = 16 MiB is
-	# the most the decode target may ask for.
 	"$bin" "$work" "tests/fuzz/corpus/$t" "${dict[@]+"${dict[@]}"}" \
 		-max_total_time="$secs" -max_len="$(max_len "$t")" -timeout=10 \
-		-rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
+		-rss_limit_mb=2048 -malloc_limit_mb="$(malloc_limit "$t")" -print_final_stats=1 \
 		-artifact_prefix="$build/artifacts/$t-" >"$log" 2>&1
 	rc=$?
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
