@@ -988,23 +988,26 @@ static void *worker_main(void *arg)
 			b->done += b->n - b->next;
 			b->next = b->n;
 		}
+		/* Readers wait for a slot to change state (or be unpinned, see
+		 * bfs_engine_put): wake them only then, not after every sample,
+		 * which cost ~7 context switches per image. */
 		if (b->cancelled) {
-			if (b->inflight == 0)
+			if (b->inflight == 0) {
 				b->state = SLOT_FREE;
+				pthread_cond_broadcast(&e->done);
+			}
 		} else if (b->done == b->n && b->inflight == 0) {
 			b->state = b->err ? SLOT_FAILED : SLOT_READY;
 			e->st.batches_produced++;
+			pthread_cond_broadcast(&e->done);
 			if (b->state == SLOT_READY && e->o.cache) {
 				/* pinned until the cache writer is done with it */
 				b->pins++;
-				pthread_cond_broadcast(&e->done);
 				pthread_mutex_unlock(&e->lock);
 				submit_to_cache(e, b);
 				pthread_mutex_lock(&e->lock);
-				continue;
 			}
 		}
-		pthread_cond_broadcast(&e->done);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;

@@ -371,7 +371,8 @@ static void store_index(bfs_source *s, const struct stat *st, const char *errmsg
 		return;
 	memcpy(h.magic, INDEX_MAGIC, 8);
 	memcpy(blob, &h, sizeof(h));
-	memcpy(blob + sizeof(h), errmsg, elen);
+	if (elen)
+		memcpy(blob + sizeof(h), errmsg, elen);
 	p = blob + sizeof(h) + elen;
 	for (uint64_t i = 0; i < sh->count; i++) {
 		const struct bfs_sample *smp = &s->samples[sh->first + i];
