@@ -10,14 +10,10 @@
  * decoder that has seen every earlier input, errors included, succeeds or
  * fails as a fresh one does, with the same pixels.
  *
- * KNOWN BUG (engine/decode.c, reported; docs/RELIABILITY.md): libjpeg keeps
- * quantization and Huffman tables in the handle from one image to the
- * next (they are not reset at SOI, for abbreviated streams), so an image
- * that uses a table slot it does not define itself decodes with whatever
- * the worker's previous image left there.  Until decode.c gives each image
- * fresh tables, the history property is checked only for self-contained
- * images (self_contained() below); set FUZZ_STRICT_HISTORY=1 in the
- * environment to check every input.  Reproducer: tests/fuzz/known_bugs.sh.
+ * That last property found engine/decode.c keeping libjpeg's quantization
+ * and Huffman tables from one image to the next (fixed in 96050e5: a
+ * fresh TurboJPEG handle per image); tests/fuzz/test_fuzz_corpus.c keeps
+ * the reproducers (tests/fuzz/corpus/decode/history-*) as a unit test.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,95 +26,12 @@
 #define MAX_PIXELS (4u << 20)
 #define FRESH_CHECK_PIXELS (256u << 10) /* compare with a fresh decoder up to this */
 
-/*
- * 1 if every quantization table a frame component uses, and (for Huffman
- * coding) every Huffman table a scan names, is defined in this stream
- * before the scan that needs it; 0 otherwise, or when the markers cannot
- * be followed.  Arithmetic conditioning tables need no check: SOI resets
- * them.
- */
-static int self_contained(const uint8_t *p, size_t n)
-{
-	uint8_t q[4] = { 0 }, h[2][4] = { { 0 } }, comp_q[256];
-	int arith = 0, have_sof = 0;
-	size_t i = 2;
-
-	memset(comp_q, 0xff, sizeof(comp_q));
-	if (n < 4 || p[0] != 0xFF || p[1] != 0xD8)
-		return 0;
-	while (i + 1 < n) {
-		unsigned m;
-		size_t len, j;
-
-		if (p[i] != 0xFF)
-			return 0;
-		m = p[i + 1];
-		if (m == 0xFF) {
-			i++;
-			continue;
-		}
-		if (m == 0xD9)
-			return 1;
-		if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {
-			i += 2;
-			continue;
-		}
-		if (i + 4 > n)
-			return 0;
-		len = (size_t)p[i + 2] << 8 | p[i + 3];
-		if (len < 2 || i + 2 + len > n)
-			return 0;
-		j = i + 4;
-		if (m == 0xDB) { /* DQT */
-			while (j < i + 2 + len) {
-				q[p[j] & 3] = 1;
-				j += 1 + ((p[j] >> 4) ? 128 : 64);
-			}
-		} else if (m == 0xC4) { /* DHT */
-			while (j + 17 <= i + 2 + len) {
-				size_t cnt = 0;
-
-				for (int k = 1; k <= 16; k++)
-					cnt += p[j + k];
-				h[(p[j] >> 4) & 1][p[j] & 3] = 1;
-				j += 17 + cnt;
-			}
-		} else if (m >= 0xC0 && m <= 0xCF && m != 0xC8 && m != 0xCC) {
-			if (len < 8)
-				return 0;
-			arith = m >= 0xC9;
-			have_sof = 1;
-			for (unsigned c = 0; c < p[i + 9] && j + 6 + 3 * c + 2 < i + 2 + len; c++)
-				comp_q[p[j + 6 + 3 * c]] = p[j + 6 + 3 * c + 2] & 3;
-		} else if (m == 0xDA) { /* SOS: check, then skip the entropy data */
-			if (!have_sof || len < 3)
-				return 0;
-			for (unsigned c = 0; c < p[j] && j + 1 + 2 * c + 1 < i + 2 + len; c++) {
-				uint8_t id = p[j + 1 + 2 * c], sel = p[j + 2 + 2 * c];
-
-				if (comp_q[id] == 0xff || !q[comp_q[id]])
-					return 0;
-				if (!arith && (!h[0][(sel >> 4) & 3] || !h[1][sel & 3]))
-					return 0;
-			}
-			i += 2 + len;
-			while (i + 1 < n && !(p[i] == 0xFF && p[i + 1] != 0 &&
-					      !(p[i + 1] >= 0xD0 && p[i + 1] <= 0xD7)))
-				i++;
-			continue;
-		}
-		i += 2 + len;
-	}
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bfs_decoder *d;
-	static int strict = -1;
 	char msg[BFS_ERRMSG_MAX];
 	const uint8_t *rgb = NULL;
-	int w = -1, h = -1, hw = -1, hh = -1, rh, r, history;
+	int w = -1, h = -1, hw = -1, hh = -1, rh, r;
 	volatile unsigned sink = 0;
 	uint64_t npix;
 
@@ -138,14 +51,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK_MSG(msg);
 	if (rh != 0 && rh != -ENOMEM)
 		CHECK(r == rh, "header failed (%d) but decode returned %d", rh, r);
-	strict = strict >= 0 ? strict : getenv("FUZZ_STRICT_HISTORY") != NULL;
-	history = strict || self_contained(data, size);
 	if (r != 0) {
 		CHECK(msg[0], "error %d without a message", r);
 		if (r == BFS_E_TOOBIG)
 			CHECK(rh == 0 && (uint64_t)hw * (uint64_t)hh > MAX_PIXELS,
 			      "TOOBIG for %dx%d", hw, hh);
-		if (r == BFS_E_DECODE && rh == 0 && history &&
+		if (r == BFS_E_DECODE && rh == 0 &&
 		    (uint64_t)hw * (uint64_t)hh <= FRESH_CHECK_PIXELS) {
 			bfs_decoder *fresh;
 			const uint8_t *rgb2;
@@ -166,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink += rgb[i];
 	sink += rgb[3 * npix - 1];
 
-	if (history && npix <= FRESH_CHECK_PIXELS) {
+	if (npix <= FRESH_CHECK_PIXELS) {
 		bfs_decoder *fresh;
 		const uint8_t *rgb2;
 		int w2, h2;

@@ -4,7 +4,9 @@
  * the ordinary compiler and SAN flags, as a unit test of `make test`.  The
  * corpora hold the seeds and every input that once broke a target, so a
  * fixed bug stays fixed without clang or libFuzzer.  A broken property
- * aborts (see fuzz.h).  Run from the repository root, as tests/run.sh does.
+ * aborts (see fuzz.h).  Also the decoder-history bug fuzz_decode found,
+ * which needs a particular image before the bad one.  Run from the
+ * repository root, as tests/run.sh does.
  */
 #include <dirent.h>
 #include <limits.h>
@@ -17,6 +19,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "engine/decode.h"
+#include "engine/error.h"
 
 int fuzz_tfrecord_one(const uint8_t *data, size_t size);
 int fuzz_example_one(const uint8_t *data, size_t size);
@@ -95,6 +100,72 @@ static void test_tar_corpus_replays_cleanly(void **state)
 	assert_true(replay("tar", fuzz_tar_one) > 0);
 }
 
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	*n = (size_t)ftell(f);
+	rewind(f);
+	b = malloc(*n ? *n : 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, *n, f), *n);
+	fclose(f);
+	return b;
+}
+
+/*
+ * A JPEG that uses a table it does not define (no DQT; no DHT) gives the
+ * same result on a decoder that decoded another image first as on a fresh
+ * one: libjpeg keeps tables in its handle, so decode.c must not reuse one
+ * across images (fuzz_decode found it; fixed in 96050e5).
+ */
+static void test_decoder_result_does_not_depend_on_the_previous_image(void **state)
+{
+	static const char *const pairs[][2] = {
+		{ "tests/data/golden/photo_500x375_420.jpg", "history-no-dqt.jpg" },
+		{ "tests/data/golden/tfenc_90x67_420.jpg", "history-no-dqt.jpg" },
+		{ "tests/data/golden/progressive_133x97_420.jpg", "history-no-dht.jpg" },
+		{ "tests/data/golden/small_20x15_420.jpg",
+		  "history-crash-848419419362cda71d9d333bbef26e7b9f64c38f" },
+	};
+
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		char path[PATH_MAX], msg[BFS_ERRMSG_MAX];
+		size_t pn, tn;
+		uint8_t *p = slurp(pairs[i][0], &pn), *t, *copy = NULL;
+		const uint8_t *a, *b;
+		int wa = 0, ha = 0, wb = 0, hb = 0, ra, rb;
+		bfs_decoder *fresh, *used;
+
+		snprintf(path, sizeof(path), "tests/fuzz/corpus/decode/%s", pairs[i][1]);
+		t = slurp(path, &tn);
+		assert_int_equal(bfs_decoder_create(&fresh), 0);
+		assert_int_equal(bfs_decoder_create(&used), 0);
+		ra = bfs_decode_rgb(fresh, t, tn, 0, &a, &wa, &ha, msg);
+		if (ra == 0) {
+			copy = malloc((size_t)wa * ha * 3);
+			assert_non_null(copy);
+			memcpy(copy, a, (size_t)wa * ha * 3);
+		}
+		assert_int_equal(bfs_decode_rgb(used, p, pn, 0, &b, &wb, &hb, msg), 0);
+		rb = bfs_decode_rgb(used, t, tn, 0, &b, &wb, &hb, msg);
+		assert_int_equal(ra, rb);
+		if (ra == 0) {
+			assert_int_equal(wa, wb);
+			assert_int_equal(ha, hb);
+			assert_memory_equal(copy, b, (size_t)wa * ha * 3);
+		}
+		bfs_decoder_destroy(fresh);
+		bfs_decoder_destroy(used);
+		free(copy);
+		free(p);
+		free(t);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -104,6 +175,7 @@ int main(void)
 		cmocka_unit_test(test_decode_corpus_replays_cleanly),
 		cmocka_unit_test(test_namespace_corpus_replays_cleanly),
 		cmocka_unit_test(test_tar_corpus_replays_cleanly),
+		cmocka_unit_test(test_decoder_result_does_not_depend_on_the_previous_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
