@@ -740,6 +740,80 @@ class Bench:
         P.update(1.0)
         return r
 
+    # -- the LMDB cache (issue 4) --
+
+    def cache_stage(self):
+        """A cold epoch through the mount with a fresh --cache (it fills the
+        cache), then warm epochs, each on a fresh mount of the same cache:
+        images/s, against the cold epoch and against the bare in-memory FUSE
+        server's first reads of the same file size, in this run.  Then the
+        scale shards (1,000 x 1,000) mounted twice with one cache: the
+        second mount takes every shard index from the cache."""
+        P.begin("cache", "cache: cold epoch filling the cache")
+        mv = memoryview(bytearray(READ_SIZE))
+        cdir = os.path.join(self.tmp, "cache")
+        opts = [o for o in self.mount_opts("float32")]
+        i = opts.index("--cache")
+        opts[i + 1] = cdir
+        with Mount(self, self.epoch_dir, opts) as m:
+            n = m.ds["samples_per_epoch"]
+            t0 = time.perf_counter()
+            nbytes = self.read_epoch(m, mv)
+            cold = time.perf_counter() - t0
+            # A writer slower than decoding drops whole submissions (counted
+            # in dropped_queue); later epochs insert them.  Fill the cache
+            # completely, so the warm epochs below measure hits only.
+            for _ in range(3):
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < 60:   # let the writer catch up
+                    c = m.stats().get("cache") or {}
+                    if c.get("entries", 0) >= n or c.get("full"):
+                        break
+                    time.sleep(0.1)
+                if c.get("entries", 0) >= n or c.get("full"):
+                    break
+                self.read_epoch(m, mv)
+            fill = m.stats().get("cache") or {}
+        P.update(0.3)
+        warms, hits = [], []
+        for r in range(self.sizes["repeat"]):
+            P.note(f"cache: warm epoch, round {r + 1}/{self.sizes['repeat']}")
+            with Mount(self, self.epoch_dir, opts) as m:
+                t0 = time.perf_counter()
+                self.read_epoch(m, mv)
+                warms.append(time.perf_counter() - t0)
+                st = m.stats()
+                hits.append((st.get("cache") or {}).get("hits", 0) /
+                            max(1, st.get("samples_decoded", 0) +
+                                (st.get("cache") or {}).get("hits", 0)))
+            P.update(0.3 + 0.4 * (r + 1) / self.sizes["repeat"])
+        warm = statistics.median(warms)
+        P.note("cache: bare in-memory FUSE server, same reads")
+        bare = None
+        if os.access(self.serve_bin, os.X_OK):
+            bare = self.bare_serve("bare", [], files=16, reps=3)
+        P.update(0.85)
+        remount = None
+        d = os.path.join(self.tmp, "scale", "big")
+        if os.path.isdir(d):
+            P.note("cache: 1,000 shards mounted twice with one cache")
+            iopts = opts[:]
+            iopts[i + 1] = os.path.join(self.tmp, "icache")
+            with Mount(self, d, iopts, deadline=600) as m:
+                first = m.ready_s
+                time.sleep(1.0)   # the writer stores the indexes
+            with Mount(self, d, iopts, deadline=600) as m:
+                again = m.ready_s
+                ih = (m.stats().get("cache") or {}).get("index_hits", 0)
+            remount = {"first_s": first, "again_s": again, "index_hits": ih}
+        self.res["cache"] = {"cold_s": cold, "warm_s": warm, "warms": warms,
+                             "images": n, "bytes": nbytes,
+                             "warm_mb_s": nbytes / warm / 1e6,
+                             "cold_mb_s": nbytes / cold / 1e6,
+                             "hit_share": min(hits) if hits else 0,
+                             "fill": fill, "bare": bare, "remount": remount}
+        P.update(1.0)
+
     # -- FUSE serving --
 
     def serve_one(self, label, extra, how, ra_kb=None):
@@ -1094,6 +1168,24 @@ def build_rows(b):
             b.row(f"peak RSS, {m['label']}, {m['images']:,} samples", m["images_per_s"],
                   m["bytes"] / m["seconds"] / 1e6, f"{peak:.0f} MiB",
                   "budget + 64 MiB", "n/a")
+    c = r.get("cache")
+    if c:
+        b.row("cache: cold epoch float32, filling the cache",
+              c["images"] / c["cold_s"], c["cold_mb_s"], "1.00", "", "")
+        b.row("cache: warm epoch float32 (fresh mount, same cache)",
+              c["images"] / c["warm_s"], c["warm_mb_s"],
+              f"{c['cold_s'] / c['warm_s']:.2f}x cold", ">= 5x", verdict(c["cold_s"] / c["warm_s"] >= 5))
+        if c.get("bare") and "first" in c["bare"]:
+            ratio = c["warm_mb_s"] / c["bare"]["first"]
+            b.row("  warm vs bare in-memory FUSE server (first reads, this run)",
+                  None, c["bare"]["first"], f"{ratio:.2f} of it", ">= 0.7", verdict(ratio >= 0.7))
+        b.row("  warm epoch: share of samples from the cache", None, None,
+              f"{100 * c['hit_share']:.0f}%", "(info)", "")
+        rm = c.get("remount")
+        if rm:
+            b.row(f"cache: remount 1,000 shards, index from the cache ({rm['index_hits']} hits)",
+                  None, None, f"{rm['again_s']:.2f} s (first {rm['first_s']:.2f} s)", "< 1 s",
+                  verdict(rm["again_s"] < 1.0))
     s = r.get("scale")
     if s:
         b.row(f"scale: index build, {s['shards']:,} shards x {s['records']:,} records",
@@ -1215,11 +1307,11 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,serve,profile")
+                    "consumer,tf,memory,scale,cache,serve,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
-    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,serve,profile").split(","))
+    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,serve,profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
     if "consumer" in stages:
@@ -1247,12 +1339,12 @@ def main():
     weights = {"data": 2, "cold_float32": 15, "cold_uint8": 15,
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
                "consumer_thread-1.2x": 3,
-               "tf": 20, "memory": 30, "scale": 4, "serve": 10, "profile": 8}
+               "tf": 20, "memory": 30, "scale": 4, "cache": 20, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
                         "consumer_thread-1.2x": 1, "tf": 12,
-                        "memory": 6, "scale": 1})
+                        "memory": 6, "scale": 1, "cache": 5})
     stage_of = {"cold": "ceiling"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k.split("_")[0], k.split("_")[0]) in stages})
@@ -1303,6 +1395,8 @@ def main():
             stage("memory", b.memory)
         if "scale" in stages:
             stage("scale", b.scale)
+        if "cache" in stages:
+            stage("cache", b.cache_stage)
         if "serve" in stages:
             stage("serve", b.serve)
         if "profile" in stages:
