@@ -328,6 +328,7 @@ static int load_index(bfs_source *s, const char *name, const struct stat *st)
 		goto out;
 	memcpy(&h, blob, sizeof(h));
 	if (memcmp(h.magic, INDEX_MAGIC, 8) != 0 || h.errlen > BFS_ERRMSG_MAX ||
+	    h.errlen > len - sizeof(h) ||
 	    h.count > (len - sizeof(h) - h.errlen) / sizeof(*ent) ||
 	    len != sizeof(h) + h.errlen + h.count * sizeof(*ent))
 		goto out;

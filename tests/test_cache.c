@@ -1043,7 +1043,7 @@ static void test_cache_index_put_makes_room_in_a_full_cache(void **s)
 
 /* The remount goal: 1,000 shard indexes (ImageNet-sized: 1,252 records
  * of 24 bytes each) read back in well under a second. */
-static void test_cache_thousand_shard_indexes_read_back_fast(void **s)
+static void test_cache_thousand_shard_indexes_read_back(void **s)
 {
 	char dir[64], name[64];
 	bfs_cache *c;
@@ -1070,9 +1070,10 @@ static void test_cache_thousand_shard_indexes_read_back_fast(void **s)
 		free(blob);
 	}
 	dt = now_s() - t0;
+	/* printed, never asserted: timing belongs to make bench (the
+	 * remount row), not to unit tests on shared machines */
 	print_message("  1000 shard indexes of %zu bytes: read back in %.1f ms\n",
 		      sizeof(idx), dt * 1e3);
-	assert_true(dt < 0.5);
 	bfs_cache_close(c);
 	remove_dir(dir);
 }
@@ -1382,7 +1383,7 @@ int main(void)
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
 		cmocka_unit_test(test_cache_index_put_makes_room_in_a_full_cache),
-		cmocka_unit_test(test_cache_thousand_shard_indexes_read_back_fast),
+		cmocka_unit_test(test_cache_thousand_shard_indexes_read_back),
 		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
 		cmocka_unit_test(test_cache_open_replaces_unusable_files_only_when_unused),
 		cmocka_unit_test(test_cache_get_speed_is_reported),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak without the cache (--cache none): read 50 epochs (--epochs 50
+# Soak, without the cache (--cache none) and with it: read 50 epochs (--epochs 50
 # --shuffle, so every epoch is a new permutation and nothing comes from the
 # page cache) with fresh reader processes each epoch, as DataLoader workers
 # are, plus stats.json and dataset.json at every epoch and one bad record
@@ -28,10 +28,7 @@ PY
 if ldd "$BATCHFS" 2>/dev/null | grep -q libasan; then
 	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4:thread_local_quarantine_size_kb=64"
 fi
-mount_fg "$D/shards" "$D/mnt" --batch 16 --size 128x128 --threads 2 --mem 32M \
-	--epochs "$EPOCHS" --shuffle 7 --cache none || { not_ok "mount"; t_end; }
-
-$PY - "$D/mnt" "$MOUNT_PID" "$EPOCHS" >"$D/soak.out" 2>&1 <<'PY'
+cat >"$D/soak.py" <<'PY'
 import hashlib, json, multiprocessing as mp, os, sys, time
 m, pid, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
@@ -114,17 +111,36 @@ assert grown <= allowed, ("RSS grows", rss)
 assert max(fds) - min(fds) <= 2, ("fds grow", fds)
 assert samples[-1][3] >= epochs * (len(first) // 2 - 1), "batches were not produced each epoch"
 PY
-rc=$?
-grep '^# soak' "$D/soak.out"
-if [ "$rc" -eq 0 ]; then
-	ok "$EPOCHS epochs read by fresh readers; RSS and file descriptors stay flat"
-else
-	not_ok "$EPOCHS epochs read by fresh readers; RSS and file descriptors stay flat: $(grep -v '^# soak' "$D/soak.out" | tail -3 | tr '\n' ' ')"
-fi
-check "stats.json: one bad sample recorded once, not once per epoch" $PY - "$D/mnt" <<'PY'
+
+# Twice: decoding every epoch (--cache none), and with the LMDB cache,
+# where epoch 1 on comes from the cache (its reader transactions, the
+# writer thread and data.mdb's mapping must not grow either).
+for mode in none cache; do
+	copt=(--cache none)
+	[ "$mode" = cache ] && copt=(--cache "$D/c-soak")
+	mount_fg "$D/shards" "$D/mnt" --batch 16 --size 128x128 --threads 2 --mem 32M \
+		--epochs "$EPOCHS" --shuffle 7 "${copt[@]}" || { not_ok "mount ($mode)"; t_end; }
+	$PY "$D/soak.py" "$D/mnt" "$MOUNT_PID" "$EPOCHS" >"$D/soak.out" 2>&1
+	rc=$?
+	sed "s/^# soak:/# soak ($mode):/" "$D/soak.out" | grep '^# soak'
+	if [ "$rc" -eq 0 ]; then
+		ok "--cache $mode: $EPOCHS epochs read by fresh readers; RSS and file descriptors stay flat"
+	else
+		not_ok "--cache $mode: $EPOCHS epochs read by fresh readers; RSS and file descriptors stay flat: $(grep -v '^# soak' "$D/soak.out" | tail -3 | tr '\n' ' ')"
+	fi
+	check "--cache $mode: stats.json records the bad sample once, not once per epoch" $PY - "$D/mnt" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1] + "/stats.json"))
 samples = [e for e in st["errors"] if e["kind"] == "sample"]
 assert len(samples) == 1 and st["bad_shards"] == ["zz-bad.tfrecord"], st["errors"]
 PY
+	if [ "$mode" = cache ]; then
+		check "--cache: later epochs came from the cache" $PY - "$D/mnt" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1] + "/stats.json"))["cache"]
+assert c["hits"] > 10 * c["misses"], c
+PY
+	fi
+	unmount_wait "$D/mnt"
+done
 t_end
