@@ -386,8 +386,20 @@ static void store_index(bfs_source *s, const struct stat *st, const char *errmsg
 	free(blob);
 }
 
-static int index_tfrecords(bfs_source *s, char **files, size_t n,
-			   char *errmsg)
+/* Scan one open shard, adding its samples; 0 or an error with msg. */
+typedef int (*scan_fn)(bfs_source *s, int fd, uint64_t size, char *msg);
+
+static int scan_tfrecord(bfs_source *s, int fd, uint64_t size, char *msg)
+{
+	return bfs_tfrecord_scan(fd, size, on_record, s, msg);
+}
+
+/* Index the shard files of one format.  A shard that cannot be opened,
+ * or whose scan stops early, is listed in the scan errors with whatever
+ * complete samples it had; with cache_index the stored index of an
+ * unchanged shard replaces the scan, and a fresh scan is stored. */
+static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
+			int cache_index, char *errmsg)
 {
 	for (size_t i = 0; i < n; i++) {
 		char path[PATH_MAX], msg[BFS_ERRMSG_MAX] = "";
@@ -405,7 +417,7 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 				return -ENOMEM;
 			continue;
 		}
-		if ((err = load_index(s, files[i], &st)) != 0) {
+		if (cache_index && (err = load_index(s, files[i], &st)) != 0) {
 			close(fd);
 			if (err < 0)
 				return err;
@@ -415,8 +427,7 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 			close(fd);
 			return err;
 		}
-		err = bfs_tfrecord_scan(fd, (uint64_t)st.st_size, on_record, s,
-					msg);
+		err = scan(s, fd, (uint64_t)st.st_size, msg);
 		close(fd);
 		if (err == -ENOMEM) {
 			bfs_seterr(errmsg, "%s: out of memory", path);
@@ -427,8 +438,8 @@ static int index_tfrecords(bfs_source *s, char **files, size_t n,
 		if (err && add_error(s, files[i], msg))
 			return -ENOMEM;
 		/* a read error is not the shard's content: do not store it */
-		if (!err || err == BFS_E_TRUNCATED || err == BFS_E_CRC ||
-		    err == BFS_E_CORRUPT)
+		if (cache_index && (!err || err == BFS_E_TRUNCATED ||
+				    err == BFS_E_CRC || err == BFS_E_CORRUPT))
 			store_index(s, &st, err ? msg : NULL);
 	}
 	return 0;
@@ -504,39 +515,9 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 			  status ? -1 : (int32_t)label, 0);
 }
 
-static int index_tars(bfs_source *s, char **files, size_t n, char *errmsg)
+static int scan_tar(bfs_source *s, int fd, uint64_t size, char *msg)
 {
-	for (size_t i = 0; i < n; i++) {
-		char path[PATH_MAX], msg[BFS_ERRMSG_MAX] = "";
-		struct stat st;
-		int fd, err;
-
-		snprintf(path, sizeof(path), "%s/%s", s->dir, files[i]);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) != 0) {
-			snprintf(msg, sizeof(msg), "cannot open: %s",
-				 strerror(errno));
-			if (fd >= 0)
-				close(fd);
-			if (add_error(s, files[i], msg))
-				return -ENOMEM;
-			continue;
-		}
-		if ((err = add_shard(s, files[i], &st))) {
-			close(fd);
-			return err;
-		}
-		err = bfs_tar_scan(fd, (uint64_t)st.st_size, on_tar_sample, s,
-				   msg);
-		close(fd);
-		if (err == -ENOMEM) {
-			bfs_seterr(errmsg, "%s: out of memory", path);
-			return err;
-		}
-		if (err && add_error(s, files[i], msg[0] ? msg : bfs_strerror(err)))
-			return -ENOMEM;
-	}
-	return 0;
+	return bfs_tar_scan(fd, size, on_tar_sample, s, msg);
 }
 
 static const struct bad_sample *find_bad(const bfs_source *s, uint64_t i)
@@ -687,7 +668,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			bfs_seterr(errmsg, "%s: no tar shards found", real);
 			goto fail;
 		}
-		if ((err = index_tars(s, tars, ntars, errmsg)))
+		if ((err = index_shards(s, tars, ntars, scan_tar, 0, errmsg)))
 			goto fail;
 	} else if (s->format == BFS_FORMAT_TFRECORD) {
 		if (!nshards) {
@@ -695,7 +676,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			bfs_seterr(errmsg, "%s: no TFRecord shards found", real);
 			goto fail;
 		}
-		if ((err = index_tfrecords(s, shards, nshards, errmsg)))
+		if ((err = index_shards(s, shards, nshards, scan_tfrecord, 1,
+					errmsg)))
 			goto fail;
 	} else {
 		if (!ndirs && !njpeg) {
