@@ -33,8 +33,11 @@ import hashlib, json, multiprocessing as mp, os, sys, time
 m, pid, epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 
 def rss_kb():
+    """Anonymous resident memory: what a leak grows.  VmRSS also counts
+    pages of files the daemon maps (data.mdb with the cache), which are
+    page cache bounded by --cache-size, not the daemon's memory."""
     for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
+        if line.startswith("RssAnon:"):
             return int(line.split()[1])
 
 def nfd():
@@ -81,7 +84,7 @@ for e in range(epochs):
     json.load(open(m + "/dataset.json"))
     if e % 5 == 4 or e == 0:
         samples.append((e + 1, rss_kb(), nfd(), st["batches_produced"], threads()))
-        print(f"# soak: after epoch {e + 1:3d}: VmRSS {samples[-1][1]} kB, "
+        print(f"# soak: after epoch {e + 1:3d}: RssAnon {samples[-1][1]} kB, "
               f"fds {samples[-1][2]}, threads {samples[-1][4]}, "
               f"batches produced {samples[-1][3]}, {time.time() - t0:.0f} s", flush=True)
 again = epoch_sums(0)
@@ -104,7 +107,7 @@ new_threads = max(0, warm[-1][4] - warm[0][4])
 asan = os.environ.get("ASAN_OPTIONS", "").find("quarantine_size_mb") >= 0
 allowed = 1024 + (16384 if asan else 0) + files * 256 // 1024 + 1536 * new_threads
 grown = max(rss) - rss[0]
-print(f"# soak: RSS {min(rss)}..{max(rss)} kB after warm-up: +{grown} kB "
+print(f"# soak: RssAnon {min(rss)}..{max(rss)} kB after warm-up: +{grown} kB "
       f"(allowed {allowed} kB: {files} files looked up, {new_threads} new threads); "
       f"fds {min(fds)}..{max(fds)}")
 assert grown <= allowed, ("RSS grows", rss)
