@@ -181,36 +181,29 @@ static int is_tfrecord_name(const char *name)
 }
 
 /* Does the file start with a TFRecord header whose length CRC holds? */
-static int looks_like_tfrecord(const char *path)
+/* The first min(cap, size) bytes of a file, for format detection:
+ * the count read, or 0 if it cannot be read. */
+static size_t read_head(const char *path, uint8_t *buf, size_t cap)
 {
-	uint8_t h[12];
-	uint64_t len;
-	uint32_t crc;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t r;
 
 	if (fd < 0)
 		return 0;
-	r = pread(fd, h, sizeof(h), 0);
+	r = pread(fd, buf, cap, 0);
 	close(fd);
-	if (r != (ssize_t)sizeof(h))
-		return 0;
-	memcpy(&len, h, 8);
-	memcpy(&crc, h + 8, 4);
-	return bfs_crc32c_mask(bfs_crc32c(0, h, 8)) == crc;
+	return r > 0 ? (size_t)r : 0;
 }
 
-static int looks_like_tar(const char *path)
+/* Does the file start with a TFRecord header whose length CRC holds? */
+static int looks_like_tfrecord(const uint8_t *h, size_t n)
 {
-	uint8_t h[BFS_TAR_BLOCK];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t r;
+	uint32_t crc;
 
-	if (fd < 0)
+	if (n < 12)
 		return 0;
-	r = pread(fd, h, sizeof(h), 0);
-	close(fd);
-	return r == (ssize_t)sizeof(h) && bfs_tar_probe(h, sizeof(h));
+	memcpy(&crc, h + 8, 4);
+	return bfs_crc32c_mask(bfs_crc32c(0, h, 8)) == crc;
 }
 
 static int add_error(bfs_source *s, const char *shard, const char *msg)
@@ -634,18 +627,25 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	}
 	for (size_t i = 0; i < nfiles; i++) {
 		char path[PATH_MAX];
+		uint8_t head[BFS_TAR_BLOCK];
+		size_t head_len;
 
 		if (is_jpeg_name(files[i])) {
 			njpeg++;
 			continue;
 		}
 		snprintf(path, sizeof(path), "%s/%s", real, files[i]);
+		/* one read of the first block serves both probes */
+		head_len = o->format == BFS_FORMAT_AUTO
+			? read_head(path, head, sizeof(head)) : 0;
 		if (o->format == BFS_FORMAT_TAR ||
 		    (o->format != BFS_FORMAT_TFRECORD &&
-		     (has_suffix_ci(files[i], ".tar") || looks_like_tar(path))))
+		     (has_suffix_ci(files[i], ".tar") ||
+		      (head_len == sizeof(head) && bfs_tar_probe(head, head_len)))))
 			tars[ntars++] = files[i];
 		else if (o->format == BFS_FORMAT_TFRECORD ||
-			 is_tfrecord_name(files[i]) || looks_like_tfrecord(path))
+			 is_tfrecord_name(files[i]) ||
+			 looks_like_tfrecord(head, head_len))
 			shards[nshards++] = files[i];
 	}
 
