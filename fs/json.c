@@ -164,3 +164,15 @@ int bfs_json_end(bfs_json *j)
 	put(j, "\n", 1);
 	return j->oom ? -ENOMEM : 0;
 }
+
+int bfs_json_take(bfs_json *j, char **buf, size_t *len)
+{
+	if (bfs_json_end(j)) {
+		bfs_json_free(j);
+		return -ENOMEM;
+	}
+	*buf = j->buf;
+	*len = j->len;
+	bfs_json_init(j);
+	return 0;
+}

@@ -32,4 +32,8 @@ void bfs_json_null(bfs_json *j, const char *key);
 /* Finish with a newline; returns 0 or -ENOMEM. */
 int bfs_json_end(bfs_json *j);
 
+/* Finish and hand the text over: on 0, *buf (free() it) and *len; on
+ * -ENOMEM everything is freed.  j is empty afterwards either way. */
+int bfs_json_take(bfs_json *j, char **buf, size_t *len);
+
 #endif

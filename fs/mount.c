@@ -243,16 +243,20 @@ static int build_dataset_json(struct mnt *m)
 	bfs_json_str(&j, "preview", "epoch-NNNN/batch-NNNNNN.preview.jpg");
 	bfs_json_close(&j, '}');
 	bfs_json_close(&j, '}');
-	if (bfs_json_end(&j)) {
-		bfs_json_free(&j);
-		return -ENOMEM;
-	}
-	m->dataset_json = j.buf;
-	m->dataset_len = j.len;
-	return 0;
+	return bfs_json_take(&j, &m->dataset_json, &m->dataset_len);
 }
 
 /* ---- provenance and preview ------------------------------------------ */
+
+/* Start batch id for the calling reader (it may not have opened the batch
+ * file) and wait for it; bfs_engine_get's contract. */
+static int wait_batch(struct mnt *m, uint64_t id, bfs_batch **b, char *msg)
+{
+	uint64_t reader = (uint64_t)fuse_get_context()->pid;
+
+	bfs_engine_hint(m->eng, reader, id);
+	return bfs_engine_get(m->eng, reader, id, b, msg);
+}
 
 /* batch-NNNNNN.index.json: for each position, where the sample came from,
  * its label and the augmentation drawn.  Waits for the batch (for the
@@ -267,9 +271,7 @@ static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	bfs_json j;
 	int err;
 
-	bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid, id);
-	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid, id,
-			     &b, msg);
+	err = wait_batch(m, id, &b, msg);
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_u64(&j, "epoch", n->epoch);
@@ -320,13 +322,7 @@ static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	bfs_json_close(&j, '}');
 	if (b)
 		bfs_engine_put(m->eng, b);
-	if (bfs_json_end(&j)) {
-		bfs_json_free(&j);
-		return -ENOMEM;
-	}
-	tf->buf = j.buf;
-	tf->len = j.len;
-	return 0;
+	return bfs_json_take(&j, &tf->buf, &tf->len);
 }
 
 /* batch-NNNNNN.preview.jpg: the batch as the model sees it, normalization
@@ -344,9 +340,7 @@ static int build_preview(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	bfs_batch *b;
 	int err;
 
-	bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid, id);
-	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid, id,
-			     &b, msg);
+	err = wait_batch(m, id, &b, msg);
 	if (err)
 		return -EIO;
 	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
@@ -1000,13 +994,7 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_close(&j, ']');
 	bfs_json_close(&j, '}');
 	free(errs);
-	if (bfs_json_end(&j)) {
-		bfs_json_free(&j);
-		return -ENOMEM;
-	}
-	tf->buf = j.buf;
-	tf->len = j.len;
-	return 0;
+	return bfs_json_take(&j, &tf->buf, &tf->len);
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -1087,7 +1075,10 @@ static void unescape_mountinfo(char *s)
 	*o = '\0';
 }
 
-int bfs_is_mountpoint(const char *path)
+/* Find path's entry in /proc/self/mountinfo (never touching the mount
+ * itself, which may not be serving yet).  1 if found, with its device
+ * number "MAJ:MIN" copied to devno (cap bytes) when devno is not NULL. */
+static int find_mount(const char *path, char *devno, size_t cap)
 {
 	char real[PATH_MAX], line[4 * PATH_MAX];
 	FILE *f;
@@ -1098,57 +1089,44 @@ int bfs_is_mountpoint(const char *path)
 	if (!(f = fopen("/proc/self/mountinfo", "re")))
 		return 0;
 	while (!found && fgets(line, sizeof(line), f)) {
-		char *save = NULL, *tok = strtok_r(line, " ", &save);
+		char *save = NULL, *dev = NULL, *tok = strtok_r(line, " ", &save);
 
-		for (int field = 1; tok && field < 5; field++)
+		for (int field = 1; tok && field < 5; field++) {
 			tok = strtok_r(NULL, " ", &save);
-		if (tok) {
-			unescape_mountinfo(tok);
-			found = strcmp(tok, real) == 0;
+			if (field == 2)
+				dev = tok;
 		}
+		if (!tok || !dev)
+			continue;
+		unescape_mountinfo(tok);
+		if ((found = strcmp(tok, real) == 0) && devno)
+			snprintf(devno, cap, "%s", dev);
 	}
 	fclose(f);
 	return found;
 }
 
+int bfs_is_mountpoint(const char *path)
+{
+	return find_mount(path, NULL, 0);
+}
+
 /* The kernel sends reads of at most read_ahead_kb of the mount's bdi
  * (128 KiB by default, whatever conn->max_readahead asks), so a 19 MB
  * batch costs ~150 requests.  As root, raise it to 1 MiB: measured 15%
- * less CPU per GB served.  Uses mountinfo, never the mount itself (the
- * loop is not serving yet).  Failure (not root) only costs speed. */
+ * less CPU per GB served.  Failure (not root) only costs speed. */
 static void raise_readahead(const char *mountpoint)
 {
-	char real[PATH_MAX], line[4 * PATH_MAX], path[128];
-	FILE *f;
-	int done = 0;
+	char devno[64], path[128];
+	FILE *ra;
 
-	if (!realpath(mountpoint, real) ||
-	    !(f = fopen("/proc/self/mountinfo", "re")))
+	if (!find_mount(mountpoint, devno, sizeof(devno)))
 		return;
-	while (!done && fgets(line, sizeof(line), f)) {
-		char *save = NULL, *devno = NULL, *tok = strtok_r(line, " ", &save);
-
-		for (int field = 1; tok && field < 5; field++) {
-			tok = strtok_r(NULL, " ", &save);
-			if (field == 2)
-				devno = tok;
-		}
-		if (!tok || !devno)
-			continue;
-		unescape_mountinfo(tok);
-		if (strcmp(tok, real) == 0) {
-			FILE *ra;
-
-			snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb",
-				 devno);
-			if ((ra = fopen(path, "we"))) {
-				fputs("1024", ra);
-				fclose(ra);
-			}
-			done = 1;
-		}
+	snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", devno);
+	if ((ra = fopen(path, "we"))) {
+		fputs("1024", ra);
+		fclose(ra);
 	}
-	fclose(f);
 }
 
 static FILE *open_log(const bfs_mount_opts *o, char *path, size_t cap)
