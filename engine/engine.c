@@ -68,6 +68,7 @@ struct bfs_batch {
 	uint64_t seq;         /* order in which work was asked for */
 	uint64_t last_use;    /* LRU tick */
 	int consumed;         /* a reader got it at least once */
+	int pushed;           /* handed on by on_batch_ready */
 	int cancelled;        /* read-ahead abandoned to free the slot */
 	int err;              /* first error (lowest sample) when FAILED */
 	unsigned err_at;      /* sample position of err */
@@ -105,6 +106,7 @@ struct reader {
 	uint64_t key;          /* 0: entry unused */
 	uint64_t last_id;
 	uint64_t last_ns;      /* when it moved to last_id */
+	uint64_t settled_id;   /* last batch whose wait (or not) was counted */
 	double interval_ns;    /* EWMA of time between new batches */
 	unsigned depth;
 	unsigned calm;         /* new batches since its last wait */
@@ -657,6 +659,7 @@ static int start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 	b->seq = ++e->seq;
 	b->last_use = ++e->tick;
 	b->consumed = 0;
+	b->pushed = 0;
 	b->cancelled = 0;
 	b->err = 0;
 	b->err_at = 0;
@@ -704,6 +707,7 @@ static struct reader *reader_locked(bfs_engine *e, uint64_t reader,
 	memset(oldest, 0, sizeof(*oldest));
 	oldest->key = key;
 	oldest->last_id = UINT64_MAX;
+	oldest->settled_id = UINT64_MAX;
 	oldest->last_ns = now;
 	oldest->depth = e->o.prefetch ? e->o.prefetch : 2;
 	oldest->idle_mark = e->idle_ns;
@@ -793,6 +797,17 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 			b->urgent = 1;
 			b->seq = ++e->seq;
 		}
+		/* Ready before the reader came for it: the read-ahead was deep
+		 * enough.  (A pushed batch is then read from the page cache,
+		 * so bfs_engine_get never sees it.) */
+		if (b->state == SLOT_READY && rd->settled_id != id) {
+			rd->settled_id = id;
+			reader_calm_locked(e, rd, now);
+		}
+		if (b->state == SLOT_READY && b->pushed && !b->consumed) {
+			b->consumed = 1;
+			e->st.batches_served++;
+		}
 	} else if ((b = victim_locked(e, 1))) {
 		start_locked(e, b, id, 1);
 	}
@@ -846,8 +861,10 @@ int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
 		rd->waits++;
 		rd->wait_ns += now - t0;
 		reader_waited_locked(e, rd, now);
-	} else if (!b->consumed) {
+		rd->settled_id = id;
+	} else if (rd->settled_id != id) {
 		reader_calm_locked(e, rd, now);
+		rd->settled_id = id;
 	}
 	b->last_use = ++e->tick;
 	if (b->state == SLOT_FAILED) {
@@ -914,6 +931,24 @@ static void submit_to_cache(bfs_engine *e, struct bfs_batch *b)
 		n++;
 	}
 	bfs_cache_submit(e->o.cache, b->items, n, cache_done, b);
+}
+
+/* Offer a READY batch to on_batch_ready, pinned and without the lock. */
+static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
+{
+	uint64_t id = b->id;
+	int handed;
+
+	b->pins++;
+	pthread_mutex_unlock(&e->lock);
+	handed = e->o.on_batch_ready(e->o.ctx, id, b);
+	pthread_mutex_lock(&e->lock);
+	b->pins--;
+	if (handed == 1) {
+		e->st.batches_pushed++;
+		b->pushed = 1;
+	}
+	pthread_cond_broadcast(&e->done);
 }
 
 /* The slot with work whose turn it is: urgent first, then oldest request. */
@@ -1007,6 +1042,8 @@ static void *worker_main(void *arg)
 				submit_to_cache(e, b);
 				pthread_mutex_lock(&e->lock);
 			}
+			if (b->state == SLOT_READY && e->o.on_batch_ready)
+				hand_on_locked(e, b);
 		}
 	}
 	pthread_mutex_unlock(&e->lock);

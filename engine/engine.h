@@ -30,6 +30,9 @@
 #include "engine/source.h"
 #include "engine/types.h"
 
+typedef struct bfs_engine bfs_engine;
+typedef struct bfs_batch bfs_batch;
+
 typedef enum {
 	BFS_ON_ERROR_FAIL = 0, /* the batch holding a bad sample fails */
 	BFS_ON_ERROR_SKIP = 1, /* a bad sample is replaced (see below) */
@@ -88,6 +91,12 @@ typedef struct {
 	/* Called once per bad sample, from a worker thread, without engine
 	 * locks held; must not call back into the engine.  May be NULL. */
 	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
+	/* Called once per batch that became ready (not for failed ones), from
+	 * the worker that finished it, without engine locks held; b is pinned
+	 * for the call.  Return 1 when the batch's bytes were handed on in
+	 * full (the mount pushes them into the kernel's page cache): its slot
+	 * may then be reused like one a reader has read.  May be NULL. */
+	int (*on_batch_ready)(void *ctx, uint64_t id, const bfs_batch *b);
 	void *ctx;
 } bfs_engine_opts;
 
@@ -106,6 +115,7 @@ typedef struct {
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
 	uint64_t batches_produced;
+	uint64_t batches_pushed;   /* handed on by on_batch_ready */
 	uint64_t samples_decoded;
 	uint64_t bytes_read;       /* encoded bytes read from shards */
 	uint64_t sample_errors;    /* bad samples seen (distinct) */
@@ -133,9 +143,6 @@ typedef struct {
  * read-ahead for several readers plus decoder scratch, while staying a
  * small share of a training machine's host memory. */
 uint64_t bfs_engine_default_mem(void);
-
-typedef struct bfs_engine bfs_engine;
-typedef struct bfs_batch bfs_batch;
 
 /* Start the worker pool over src, which must outlive the engine.
  * Errors: -EINVAL (bad options, or a memory budget too small for two

@@ -2,23 +2,32 @@
  * mount.c - the FUSE adapter and the mount's life (see mount.h).
  *
  * DESIGN
- * FUSE runs a multithreaded session loop; each request thread calls into
- * the engine, which may block a read until its batch is produced.  Other
- * requests (stat, readdir, stats.json, other batches) keep being served by
- * other loop threads meanwhile.
+ * The low-level FUSE API, with inode numbers computed from the names
+ * (bfs_ns_ino), so the daemon keeps no per-name state: a million-batch
+ * listing costs nothing after it has been read, and forget is a no-op.
+ * A multithreaded session loop serves requests; a read may block in the
+ * engine until its batch is produced while other loop threads keep
+ * serving stat, readdir, stats.json and other batches.
+ *
+ * Two ways bytes reach a reader:
+ *  - push (the usual one): when a worker finishes a batch it copies the
+ *    whole .npy file into the kernel's page cache (push_batch), so the
+ *    reader's read() or mmap never reaches the daemon;
+ *  - read: a read the page cache cannot answer (a batch not finished
+ *    when it is read, pages the kernel dropped, label files) pins the
+ *    batch (bfs_engine_get) and replies straight from its memory.
  *
  * Buffers: dataset.json is built once at mount and owned by struct mnt.
- * stats.json is built at open and owned by that open file (fi->fh) until
- * release.  Batch files own nothing: every read pins the batch in the
- * engine (bfs_engine_get), copies out of it and unpins it
- * (bfs_engine_put) before replying, so an open file never holds memory.
+ * stats.json, index.json and preview.jpg are copied at open into a
+ * text_file owned by that open file (fi->fh) until release.  Batch files
+ * own nothing: a read pins its batch only until the reply is written.
  */
 #define FUSE_USE_VERSION 312
 #include "fs/mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <limits.h>
 #include <signal.h>
@@ -64,6 +73,10 @@ struct mnt {
 	size_t dataset_len;
 	struct timespec mounted;
 	char fingerprint[17];
+	struct fuse_session *se;
+	char root[PATH_MAX];      /* the mount point, absolute (push_batch) */
+	int push_live;            /* atomic: push_batch may run */
+	uint64_t pushed_bytes;    /* atomic */
 };
 
 /* What fi->fh points to for JSON files: a snapshot made at open. */
@@ -71,11 +84,6 @@ struct text_file {
 	char *buf;
 	size_t len;
 };
-
-static struct mnt *ctx_mnt(void)
-{
-	return fuse_get_context()->private_data;
-}
 
 /* ---- sizes and headers ------------------------------------------------ */
 
@@ -113,11 +121,10 @@ static size_t file_header(const struct mnt *m, const bfs_node *n, char *hdr,
 }
 
 static int build_stats(struct mnt *m, struct text_file *tf);
-static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf);
-static int build_preview(struct mnt *m, const bfs_node *n,
-			 struct text_file *tf);
-static int made_len(struct mnt *m, const bfs_node *n, size_t *len);
-static int made_copy(struct mnt *m, const bfs_node *n, struct text_file *tf);
+static int made_len(struct mnt *m, uint64_t reader, const bfs_node *n,
+		    size_t *len);
+static int made_copy(struct mnt *m, uint64_t reader, const bfs_node *n,
+		     struct text_file *tf);
 
 /* ---- dataset.json ----------------------------------------------------- */
 
@@ -248,12 +255,11 @@ static int build_dataset_json(struct mnt *m)
 
 /* ---- provenance and preview ------------------------------------------ */
 
-/* Start batch id for the calling reader (it may not have opened the batch
- * file) and wait for it; bfs_engine_get's contract. */
-static int wait_batch(struct mnt *m, uint64_t id, bfs_batch **b, char *msg)
+/* Start batch id for reader (it may not have opened the batch file) and
+ * wait for it; bfs_engine_get's contract. */
+static int wait_batch(struct mnt *m, uint64_t reader, uint64_t id,
+		      bfs_batch **b, char *msg)
 {
-	uint64_t reader = (uint64_t)fuse_get_context()->pid;
-
 	bfs_engine_hint(m->eng, reader, id);
 	return bfs_engine_get(m->eng, reader, id, b, msg);
 }
@@ -261,7 +267,8 @@ static int wait_batch(struct mnt *m, uint64_t id, bfs_batch **b, char *msg)
 /* batch-NNNNNN.index.json: for each position, where the sample came from,
  * its label and the augmentation drawn.  Waits for the batch (for the
  * labels); a failed batch still lists its samples, with the error. */
-static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
+static int build_index(struct mnt *m, uint64_t reader, const bfs_node *n,
+		       struct text_file *tf)
 {
 	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
 	uint64_t id = batch_id(m, n);
@@ -271,7 +278,7 @@ static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	bfs_json j;
 	int err;
 
-	err = wait_batch(m, id, &b, msg);
+	err = wait_batch(m, reader, id, &b, msg);
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_u64(&j, "epoch", n->epoch);
@@ -327,7 +334,8 @@ static int build_index(struct mnt *m, const bfs_node *n, struct text_file *tf)
 
 /* batch-NNNNNN.preview.jpg: the batch as the model sees it, normalization
  * undone for display, with each tile's label (class name for folders). */
-static int build_preview(struct mnt *m, const bfs_node *n, struct text_file *tf)
+static int build_preview(struct mnt *m, uint64_t reader, const bfs_node *n,
+			 struct text_file *tf)
 {
 	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
 	uint64_t id = batch_id(m, n);
@@ -340,7 +348,7 @@ static int build_preview(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	bfs_batch *b;
 	int err;
 
-	err = wait_batch(m, id, &b, msg);
+	err = wait_batch(m, reader, id, &b, msg);
 	if (err)
 		return -EIO;
 	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
@@ -379,8 +387,8 @@ static int build_preview(struct mnt *m, const bfs_node *n, struct text_file *tf)
 }
 
 /* Find or build the index.json / preview.jpg of node n.  Lock held. */
-static struct made *made_get_locked(struct mnt *m, const bfs_node *n,
-				    int *err)
+static struct made *made_get_locked(struct mnt *m, uint64_t reader,
+				    const bfs_node *n, int *err)
 {
 	uint64_t id = batch_id(m, n);
 	struct made *slot = &m->made[0];
@@ -396,8 +404,8 @@ static struct made *made_get_locked(struct mnt *m, const bfs_node *n,
 		if (!e->buf || e->used < slot->used)
 			slot = e;
 	}
-	*err = n->kind == BFS_NODE_INDEX ? build_index(m, n, &tf)
-					 : build_preview(m, n, &tf);
+	*err = n->kind == BFS_NODE_INDEX ? build_index(m, reader, n, &tf)
+					 : build_preview(m, reader, n, &tf);
 	if (*err)
 		return NULL;
 	free(slot->buf);
@@ -409,25 +417,27 @@ static struct made *made_get_locked(struct mnt *m, const bfs_node *n,
 	return slot;
 }
 
-static int made_len(struct mnt *m, const bfs_node *n, size_t *len)
+static int made_len(struct mnt *m, uint64_t reader, const bfs_node *n,
+		    size_t *len)
 {
 	struct made *e;
 	int err = 0;
 
 	pthread_mutex_lock(&m->made_lock);
-	if ((e = made_get_locked(m, n, &err)))
+	if ((e = made_get_locked(m, reader, n, &err)))
 		*len = e->len;
 	pthread_mutex_unlock(&m->made_lock);
 	return err;
 }
 
-static int made_copy(struct mnt *m, const bfs_node *n, struct text_file *tf)
+static int made_copy(struct mnt *m, uint64_t reader, const bfs_node *n,
+		     struct text_file *tf)
 {
 	struct made *e;
 	int err = 0;
 
 	pthread_mutex_lock(&m->made_lock);
-	if ((e = made_get_locked(m, n, &err))) {
+	if ((e = made_get_locked(m, reader, n, &err))) {
 		if ((tf->buf = malloc(e->len ? e->len : 1))) {
 			memcpy(tf->buf, e->buf, e->len);
 			tf->len = e->len;
@@ -439,39 +449,47 @@ static int made_copy(struct mnt *m, const bfs_node *n, struct text_file *tf)
 	return err;
 }
 
-/* ---- FUSE operations -------------------------------------------------- */
+/* ---- attributes ------------------------------------------------------- */
 
-static void *op_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
+/* Everything but stats.json is immutable for the mount's life, so the
+ * kernel may keep names, misses and attributes for an hour. */
+#define CACHE_TIMEOUT 3600.0
+
+static struct mnt *req_mnt(fuse_req_t req)
 {
-	/* Everything but stats.json is immutable for the mount's life. */
-	cfg->entry_timeout = 3600;
-	cfg->attr_timeout = 3600;
-	cfg->negative_timeout = 3600;
-	conn->max_readahead = 1u << 20;
-	return fuse_get_context()->private_data;
+	return fuse_req_userdata(req);
 }
 
-static void fill_times(const struct mnt *m, struct stat *st)
+/* The reader a request comes from: the engine keeps one read-ahead per
+ * process. */
+static uint64_t req_reader(fuse_req_t req)
 {
+	return (uint64_t)fuse_req_ctx(req)->pid;
+}
+
+static double attr_timeout(const bfs_node *n)
+{
+	return n->kind == BFS_NODE_STATS_JSON ? 0.0 : CACHE_TIMEOUT;
+}
+
+/* Fill *st for node n.  index.json and preview.jpg need their batch to
+ * know their size, so they wait for it (as `reader`); readdir does not
+ * list them, so `ls -l` never does. */
+static int node_attr(struct mnt *m, uint64_t reader, const bfs_node *n,
+		     struct stat *st)
+{
+	char hdr[256];
+	size_t data_len, len = 0;
+	int err;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = bfs_ns_ino(&m->shape, n);
 	st->st_atim = st->st_mtim = st->st_ctim = m->mounted;
 	st->st_uid = getuid();
 	st->st_gid = getgid();
-}
-
-static int op_getattr(const char *path, struct stat *st,
-		      struct fuse_file_info *fi)
-{
-	struct mnt *m = ctx_mnt();
-	bfs_node n;
-	char hdr[256];
-	size_t data_len;
-	int err = bfs_ns_parse(&m->shape, path, &n);
-
-	if (err)
-		return err;
-	memset(st, 0, sizeof(*st));
-	fill_times(m, st);
-	switch (n.kind) {
+	st->st_nlink = 1;
+	st->st_mode = S_IFREG | 0444;
+	switch (n->kind) {
 	case BFS_NODE_ROOT:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2 + m->shape.epochs;
@@ -481,13 +499,11 @@ static int op_getattr(const char *path, struct stat *st,
 		st->st_nlink = 2;
 		break;
 	case BFS_NODE_DATASET_JSON:
-		st->st_mode = S_IFREG | 0444;
 		st->st_size = (off_t)m->dataset_len;
 		break;
 	case BFS_NODE_STATS_JSON: {
 		struct text_file tf;
 
-		st->st_mode = S_IFREG | 0444;
 		clock_gettime(CLOCK_REALTIME, &st->st_mtim);
 		if (build_stats(m, &tf) == 0) {
 			st->st_size = (off_t)tf.len;
@@ -497,219 +513,331 @@ static int op_getattr(const char *path, struct stat *st,
 	}
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
-		st->st_mode = S_IFREG | 0444;
-		st->st_size = (off_t)(file_header(m, &n, hdr, sizeof(hdr),
+		st->st_size = (off_t)(file_header(m, n, hdr, sizeof(hdr),
 						  &data_len) + data_len);
 		break;
 	case BFS_NODE_INDEX:
-	case BFS_NODE_PREVIEW: {
-		/* Their size depends on the produced batch, so stat waits for
-		 * it; readdir does not list them, so `ls -l` never does. */
-		size_t len = 0;
-		int err = made_len(m, &n, &len);
-
-		if (err)
+	case BFS_NODE_PREVIEW:
+		if ((err = made_len(m, reader, n, &len)))
 			return err;
-		st->st_mode = S_IFREG | 0444;
 		st->st_size = (off_t)len;
 		break;
 	}
-	}
-	st->st_nlink = st->st_nlink ? st->st_nlink : 1;
 	st->st_blksize = 1 << 20;
 	st->st_blocks = (st->st_size + 511) / 512;
 	return 0;
 }
 
-static int op_readdir(const char *path, void *buf, fuse_fill_dir_t filler,
-		      off_t off, struct fuse_file_info *fi,
-		      enum fuse_readdir_flags flags)
-{
-	struct mnt *m = ctx_mnt();
-	char name[64];
-	bfs_node n, c;
-	int err = bfs_ns_parse(&m->shape, path, &n);
+/* ---- FUSE operations (low-level API) ---------------------------------- */
 
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* The kernel still caps requests at the bdi's read_ahead_kb (see
+	 * raise_readahead). */
+	conn->max_readahead = 1u << 20;
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mnt *m = req_mnt(req);
+	struct fuse_entry_param ep;
+	bfs_node dir, n;
+	int err = bfs_ns_from_ino(&m->shape, parent, &dir);
+
+	memset(&ep, 0, sizeof(ep));
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	err = bfs_ns_child(&m->shape, &dir, name, &n);
+	if (err == -ENOENT) {
+		/* a miss is as permanent as a hit: let the kernel cache it */
+		ep.entry_timeout = CACHE_TIMEOUT;
+		fuse_reply_entry(req, &ep);
+		return;
+	}
+	if (!err)
+		err = node_attr(m, req_reader(req), &n, &ep.attr);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	ep.ino = ep.attr.st_ino;
+	ep.attr_timeout = attr_timeout(&n);
+	ep.entry_timeout = CACHE_TIMEOUT;
+	fuse_reply_entry(req, &ep);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = req_mnt(req);
+	struct stat st;
+	bfs_node n;
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
+
+	if (!err)
+		err = node_attr(m, req_reader(req), &n, &st);
 	if (err)
-		return err;
-	if (n.kind != BFS_NODE_ROOT && n.kind != BFS_NODE_EPOCH)
-		return -ENOTDIR;
-	filler(buf, ".", NULL, 0, 0);
-	filler(buf, "..", NULL, 0, 0);
-	if (n.kind == BFS_NODE_ROOT) {
-		filler(buf, "dataset.json", NULL, 0, 0);
-		filler(buf, "stats.json", NULL, 0, 0);
-		c.kind = BFS_NODE_EPOCH;
-		for (uint32_t e = 0; e < m->shape.epochs; e++) {
-			c.epoch = e;
-			if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
-			    filler(buf, name, NULL, 0, 0))
-				break;
-		}
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_attr(req, &st, attr_timeout(&n));
+}
+
+/* Entry k of directory dir, in listing order: ".", "..", then the root's
+ * two JSON files and its epochs, or an epoch's .npy and .labels.npy per
+ * batch (.index.json and .preview.jpg exist but are not listed: their
+ * size needs the batch decoded).  0, or -ENOENT past the end. */
+static int dir_entry(const struct mnt *m, const bfs_node *dir, uint64_t k,
+		     bfs_node *child, const char **fixed)
+{
+	*fixed = NULL;
+	*child = *dir;
+	if (k < 2) {
+		*fixed = k == 0 ? "." : "..";
+		if (k == 1)
+			child->kind = BFS_NODE_ROOT;
 		return 0;
 	}
-	c.epoch = n.epoch;
-	for (uint64_t b = 0; b < m->shape.batches; b++) {
-		c.batch = b;
-		c.kind = BFS_NODE_BATCH;
-		if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
-		    filler(buf, name, NULL, 0, 0))
-			break;
-		c.kind = BFS_NODE_LABELS;
-		if (bfs_ns_name(&m->shape, &c, name, sizeof(name)) > 0 &&
-		    filler(buf, name, NULL, 0, 0))
-			break;
-		/* .index.json and .preview.jpg exist but are not listed:
-		 * their size needs the batch decoded (see op_getattr) */
+	k -= 2;
+	if (dir->kind == BFS_NODE_ROOT) {
+		if (k < 2) {
+			child->kind = k == 0 ? BFS_NODE_DATASET_JSON
+					     : BFS_NODE_STATS_JSON;
+			return 0;
+		}
+		if (k - 2 >= m->shape.epochs)
+			return -ENOENT;
+		child->kind = BFS_NODE_EPOCH;
+		child->epoch = (uint32_t)(k - 2);
+		return 0;
 	}
+	if (k / 2 >= m->shape.batches)
+		return -ENOENT;
+	child->kind = k % 2 ? BFS_NODE_LABELS : BFS_NODE_BATCH;
+	child->batch = k / 2;
 	return 0;
 }
 
-static int op_open(const char *path, struct fuse_file_info *fi)
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size,
+		       off_t off, struct fuse_file_info *fi)
 {
-	struct mnt *m = ctx_mnt();
+	struct mnt *m = req_mnt(req);
+	bfs_node dir, c;
+	size_t used = 0;
+	char *buf;
+	int err = bfs_ns_from_ino(&m->shape, ino, &dir);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	if (dir.kind != BFS_NODE_ROOT && dir.kind != BFS_NODE_EPOCH) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	if (!(buf = malloc(size ? size : 1))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (uint64_t k = (uint64_t)(off > 0 ? off : 0);; k++) {
+		const char *fixed;
+		char name[64];
+		struct stat st;
+		size_t need;
+
+		if (dir_entry(m, &dir, k, &c, &fixed))
+			break;
+		if (!fixed && bfs_ns_name(&m->shape, &c, name, sizeof(name)) < 0)
+			break;
+		memset(&st, 0, sizeof(st));
+		st.st_ino = bfs_ns_ino(&m->shape, &c);
+		st.st_mode = c.kind == BFS_NODE_ROOT || c.kind == BFS_NODE_EPOCH
+				     ? S_IFDIR : S_IFREG;
+		need = fuse_add_direntry(req, buf + used, size - used,
+					 fixed ? fixed : name, &st,
+					 (off_t)(k + 1));
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct mnt *m = req_mnt(req);
 	bfs_node n;
-	int err = bfs_ns_parse(&m->shape, path, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
 	if (err)
-		return err;
+		fuse_reply_err(req, -err);
+	else if (n.kind != BFS_NODE_ROOT && n.kind != BFS_NODE_EPOCH)
+		fuse_reply_err(req, ENOTDIR);
+	else
+		fuse_reply_open(req, fi);
+}
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mnt *m = req_mnt(req);
+	struct text_file *tf = NULL;
+	bfs_node n;
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
+
+	if (err)
+		goto fail;
+	err = -EROFS;
 	if ((fi->flags & O_ACCMODE) != O_RDONLY ||
 	    (fi->flags & (O_TRUNC | O_CREAT)))
-		return -EROFS;
+		goto fail;
+	fi->fh = 0;
 	switch (n.kind) {
 	case BFS_NODE_ROOT:
 	case BFS_NODE_EPOCH:
-		return -EISDIR;
+		err = -EISDIR;
+		goto fail;
 	case BFS_NODE_DATASET_JSON:
 		fi->keep_cache = 1;
-		fi->fh = 0;
-		return 0;
-	case BFS_NODE_STATS_JSON: {
-		struct text_file *tf = malloc(sizeof(*tf));
-
-		if (!tf)
-			return -ENOMEM;
-		if ((err = build_stats(m, tf))) {
-			free(tf);
-			return err;
-		}
-		fi->fh = (uint64_t)(uintptr_t)tf; /* freed in op_release */
-		fi->direct_io = 1;                 /* fresh at every open */
-		return 0;
-	}
+		break;
+	case BFS_NODE_STATS_JSON:
+		err = -ENOMEM;
+		if (!(tf = calloc(1, sizeof(*tf))) ||
+		    (err = build_stats(m, tf)))
+			goto fail;
+		fi->direct_io = 1; /* fresh at every open */
+		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
-		/* The bytes never change, so the kernel may keep its cache. */
+		/* The bytes never change, so the kernel keeps its cache (and
+		 * what push_batch put there). */
 		fi->keep_cache = 1;
-		fi->fh = 0;
-		bfs_engine_hint(m->eng, (uint64_t)fuse_get_context()->pid,
-				batch_id(m, &n));
-		return 0;
+		bfs_engine_hint(m->eng, req_reader(req), batch_id(m, &n));
+		break;
 	case BFS_NODE_INDEX:
-	case BFS_NODE_PREVIEW: {
-		struct text_file *tf = calloc(1, sizeof(*tf));
-
-		if (!tf)
-			return -ENOMEM;
-		if ((err = made_copy(m, &n, tf))) {
-			free(tf);
-			return err;
-		}
-		fi->fh = (uint64_t)(uintptr_t)tf; /* freed in op_release */
-		fi->keep_cache = 1;               /* the bytes never change */
-		return 0;
+	case BFS_NODE_PREVIEW:
+		err = -ENOMEM;
+		if (!(tf = calloc(1, sizeof(*tf))) ||
+		    (err = made_copy(m, req_reader(req), &n, tf)))
+			goto fail;
+		fi->keep_cache = 1;
+		break;
 	}
+	fi->fh = (uint64_t)(uintptr_t)tf; /* freed in ll_release */
+	if (fuse_reply_open(req, fi) == -ENOENT && tf) {
+		/* the opener was interrupted: no release will come */
+		free(tf->buf);
+		free(tf);
 	}
-	return -ENOENT;
+	return;
+fail:
+	free(tf);
+	fuse_reply_err(req, -err);
 }
 
-static int copy_out(char *dst, size_t size, off_t off, const void *src,
-		    size_t len)
+/* Reply with bytes [off, off + size) of a buffer of len bytes. */
+static void reply_slice(fuse_req_t req, const void *src, size_t len,
+			size_t size, off_t off)
 {
-	if ((uint64_t)off >= len)
-		return 0;
+	if (off < 0 || (uint64_t)off >= len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	if (size > len - (size_t)off)
 		size = len - (size_t)off;
-	memcpy(dst, (const char *)src + off, size);
-	return (int)size;
+	fuse_reply_buf(req, (const char *)src + off, size);
 }
 
-static int read_batch(struct mnt *m, const bfs_node *n, char *buf,
-		      size_t size, off_t off)
+/* Reply to a read of a batch or label file.  The reply is gathered
+ * (header, then the pinned batch's memory) and written by the kernel
+ * straight from there: no copy in user space. */
+static void read_batch(fuse_req_t req, struct mnt *m, const bfs_node *n,
+		       size_t size, off_t off)
 {
 	char hdr[256], msg[BFS_ERRMSG_MAX] = "";
 	size_t data_len, hlen = file_header(m, n, hdr, sizeof(hdr), &data_len);
-	size_t done = 0;
-	bfs_batch *b;
-	int err;
+	uint64_t pos = (uint64_t)off, id = batch_id(m, n);
+	struct iovec iov[2];
+	int count = 0, err;
+	bfs_batch *b = NULL;
 
-	if ((uint64_t)off >= hlen + data_len)
-		return 0;
-	if (size > hlen + data_len - (size_t)off)
-		size = hlen + data_len - (size_t)off;
-	if ((size_t)off < hlen) {
-		done = (size_t)copy_out(buf, size, off, hdr, hlen);
-		if (done == size)
-			return (int)done;
+	if (off < 0 || pos >= hlen + data_len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
 	}
-	err = bfs_engine_get(m->eng, (uint64_t)fuse_get_context()->pid,
-			     batch_id(m, n), &b, msg);
-	if (err) {
-		static uint64_t last_logged = UINT64_MAX; /* atomic */
-		uint64_t id = batch_id(m, n);
-		char esc[2 * BFS_ERRMSG_MAX];
+	if (size > hlen + data_len - pos)
+		size = hlen + data_len - pos;
+	if (pos < hlen) {
+		iov[count].iov_base = hdr + pos;
+		iov[count].iov_len = size < hlen - pos ? size : hlen - pos;
+		pos += iov[count].iov_len;
+		size -= iov[count].iov_len;
+		count++;
+	}
+	if (size) {
+		err = bfs_engine_get(m->eng, req_reader(req), id, &b, msg);
+		if (err) {
+			static uint64_t last_logged = UINT64_MAX; /* atomic */
+			char esc[2 * BFS_ERRMSG_MAX];
 
-		/* The kernel retries a failed page read; say it once. */
-		if (__atomic_exchange_n(&last_logged, id, __ATOMIC_RELAXED) != id)
-			bfs_log(BFS_LOG_WARN, "read of epoch %u batch %llu fails with EIO: %s",
-			n->epoch, (unsigned long long)n->batch,
-			bfs_log_escape(msg[0] ? msg : bfs_strerror(err), esc,
-				       sizeof(esc)));
-		return -EIO;
+			/* The kernel retries a failed page read; say it once. */
+			if (__atomic_exchange_n(&last_logged, id,
+						__ATOMIC_RELAXED) != id)
+				bfs_log(BFS_LOG_WARN,
+					"read of epoch %u batch %llu fails with EIO: %s",
+					n->epoch, (unsigned long long)n->batch,
+					bfs_log_escape(msg[0] ? msg : bfs_strerror(err),
+						       esc, sizeof(esc)));
+			fuse_reply_err(req, EIO);
+			return;
+		}
+		iov[count].iov_base = (char *)(n->kind == BFS_NODE_LABELS
+			? (const void *)bfs_batch_labels(b)
+			: bfs_batch_images(b)) + (pos - hlen);
+		iov[count].iov_len = size;
+		count++;
 	}
-	off += (off_t)done;
-	if (n->kind == BFS_NODE_LABELS)
-		done += (size_t)copy_out(buf + done, size - done,
-					 off - (off_t)hlen, bfs_batch_labels(b),
-					 data_len);
-	else
-		done += (size_t)copy_out(buf + done, size - done,
-					 off - (off_t)hlen, bfs_batch_images(b),
-					 data_len);
+	fuse_reply_iov(req, iov, count);
 	bfs_engine_put(m->eng, b);
-	return (int)done;
 }
 
-static int op_read(const char *path, char *buf, size_t size, off_t off,
-		   struct fuse_file_info *fi)
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
 {
-	struct mnt *m = ctx_mnt();
+	struct mnt *m = req_mnt(req);
+	struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
 	bfs_node n;
-	int err = bfs_ns_parse(&m->shape, path, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
-	if (err)
-		return err;
-	if (off < 0)
-		return -EINVAL;
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
 	switch (n.kind) {
 	case BFS_NODE_DATASET_JSON:
-		return copy_out(buf, size, off, m->dataset_json, m->dataset_len);
+		reply_slice(req, m->dataset_json, m->dataset_len, size, off);
+		break;
 	case BFS_NODE_STATS_JSON:
 	case BFS_NODE_INDEX:
-	case BFS_NODE_PREVIEW: {
-		struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
-
-		return tf ? copy_out(buf, size, off, tf->buf, tf->len) : -EIO;
-	}
+	case BFS_NODE_PREVIEW:
+		if (tf)
+			reply_slice(req, tf->buf, tf->len, size, off);
+		else
+			fuse_reply_err(req, EIO);
+		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
-		return read_batch(m, &n, buf, size, off);
+		read_batch(req, m, &n, size, off);
+		break;
 	default:
-		return -EISDIR;
+		fuse_reply_err(req, EISDIR);
 	}
 }
 
-static int op_release(const char *path, struct fuse_file_info *fi)
+static void ll_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
 {
 	struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
 
@@ -717,30 +845,19 @@ static int op_release(const char *path, struct fuse_file_info *fi)
 		free(tf->buf);
 		free(tf);
 	}
-	return 0;
-}
-
-static int op_opendir(const char *path, struct fuse_file_info *fi)
-{
-	struct mnt *m = ctx_mnt();
-	bfs_node n;
-	int err = bfs_ns_parse(&m->shape, path, &n);
-
-	if (err)
-		return err;
-	return n.kind == BFS_NODE_ROOT || n.kind == BFS_NODE_EPOCH ? 0
-								   : -ENOTDIR;
+	fuse_reply_err(req, 0);
 }
 
 static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
 		       char *val, size_t cap)
 {
 	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
-	unsigned count = bfs_engine_batch_count(m->eng, batch_id(m, n));
+	unsigned count;
 	int len;
 
 	if (n->kind != BFS_NODE_BATCH && n->kind != BFS_NODE_LABELS)
 		return -ENODATA;
+	count = bfs_engine_batch_count(m->eng, batch_id(m, n));
 	if (strcmp(name, "user.batchfs.shape") == 0) {
 		if (n->kind == BFS_NODE_LABELS)
 			len = snprintf(val, cap, "(%u,)", count);
@@ -760,112 +877,177 @@ static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
 	return len;
 }
 
-static int op_getxattr(const char *path, const char *name, char *value,
-		       size_t size)
+/* getxattr/listxattr reply: the size when asked for 0 bytes, ERANGE when
+ * the caller's buffer is too small. */
+static void reply_xattr(fuse_req_t req, const char *val, int len, size_t size)
 {
-	struct mnt *m = ctx_mnt();
+	if (len < 0)
+		fuse_reply_err(req, -len);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)len);
+	else if ((size_t)len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, (size_t)len);
+}
+
+static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct mnt *m = req_mnt(req);
 	char val[128];
 	bfs_node n;
-	int len, err = bfs_ns_parse(&m->shape, path, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
-	if (err)
-		return err;
-	len = xattr_value(m, &n, name, val, sizeof(val));
-	if (len < 0)
-		return len;
-	if (size == 0)
-		return len;
-	if ((size_t)len > size)
-		return -ERANGE;
-	memcpy(value, val, (size_t)len);
-	return len;
+	reply_xattr(req, val, err ? err : xattr_value(m, &n, name, val,
+						       sizeof(val)), size);
 }
 
-static int op_listxattr(const char *path, char *list, size_t size)
+static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static const char names[] = "user.batchfs.shape\0user.batchfs.dtype";
-	struct mnt *m = ctx_mnt();
+	struct mnt *m = req_mnt(req);
 	bfs_node n;
-	int err = bfs_ns_parse(&m->shape, path, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
 	if (err)
-		return err;
-	if (n.kind != BFS_NODE_BATCH && n.kind != BFS_NODE_LABELS)
-		return 0;
-	if (size == 0)
-		return sizeof(names);
-	if (size < sizeof(names))
-		return -ERANGE;
-	memcpy(list, names, sizeof(names));
-	return sizeof(names);
+		reply_xattr(req, NULL, err, size);
+	else if (n.kind == BFS_NODE_BATCH || n.kind == BFS_NODE_LABELS)
+		reply_xattr(req, names, (int)sizeof(names), size);
+	else
+		reply_xattr(req, names, 0, size);
 }
 
-static int op_statfs(const char *path, struct statvfs *sv)
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
-	struct mnt *m = ctx_mnt();
+	struct mnt *m = req_mnt(req);
+	struct statvfs sv;
 
-	memset(sv, 0, sizeof(*sv));
-	sv->f_bsize = sv->f_frsize = 4096;
-	sv->f_files = 2 + m->shape.epochs * (1 + 2 * m->shape.batches);
-	sv->f_namemax = 255;
-	sv->f_flag = ST_RDONLY;
-	return 0;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = sv.f_frsize = 4096;
+	sv.f_files = 2 + m->shape.epochs * (1 + 2 * m->shape.batches);
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
 }
 
-static int op_access(const char *path, int mask)
+static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
-	struct mnt *m = ctx_mnt();
+	struct mnt *m = req_mnt(req);
 	bfs_node n;
-	int err = bfs_ns_parse(&m->shape, path, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
-	if (err)
-		return err;
-	return (mask & W_OK) ? -EROFS : 0;
+	fuse_reply_err(req, err ? -err : (mask & W_OK) ? EROFS : 0);
 }
 
-/* Everything that would change the tree: the mount is read-only. */
-static int op_rofs_create(const char *p, mode_t m, struct fuse_file_info *f) { return -EROFS; }
-static int op_rofs_mknod(const char *p, mode_t m, dev_t d) { return -EROFS; }
-static int op_rofs_path(const char *p) { return -EROFS; }
-static int op_rofs_mkdir(const char *p, mode_t m) { return -EROFS; }
-static int op_rofs_rename(const char *a, const char *b, unsigned int f) { return -EROFS; }
-static int op_rofs_link(const char *a, const char *b) { return -EROFS; }
-static int op_rofs_chmod(const char *p, mode_t m, struct fuse_file_info *f) { return -EROFS; }
-static int op_rofs_chown(const char *p, uid_t u, gid_t g, struct fuse_file_info *f) { return -EROFS; }
-static int op_rofs_truncate(const char *p, off_t o, struct fuse_file_info *f) { return -EROFS; }
-static int op_rofs_write(const char *p, const char *b, size_t s, off_t o, struct fuse_file_info *f) { return -EROFS; }
-static int op_rofs_setxattr(const char *p, const char *n, const char *v, size_t s, int f) { return -EROFS; }
-static int op_rofs_removexattr(const char *p, const char *n) { return -EROFS; }
-static int op_rofs_utimens(const char *p, const struct timespec tv[2], struct fuse_file_info *f) { return -EROFS; }
+/* Everything that would change the tree: the mount is read-only.  (The
+ * "ro" mount flag makes the kernel refuse most of these itself.) */
+static void rofs_entry(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t d) { fuse_reply_err(req, EROFS); }
+static void rofs_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m) { fuse_reply_err(req, EROFS); }
+static void rofs_name(fuse_req_t req, fuse_ino_t p, const char *n) { fuse_reply_err(req, EROFS); }
+static void rofs_symlink(fuse_req_t req, const char *l, fuse_ino_t p, const char *n) { fuse_reply_err(req, EROFS); }
+static void rofs_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned int f) { fuse_reply_err(req, EROFS); }
+static void rofs_link(fuse_req_t req, fuse_ino_t i, fuse_ino_t np, const char *nn) { fuse_reply_err(req, EROFS); }
+static void rofs_setattr(fuse_req_t req, fuse_ino_t i, struct stat *a, int s, struct fuse_file_info *f) { fuse_reply_err(req, EROFS); }
+static void rofs_write(fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o, struct fuse_file_info *f) { fuse_reply_err(req, EROFS); }
+static void rofs_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f) { fuse_reply_err(req, EROFS); }
+static void rofs_setxattr(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s, int f) { fuse_reply_err(req, EROFS); }
+static void rofs_removexattr(fuse_req_t req, fuse_ino_t i, const char *n) { fuse_reply_err(req, EROFS); }
 
-static const struct fuse_operations ops = {
-	.init = op_init,
-	.getattr = op_getattr,
-	.readdir = op_readdir,
-	.opendir = op_opendir,
-	.open = op_open,
-	.read = op_read,
-	.release = op_release,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.statfs = op_statfs,
-	.access = op_access,
-	.create = op_rofs_create,
-	.mknod = op_rofs_mknod,
-	.unlink = op_rofs_path,
-	.rmdir = op_rofs_path,
-	.mkdir = op_rofs_mkdir,
-	.rename = op_rofs_rename,
-	.link = op_rofs_link,
-	.symlink = op_rofs_link,
-	.chmod = op_rofs_chmod,
-	.chown = op_rofs_chown,
-	.truncate = op_rofs_truncate,
-	.write = op_rofs_write,
-	.setxattr = op_rofs_setxattr,
-	.removexattr = op_rofs_removexattr,
-	.utimens = op_rofs_utimens,
+static const struct fuse_lowlevel_ops ops = {
+	.init = ll_init,
+	.lookup = ll_lookup,
+	.getattr = ll_getattr,
+	.opendir = ll_opendir,
+	.readdir = ll_readdir,
+	.open = ll_open,
+	.read = ll_read,
+	.release = ll_release,
+	.getxattr = ll_getxattr,
+	.listxattr = ll_listxattr,
+	.statfs = ll_statfs,
+	.access = ll_access,
+	.mknod = rofs_entry,
+	.mkdir = rofs_mkdir,
+	.unlink = rofs_name,
+	.rmdir = rofs_name,
+	.symlink = rofs_symlink,
+	.rename = rofs_rename,
+	.link = rofs_link,
+	.setattr = rofs_setattr,
+	.write = rofs_write,
+	.create = rofs_create,
+	.setxattr = rofs_setxattr,
+	.removexattr = rofs_removexattr,
 };
+
+/* ---- pushing batches into the page cache ------------------------------ */
+
+/* on_batch_ready: copy a finished batch file into the kernel's page cache
+ * (FUSE_NOTIFY_STORE), from the worker that finished it, while its reader
+ * is still busy with the batch before.  Its read() then costs one copy
+ * out of the page cache instead of ~20 FUSE round trips, each a copy of
+ * the batch's bytes into the page cache while the reader waits (see
+ * docs/BENCHMARKS.md, "FUSE serving").  Returns 1 when the whole file is
+ * there; 0 leaves the batch to the ordinary read path.
+ *
+ * The kernel only takes pages for an inode it knows: one looked up since
+ * it was last forgotten.  A reader that did not list the directory has
+ * not looked up its next batch yet, so the daemon looks it up itself,
+ * with a stat() through its own mount (answered by another loop thread;
+ * free when the name is cached).  Page 0 is pushed whole (header + the
+ * first pixels), since the kernel marks a page valid only when one push
+ * fills it. */
+static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
+{
+	struct mnt *m = ctx;
+	bfs_node n = { .kind = BFS_NODE_BATCH };
+	char hdr[256], path[PATH_MAX + 64], name[64], ename[64];
+	unsigned char page[4096];
+	size_t data_len, hlen, first;
+	const unsigned char *data = bfs_batch_images(b);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
+	uint64_t ino;
+	int err;
+
+	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE))
+		return 0;
+	n.epoch = (uint32_t)(id / m->shape.batches);
+	n.batch = id % m->shape.batches;
+	ino = bfs_ns_ino(&m->shape, &n);
+	hlen = file_header(m, &n, hdr, sizeof(hdr), &data_len);
+	first = hlen + data_len < sizeof(page) ? hlen + data_len : sizeof(page);
+	memcpy(page, hdr, hlen);
+	memcpy(page + hlen, data, first - hlen);
+	bv.buf[0].mem = page;
+	bv.buf[0].size = first;
+	err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
+	if (err == -ENOENT) {
+		bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n.epoch };
+		struct stat st;
+
+		if (bfs_ns_name(&m->shape, &ep, ename, sizeof(ename)) < 0 ||
+		    bfs_ns_name(&m->shape, &n, name, sizeof(name)) < 0)
+			return 0;
+		snprintf(path, sizeof(path), "%s/%s/%s", m->root, ename, name);
+		if (stat(path, &st) != 0 || (uint64_t)st.st_ino != ino)
+			return 0;
+		err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
+	}
+	if (err)
+		return 0;
+	if (hlen + data_len > first) {
+		bv.buf[0].mem = (void *)(data + (first - hlen));
+		bv.buf[0].size = hlen + data_len - first;
+		bv.buf[0].pos = 0;
+		bv.off = 0;
+		bv.idx = 0;
+		if (fuse_lowlevel_notify_store(m->se, ino, (off_t)first, &bv, 0))
+			return 0;
+	}
+	__atomic_add_fetch(&m->pushed_bytes, hlen + data_len, __ATOMIC_RELAXED);
+	return 1;
+}
 
 /* ---- stats.json ------------------------------------------------------- */
 
@@ -887,6 +1069,9 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_u64(&j, "batches_served", st.batches_served);
 	bfs_json_u64(&j, "batches_produced", st.batches_produced);
+	bfs_json_u64(&j, "batches_pushed", st.batches_pushed);
+	bfs_json_u64(&j, "bytes_pushed",
+		     __atomic_load_n(&m->pushed_bytes, __ATOMIC_RELAXED));
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
 	bfs_json_u64(&j, "bytes_read", st.bytes_read);
 	bfs_json_u64(&j, "threads", st.threads);
@@ -1182,7 +1367,7 @@ static void notify(int fd, int ok, const char *msg)
 static int serve(const bfs_mount_opts *o, int notify_fd)
 {
 	struct mnt m = { .o = o };
-	struct fuse *fuse = NULL;
+	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char msg[BFS_ERRMSG_MAX + PATH_MAX] = "", errmsg[BFS_ERRMSG_MAX] = "";
@@ -1208,6 +1393,8 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		goto out;
 	}
 	eo.on_sample_error = on_sample_error;
+	if (!o->no_push && realpath(o->mountpoint, m.root))
+		eo.on_batch_ready = push_batch;
 	eo.ctx = &m;
 	eo.cache = m.cache;
 	memcpy(eo.cache_fp, m.cache_fp, sizeof(eo.cache_fp));
@@ -1235,14 +1422,14 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		notify(notify_fd, 0, "batchfs: out of memory");
 		goto out;
 	}
-	fuse = fuse_new(&args, &ops, sizeof(ops), &m);
-	if (!fuse) {
+	se = fuse_session_new(&args, &ops, sizeof(ops), &m);
+	if (!se) {
 		snprintf(msg, sizeof(msg),
 			 "batchfs: bad FUSE options '%s' (see above)", optstr);
 		notify(notify_fd, 0, msg);
 		goto out;
 	}
-	if (fuse_mount(fuse, o->mountpoint) != 0) {
+	if (fuse_session_mount(se, o->mountpoint) != 0) {
 		snprintf(msg, sizeof(msg),
 			 "batchfs: cannot mount on %s (is /dev/fuse usable, and fusermount3 installed?)",
 			 o->mountpoint);
@@ -1250,8 +1437,9 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		goto out;
 	}
 	mounted = 1;
+	m.se = se;
 	raise_readahead(o->mountpoint);
-	if (fuse_set_signal_handlers(fuse_get_session(fuse)) != 0) {
+	if (fuse_set_signal_handlers(se) != 0) {
 		notify(notify_fd, 0, "batchfs: cannot install signal handlers");
 		goto out;
 	}
@@ -1302,17 +1490,21 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		fuse_loop_cfg_set_clone_fd(loop, 0);
 		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
 	}
-	err = fuse_loop_mt(fuse, loop);
+	__atomic_store_n(&m.push_live, 1, __ATOMIC_RELEASE);
+	err = fuse_session_loop_mt(se, loop);
 	status = err == 0 ? 0 : 1;
+	/* No more pushes: a worker's stat() through the mount would now wait
+	 * for a loop that is gone, until the session's fd is closed below. */
+	__atomic_store_n(&m.push_live, 0, __ATOMIC_RELEASE);
 	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);
-	fuse_remove_signal_handlers(fuse_get_session(fuse));
+	fuse_remove_signal_handlers(se);
 out:
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
-	if (fuse) {
+	if (se) {
 		if (mounted)
-			fuse_unmount(fuse);
-		fuse_destroy(fuse);
+			fuse_session_unmount(se);
+		fuse_session_destroy(se);
 	}
 	fuse_opt_free_args(&args);
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */

@@ -165,3 +165,76 @@ int bfs_ns_parse(const bfs_ns_shape *shape, const char *path, bfs_node *node)
 	*node = n;
 	return 0;
 }
+
+int bfs_ns_child(const bfs_ns_shape *shape, const bfs_node *parent,
+		 const char *name, bfs_node *node)
+{
+	size_t len = strlen(name);
+	bfs_node n = *parent;
+
+	if (len > 255)
+		return -ENAMETOOLONG;
+	if (parent->kind == BFS_NODE_ROOT) {
+		if (len == 12 && memcmp(name, "dataset.json", 12) == 0)
+			n.kind = BFS_NODE_DATASET_JSON;
+		else if (len == 10 && memcmp(name, "stats.json", 10) == 0)
+			n.kind = BFS_NODE_STATS_JSON;
+		else if (parse_epoch(shape, name, len, &n))
+			return -ENOENT;
+	} else if (parent->kind == BFS_NODE_EPOCH) {
+		if (parse_batch(shape, name, len, &n))
+			return -ENOENT;
+	} else {
+		return -ENOTDIR;
+	}
+	*node = n;
+	return 0;
+}
+
+enum { INO_ROOT = 1, INO_DATASET = 2, INO_STATS = 3, INO_EPOCH0 = 4 };
+
+uint64_t bfs_ns_ino(const bfs_ns_shape *shape, const bfs_node *node)
+{
+	uint64_t files = INO_EPOCH0 + (uint64_t)shape->epochs;
+
+	switch (node->kind) {
+	case BFS_NODE_ROOT:
+		return INO_ROOT;
+	case BFS_NODE_DATASET_JSON:
+		return INO_DATASET;
+	case BFS_NODE_STATS_JSON:
+		return INO_STATS;
+	case BFS_NODE_EPOCH:
+		return INO_EPOCH0 + node->epoch;
+	default:
+		return files + 4 * ((uint64_t)node->epoch * shape->batches +
+				    node->batch) +
+		       (uint64_t)(node->kind - BFS_NODE_BATCH);
+	}
+}
+
+int bfs_ns_from_ino(const bfs_ns_shape *shape, uint64_t ino, bfs_node *node)
+{
+	uint64_t files = INO_EPOCH0 + (uint64_t)shape->epochs, rel;
+	bfs_node n = { .kind = BFS_NODE_ROOT };
+
+	if (ino == INO_ROOT) {
+		n.kind = BFS_NODE_ROOT;
+	} else if (ino == INO_DATASET) {
+		n.kind = BFS_NODE_DATASET_JSON;
+	} else if (ino == INO_STATS) {
+		n.kind = BFS_NODE_STATS_JSON;
+	} else if (ino >= INO_EPOCH0 && ino < files) {
+		n.kind = BFS_NODE_EPOCH;
+		n.epoch = (uint32_t)(ino - INO_EPOCH0);
+	} else if (ino >= files && shape->batches &&
+		   (rel = (ino - files) / 4) / shape->batches < shape->epochs) {
+		n.kind = (bfs_node_kind)(BFS_NODE_BATCH + (ino - files) % 4);
+		n.epoch = (uint32_t)(rel / shape->batches);
+		n.batch = rel % shape->batches;
+	} else {
+		return -ENOENT;
+	}
+	*node = n;
+	return 0;
+}

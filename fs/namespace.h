@@ -26,6 +26,7 @@ typedef enum {
 	BFS_NODE_DATASET_JSON,
 	BFS_NODE_STATS_JSON,
 	BFS_NODE_EPOCH,       /* directory epoch-NNNN */
+	/* the four per-batch kinds stay consecutive (see bfs_ns_ino) */
 	BFS_NODE_BATCH,       /* batch-NNNNNN.npy */
 	BFS_NODE_LABELS,      /* batch-NNNNNN.labels.npy */
 	BFS_NODE_INDEX,       /* batch-NNNNNN.index.json */
@@ -53,5 +54,26 @@ int bfs_ns_parse(const bfs_ns_shape *shape, const char *path, bfs_node *node);
  * length, or -ENOSPC when cap is too small.  Pure; any thread. */
 int bfs_ns_name(const bfs_ns_shape *shape, const bfs_node *node, char *buf,
 		size_t cap);
+
+/* Look up entry `name` inside directory `parent` (a ROOT or EPOCH node).
+ * Returns 0 and fills *node, -ENOENT, -ENOTDIR when parent is a file, or
+ * -ENAMETOOLONG.  Same canonical-name rule as bfs_ns_parse.  Pure. */
+int bfs_ns_child(const bfs_ns_shape *shape, const bfs_node *parent,
+		 const char *name, bfs_node *node);
+
+/* Inode numbers, computed rather than stored, so the mount keeps no table
+ * of names whatever the dataset size:
+ *
+ *   1               the root (FUSE_ROOT_ID)
+ *   2, 3            dataset.json, stats.json
+ *   4 + e           epoch-e
+ *   4 + E + 4 * (e * B + b) + k
+ *                   batch b of epoch e; k = 0 .npy, 1 .labels.npy,
+ *                   2 .index.json, 3 .preview.jpg
+ *
+ * (E epochs, B batches per epoch).  bfs_ns_ino never returns 0;
+ * bfs_ns_from_ino returns 0 or -ENOENT for a number no node has.  Pure. */
+uint64_t bfs_ns_ino(const bfs_ns_shape *shape, const bfs_node *node);
+int bfs_ns_from_ino(const bfs_ns_shape *shape, uint64_t ino, bfs_node *node);
 
 #endif

@@ -116,6 +116,79 @@ static void test_namespace_name_reports_small_buffers(void **state)
 	assert_int_equal(bfs_ns_name(&shape, &n, tiny, sizeof(tiny)), -ENOSPC);
 }
 
+static void assert_same_node(const bfs_node *a, const bfs_node *b)
+{
+	assert_int_equal(a->kind, b->kind);
+	assert_int_equal(a->epoch, b->epoch);
+	assert_int_equal(a->batch, b->batch);
+}
+
+static void test_namespace_child_matches_path_parse(void **state)
+{
+	static const char *names[] = {
+		"dataset.json", "stats.json", "epoch-0000", "epoch-0001",
+		"epoch-1", "..", ".", "", "batch-000001.npy",
+	};
+	bfs_ns_shape s = { .epochs = 2, .batches = 16 };
+	bfs_node root = { .kind = BFS_NODE_ROOT }, ep, n, p;
+	char path[300];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "/%s", names[i]);
+		int want = names[i][0] && strcmp(names[i], ".") != 0
+				   ? bfs_ns_parse(&s, path, &p) : -ENOENT;
+
+		assert_int_equal(bfs_ns_child(&s, &root, names[i], &n), want);
+		if (want == 0)
+			assert_same_node(&n, &p);
+	}
+	assert_int_equal(bfs_ns_child(&s, &root, "epoch-0001", &ep), 0);
+	assert_int_equal(bfs_ns_child(&s, &ep, "batch-000015.labels.npy", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_LABELS);
+	assert_int_equal(n.epoch, 1);
+	assert_int_equal(n.batch, 15);
+	assert_int_equal(bfs_ns_child(&s, &ep, "batch-000016.npy", &n), -ENOENT);
+	assert_int_equal(bfs_ns_child(&s, &ep, "epoch-0000", &n), -ENOENT);
+	assert_int_equal(bfs_ns_child(&s, &n, "x", &p), -ENOTDIR);
+}
+
+/* Every node gets its own number, and the number gives the node back. */
+static void test_namespace_inode_numbers_round_trip(void **state)
+{
+	bfs_ns_shape s = { .epochs = 3, .batches = 5 };
+	uint64_t seen[4 + 3 + 3 * 5 * 4] = { 0 }, ino;
+	size_t count = 0;
+	bfs_node n, back;
+
+	for (int k = BFS_NODE_ROOT; k <= BFS_NODE_PREVIEW; k++)
+		for (uint32_t e = 0; e < s.epochs; e++)
+			for (uint64_t b = 0; b < s.batches; b++) {
+				memset(&n, 0, sizeof(n));
+				n.kind = (bfs_node_kind)k;
+				if (k >= BFS_NODE_EPOCH)
+					n.epoch = e;
+				if (k >= BFS_NODE_BATCH)
+					n.batch = b;
+				else if (b)
+					continue;
+				if (k < BFS_NODE_EPOCH && e)
+					continue;
+				ino = bfs_ns_ino(&s, &n);
+				assert_true(ino >= 1);
+				for (size_t i = 0; i < count; i++)
+					assert_true(seen[i] != ino);
+				seen[count++] = ino;
+				assert_int_equal(bfs_ns_from_ino(&s, ino, &back), 0);
+				assert_same_node(&back, &n);
+			}
+	assert_int_equal(count, 3 + 3 + 3 * 5 * 4);
+	assert_int_equal(bfs_ns_ino(&s, &(bfs_node){ .kind = BFS_NODE_ROOT }), 1);
+	assert_int_equal(bfs_ns_from_ino(&s, 0, &back), -ENOENT);
+	/* one past the last preview, and far out */
+	assert_int_equal(bfs_ns_from_ino(&s, 4 + 3 + 3 * 5 * 4, &back), -ENOENT);
+	assert_int_equal(bfs_ns_from_ino(&s, UINT64_MAX, &back), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -126,6 +199,8 @@ int main(void)
 		cmocka_unit_test(test_namespace_names_round_trip),
 		cmocka_unit_test(test_namespace_widens_batch_numbers_past_a_million),
 		cmocka_unit_test(test_namespace_name_reports_small_buffers),
+		cmocka_unit_test(test_namespace_child_matches_path_parse),
+		cmocka_unit_test(test_namespace_inode_numbers_round_trip),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
