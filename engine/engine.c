@@ -973,7 +973,6 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	bfs_engine *e = w->e;
 	char msg[BFS_ERRMSG_MAX];
-
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
 		struct bfs_batch *b = next_work_locked(e);

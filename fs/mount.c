@@ -75,7 +75,8 @@ struct mnt {
 	char fingerprint[17];
 	struct fuse_session *se;
 	char root[PATH_MAX];      /* the mount point, absolute (push_batch) */
-	int push_live;            /* atomic: push_batch may run */
+	int push_live;            /* atomic: new pushes may start */
+	int pushing;              /* atomic: pushes in flight */
 	uint64_t pushed_bytes;    /* atomic */
 };
 
@@ -983,70 +984,183 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ---- pushing batches into the page cache ------------------------------ */
 
-/* on_batch_ready: copy a finished batch file into the kernel's page cache
- * (FUSE_NOTIFY_STORE), from the worker that finished it, while its reader
- * is still busy with the batch before.  Its read() then costs one copy
- * out of the page cache instead of ~20 FUSE round trips, each a copy of
- * the batch's bytes into the page cache while the reader waits (see
- * docs/BENCHMARKS.md, "FUSE serving").  Returns 1 when the whole file is
- * there; 0 leaves the batch to the ordinary read path.
+/* Push one batch or label file (node n, `data` the bytes after its NPY
+ * header) whole into the page cache.  0, or -errno. */
+static int push_file(struct mnt *m, const bfs_node *n, const void *data)
+{
+	char hdr[256], path[PATH_MAX + 64], name[64], ename[64];
+	unsigned char page[4096];
+	size_t data_len, hlen = file_header(m, n, hdr, sizeof(hdr), &data_len);
+	size_t total = hlen + data_len;
+	size_t first = total < sizeof(page) ? total : sizeof(page);
+	uint64_t ino = bfs_ns_ino(&m->shape, n);
+	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(first);
+	int err;
+
+	memcpy(page, hdr, hlen);
+	memcpy(page + hlen, data, first - hlen);
+	bv.buf[0].mem = page;
+	err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
+	if (err == -ENOENT) {
+		bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n->epoch };
+		struct stat st;
+
+		if (bfs_ns_name(&m->shape, &ep, ename, sizeof(ename)) < 0 ||
+		    bfs_ns_name(&m->shape, n, name, sizeof(name)) < 0)
+			return -ENAMETOOLONG;
+		snprintf(path, sizeof(path), "%s/%s/%s", m->root, ename, name);
+		if (stat(path, &st) != 0)
+			return -errno;
+		if ((uint64_t)st.st_ino != ino)
+			return -ESTALE; /* something else is mounted there now */
+		err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
+	}
+	if (err || total == first)
+		return err;
+	bv = (struct fuse_bufvec)FUSE_BUFVEC_INIT(total - first);
+	bv.buf[0].mem = (void *)((const char *)data + (first - hlen));
+	return fuse_lowlevel_notify_store(m->se, ino, (off_t)first, &bv, 0);
+}
+
+/* on_batch_ready: copy a finished batch's two files into the kernel's page
+ * cache (FUSE_NOTIFY_STORE), from the worker that finished it, while its
+ * reader is still busy with the batch before.  The reader's read() (or
+ * mmap) then costs one copy out of the page cache instead of ~20 FUSE
+ * round trips, each waiting for a loop thread and copying into the page
+ * cache anyway (docs/BENCHMARKS.md, "FUSE serving").  Returns 1 when the
+ * images file is all there; 0 leaves the batch to the read path.
  *
- * The kernel only takes pages for an inode it knows: one looked up since
- * it was last forgotten.  A reader that did not list the directory has
- * not looked up its next batch yet, so the daemon looks it up itself,
- * with a stat() through its own mount (answered by another loop thread;
- * free when the name is cached).  Page 0 is pushed whole (header + the
- * first pixels), since the kernel marks a page valid only when one push
- * fills it. */
+ * The kernel only takes pages for an inode it knows: one looked up and not
+ * forgotten since.  A reader that did not list the folder has not looked
+ * up its next batch yet, so the daemon looks it up itself with a stat()
+ * through its own mount (answered by a loop thread; free once the name is
+ * cached).  Page 0 is pushed whole (header + the first bytes), since the
+ * kernel marks a page valid only when one push fills it. */
 static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
 {
 	struct mnt *m = ctx;
 	bfs_node n = { .kind = BFS_NODE_BATCH };
-	char hdr[256], path[PATH_MAX + 64], name[64], ename[64];
-	unsigned char page[4096];
-	size_t data_len, hlen, first;
-	const unsigned char *data = bfs_batch_images(b);
-	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(0);
-	uint64_t ino;
-	int err;
+	char hdr[256];
+	size_t data_len;
+	int handed = 0;
 
+	/* counted before the check, so that drain_pushes() sees it */
+	__atomic_add_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
 	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE))
-		return 0;
+		goto out;
 	n.epoch = (uint32_t)(id / m->shape.batches);
 	n.batch = id % m->shape.batches;
-	ino = bfs_ns_ino(&m->shape, &n);
-	hlen = file_header(m, &n, hdr, sizeof(hdr), &data_len);
-	first = hlen + data_len < sizeof(page) ? hlen + data_len : sizeof(page);
-	memcpy(page, hdr, hlen);
-	memcpy(page + hlen, data, first - hlen);
-	bv.buf[0].mem = page;
-	bv.buf[0].size = first;
-	err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
-	if (err == -ENOENT) {
-		bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n.epoch };
-		struct stat st;
+	if (push_file(m, &n, bfs_batch_images(b)))
+		goto out;
+	n.kind = BFS_NODE_LABELS;
+	push_file(m, &n, bfs_batch_labels(b)); /* else read as usual */
+	n.kind = BFS_NODE_BATCH;
+	file_header(m, &n, hdr, sizeof(hdr), &data_len);
+	__atomic_add_fetch(&m->pushed_bytes, data_len,
+			   __ATOMIC_RELAXED);
+	handed = 1;
+out:
+	__atomic_sub_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
+	return handed;
+}
 
-		if (bfs_ns_name(&m->shape, &ep, ename, sizeof(ename)) < 0 ||
-		    bfs_ns_name(&m->shape, &n, name, sizeof(name)) < 0)
-			return 0;
-		snprintf(path, sizeof(path), "%s/%s/%s", m->root, ename, name);
-		if (stat(path, &st) != 0 || (uint64_t)st.st_ino != ino)
-			return 0;
-		err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
+/* ---- shutdown -------------------------------------------------------- */
+
+/* A push can wait on the session loop: for its own lookup, or for a page
+ * that a pending read holds locked.  So SIGTERM, SIGINT and SIGHUP do not
+ * stop the loop at once (as fuse_set_signal_handlers would, dropping the
+ * requests its threads hold): the handler only wakes a watcher thread,
+ * which stops new pushes, waits while the loop still answers until the
+ * pushes in flight are done, and only then ends the loop. */
+static int stop_pipe[2] = { -1, -1 };
+
+static void on_stop_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+
+	if (write(stop_pipe[1], &c, 1) < 0) {
+		/* the pipe is full: a stop is already on its way */
 	}
-	if (err)
-		return 0;
-	if (hlen + data_len > first) {
-		bv.buf[0].mem = (void *)(data + (first - hlen));
-		bv.buf[0].size = hlen + data_len - first;
-		bv.buf[0].pos = 0;
-		bv.off = 0;
-		bv.idx = 0;
-		if (fuse_lowlevel_notify_store(m->se, ino, (off_t)first, &bv, 0))
-			return 0;
+	errno = saved;
+}
+
+static void on_wake_signal(int sig)
+{
+	/* only interrupts the loop's sem_wait, so it sees the exit flag */
+}
+
+/* Stop new pushes and wait (at most ~10 s) for those in flight. */
+static void wait_pushes(struct mnt *m)
+{
+	__atomic_store_n(&m->push_live, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < 10000 &&
+			__atomic_load_n(&m->pushing, __ATOMIC_ACQUIRE); i++)
+		usleep(1000);
+	if (__atomic_load_n(&m->pushing, __ATOMIC_ACQUIRE))
+		bfs_log(BFS_LOG_WARN, "a page-cache push is still running at exit");
+}
+
+struct watcher {
+	struct mnt *m;
+	pthread_t main;
+};
+
+static void *watcher_main(void *arg)
+{
+	struct watcher *w = arg;
+	char c;
+
+	while (read(stop_pipe[0], &c, 1) < 0 && errno == EINTR)
+		;
+	wait_pushes(w->m);
+	fuse_session_exit(w->m->se);
+	pthread_kill(w->main, SIGUSR1);
+	return NULL;
+}
+
+/* Install the stop handlers and start the watcher.  0 or -errno. */
+static int start_watcher(struct watcher *w, pthread_t *tid)
+{
+	struct sigaction sa;
+	int err;
+
+	if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -errno;
+	fcntl(stop_pipe[0], F_SETFL, 0); /* the watcher blocks on it */
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_stop_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = on_wake_signal;
+	sigaction(SIGUSR1, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+	if ((err = pthread_create(tid, NULL, watcher_main, w)))
+		return -err;
+	return 0;
+}
+
+/* Stop the watcher if it did not fire (the mount was unmounted). */
+static void stop_watcher(pthread_t tid)
+{
+	char c = 0;
+	struct sigaction sa;
+
+	if (write(stop_pipe[1], &c, 1) < 0) {
+		/* full: it has fired already */
 	}
-	__atomic_add_fetch(&m->pushed_bytes, hlen + data_len, __ATOMIC_RELAXED);
-	return 1;
+	pthread_join(tid, NULL);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	close(stop_pipe[0]);
+	close(stop_pipe[1]);
+	stop_pipe[0] = stop_pipe[1] = -1;
 }
 
 /* ---- stats.json ------------------------------------------------------- */
@@ -1369,6 +1483,9 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	struct mnt m = { .o = o };
 	struct fuse_session *se = NULL;
 	struct fuse_loop_config *loop = NULL;
+	struct watcher watch;
+	pthread_t watcher;
+	int watching = 0;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char msg[BFS_ERRMSG_MAX + PATH_MAX] = "", errmsg[BFS_ERRMSG_MAX] = "";
 	char optstr[1024], logpath[PATH_MAX] = "";
@@ -1439,10 +1556,13 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	mounted = 1;
 	m.se = se;
 	raise_readahead(o->mountpoint);
-	if (fuse_set_signal_handlers(se) != 0) {
+	watch.m = &m;
+	watch.main = pthread_self();
+	if (start_watcher(&watch, &watcher) != 0) {
 		notify(notify_fd, 0, "batchfs: cannot install signal handlers");
 		goto out;
 	}
+	watching = 1;
 
 	if (notify_fd >= 0) {
 		logf = open_log(o, logpath, sizeof(logpath));
@@ -1493,21 +1613,20 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	__atomic_store_n(&m.push_live, 1, __ATOMIC_RELEASE);
 	err = fuse_session_loop_mt(se, loop);
 	status = err == 0 ? 0 : 1;
-	/* No more pushes: a worker's stat() through the mount would now wait
-	 * for a loop that is gone, until the session's fd is closed below. */
-	__atomic_store_n(&m.push_live, 0, __ATOMIC_RELEASE);
+	wait_pushes(&m); /* after an unmount: none can be waiting any more */
 	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);
-	fuse_remove_signal_handlers(se);
 out:
+	if (watching)
+		stop_watcher(watcher);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
-	if (se) {
-		if (mounted)
-			fuse_session_unmount(se);
-		fuse_session_destroy(se);
-	}
-	fuse_opt_free_args(&args);
+	if (se && mounted)
+		fuse_session_unmount(se);
+	/* before the session: no worker may push into a freed session */
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
+	if (se)
+		fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
 	bfs_cache_close(m.cache);
 	for (size_t i = 0; i < sizeof(m.made) / sizeof(m.made[0]); i++)
@@ -1611,11 +1730,21 @@ int bfs_unmount_main(const char *mountpoint)
 		return 1;
 	}
 	if (geteuid() == 0) {
-		if (umount2(mountpoint, 0) == 0)
-			goto wait;
-		if (errno != EPERM) {
+		/* EBUSY for an instant is possible while the daemon looks up a
+		 * batch it is about to push (push_file); a mount someone holds
+		 * open stays busy and fails after the retries. */
+		int err = 0;
+
+		for (int i = 0; i < 20; i++) {
+			if (umount2(mountpoint, 0) == 0)
+				goto wait;
+			if ((err = errno) != EBUSY)
+				break;
+			usleep(50 * 1000);
+		}
+		if (err != EPERM) {
 			fprintf(stderr, "batchfs: unmount %s: %s\n", mountpoint,
-				strerror(errno));
+				strerror(err));
 			return 1;
 		}
 	}

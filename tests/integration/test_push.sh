@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The page-cache push (fs/mount.c, push_batch), on real mounts: a batch the
+# reader has not opened yet is already resident in the kernel's page cache
+# once it is produced (mincore), and not with --no-push; pushed and
+# read-served bytes are identical, through read() and mmap; the stats
+# count the pushes; and an unmount or a SIGTERM while pushes are in flight
+# ends the daemon promptly with the mount gone.
+source "$(dirname "$0")/lib.sh"
+t_begin
+D=$T_DIR
+
+"$MKJPEG" "$D/jpegs" --classes 2 --per-class 40 --min-size 120 --max-size 300 \
+	--seed 5 >/dev/null || { not_ok mkjpeg; t_end; }
+"$BATCHFS" mkshards "$D/jpegs" "$D/shards" --per-shard 25 --quiet ||
+	{ not_ok mkshards; t_end; }
+OPTS=(--batch 8 --size 64x80 --cache none --prefetch 3)
+
+sums() { (cd "$1/epoch-0000" && for f in *; do echo "$f $(md5sum <"$f" | cut -c1-32)"; done); }
+
+# Residency of batch 2 after a reader opened batch 0 (read-ahead 3) and the
+# engine says batch 2 is produced; prints "resident/pages".
+RESIDENT=$(cat <<'PY'
+import ctypes, json, mmap, os, sys, time
+mnt = sys.argv[1]
+e = f"{mnt}/epoch-0000"
+with open(f"{e}/batch-000000.npy", "rb") as f:
+    f.read(1)
+for _ in range(200):
+    st = json.load(open(f"{mnt}/stats.json"))
+    if st["batches_produced"] >= 4:
+        break
+    time.sleep(0.05)
+time.sleep(0.3)  # let the worker that finished batch 2 push it
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_int, ctypes.c_long]
+fd = os.open(f"{e}/batch-000002.npy", os.O_RDONLY)
+size = os.fstat(fd).st_size
+addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+pages = (size + 4095) // 4096
+vec = (ctypes.c_ubyte * pages)()
+if libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+    sys.exit(f"mincore: {os.strerror(ctypes.get_errno())}")
+print(f"{sum(v & 1 for v in vec)}/{pages}")
+PY
+)
+
+mount_fg "$D/shards" "$D/push" "${OPTS[@]}" || { not_ok "mount push"; t_end; }
+P1=$MOUNT_PID
+R=$($PY -c "$RESIDENT" "$D/push" 2>&1)
+check "a produced batch is in the page cache before its reader opens it ($R pages)" \
+	test "${R%%/*}" = "${R##*/}"
+check "np.load(mmap_mode='r') of a pushed batch equals its read() bytes" $PY - "$D/push" <<'PY'
+import numpy as np, sys
+p = f"{sys.argv[1]}/epoch-0000/batch-000003.npy"
+a = np.load(p, mmap_mode="r")
+b = np.load(p)
+assert a.shape == b.shape == (8, 64, 80, 3), a.shape
+assert np.array_equal(np.asarray(a), b)
+PY
+sums "$D/push" >"$D/push.md5"
+check "stats.json counts the pushes" $PY - "$D/push" <<'PY'
+import json, sys
+st = json.load(open(f"{sys.argv[1]}/stats.json"))
+assert st["batches_pushed"] >= 4, st["batches_pushed"]
+assert st["bytes_pushed"] >= 4 * 8 * 64 * 80 * 3 * 4, st["bytes_pushed"]
+PY
+MOUNT_PID=$P1 unmount_wait "$D/push"
+
+mount_fg "$D/shards" "$D/nopush" "${OPTS[@]}" --no-push || { not_ok "mount nopush"; t_end; }
+R=$($PY -c "$RESIDENT" "$D/nopush" 2>&1)
+check "with --no-push the same batch is not in the page cache ($R pages)" \
+	test "${R%%/*}" = 0
+sums "$D/nopush" >"$D/nopush.md5"
+check "--no-push has no pushes" $PY -c '
+import json, sys
+assert json.load(open(sys.argv[1] + "/stats.json"))["batches_pushed"] == 0' "$D/nopush"
+unmount_wait "$D/nopush"
+check "pushed and read-served files are byte-identical (md5 of all $(wc -l <"$D/push.md5"))" \
+	cmp "$D/push.md5" "$D/nopush.md5"
+
+# ---- shutdown while pushes are in flight -----------------------------------
+# Each round starts read-ahead (8 batches pushed as they finish) and ends
+# the mount at once, by `batchfs unmount` or by SIGTERM.
+BIG=(--batch 8 --size 224x224 --cache none --prefetch 8 --threads 2)
+for how in unmount term unmount term; do
+	mount_fg "$D/shards" "$D/s" "${BIG[@]}" || { not_ok "mount s ($how)"; break; }
+	head -c 1 "$D/s/epoch-0000/batch-000000.npy" >/dev/null
+	if [ "$how" = unmount ]; then
+		"$BATCHFS" unmount "$D/s" >/dev/null 2>&1
+	else
+		kill -TERM "$MOUNT_PID"
+	fi
+	for i in $(seq 1 100); do
+		kill -0 "$MOUNT_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$MOUNT_PID" 2>/dev/null || mountpoint -q "$D/s"; then
+		not_ok "$how during pushes: the daemon or the mount is still there after 10 s"
+	else
+		ok "$how during pushes: daemon gone, mount gone"
+	fi
+done
+t_end
