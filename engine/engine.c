@@ -947,6 +947,13 @@ static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
 	if (handed == 1) {
 		e->st.batches_pushed++;
 		b->pushed = 1;
+		/* A reader already came for it (bfs_engine_hint made it urgent)
+		 * and now reads it from where it was handed: it is consumed,
+		 * though bfs_engine_get may never see it. */
+		if (b->urgent && !b->consumed) {
+			b->consumed = 1;
+			e->st.batches_served++;
+		}
 	}
 	pthread_cond_broadcast(&e->done);
 }

@@ -347,6 +347,77 @@ static void test_engine_rejects_ids_out_of_range(void **state)
 	bfs_source_close(src);
 }
 
+/* on_batch_ready: keep a copy of every batch handed on. */
+struct handed {
+	pthread_mutex_t lock;
+	size_t sample_bytes;
+	unsigned times[NSAMPLES];
+	uint8_t *bytes;           /* NSAMPLES samples, in batch order */
+};
+
+static int record_batch(void *ctx, uint64_t id, const bfs_batch *b)
+{
+	struct handed *h = ctx;
+
+	pthread_mutex_lock(&h->lock);
+	h->times[id]++;
+	memcpy(h->bytes + id * 4 * h->sample_bytes, bfs_batch_images(b),
+	       bfs_batch_count(b) * h->sample_bytes);
+	pthread_mutex_unlock(&h->lock);
+	return 1;
+}
+
+static void wait_pushed(bfs_engine *e, uint64_t n)
+{
+	bfs_engine_stats st;
+
+	for (int i = 0; i < 5000; i++) {
+		bfs_engine_get_stats(e, &st);
+		if (st.batches_pushed >= n)
+			return;
+		usleep(1000);
+	}
+	fail_msg("only %llu batches handed on, want %llu",
+		 (unsigned long long)st.batches_pushed, (unsigned long long)n);
+}
+
+/* Every ready batch is handed on once, with the bytes a reader gets; one
+ * a reader asked for while it was filling counts as served once handed on
+ * (its reader reads it from the page cache, never through get). */
+static void test_engine_hands_each_ready_batch_on_once(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct handed h = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = 2, .prefetch = 2,
+			      .on_batch_ready = record_batch, .ctx = &h };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine_stats st;
+	bfs_engine *e = NULL;
+	uint64_t nb;
+	uint8_t *got;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	nb = bfs_engine_batches_per_epoch(e);
+	h.sample_bytes = bfs_engine_sample_bytes(e);
+	h.bytes = calloc(NSAMPLES, h.sample_bytes);
+	bfs_engine_hint(e, 1, 0);  /* batch 0 starts now: it is filling */
+	wait_pushed(e, 3);         /* 0, and read-ahead 1 and 2 */
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.batches_served, 1);
+	got = read_all(e, 0, NULL);
+	wait_pushed(e, nb);
+	for (uint64_t k = 0; k < nb; k++)
+		assert_int_equal(h.times[k], 1);
+	assert_memory_equal(h.bytes, got, NSAMPLES * h.sample_bytes);
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.batches_produced, st.batches_pushed);
+	free(got);
+	free(h.bytes);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -358,6 +429,7 @@ int main(void)
 		cmocka_unit_test(test_engine_skip_replaces_a_bad_sample_with_the_next),
 		cmocka_unit_test(test_engine_many_readers_on_few_slots_see_the_same_bytes),
 		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
+		cmocka_unit_test(test_engine_hands_each_ready_batch_on_once),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
