@@ -946,14 +946,7 @@ static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
 	b->pins--;
 	if (handed == 1) {
 		e->st.batches_pushed++;
-		b->pushed = 1;
-		/* A reader already came for it (bfs_engine_hint made it urgent)
-		 * and now reads it from where it was handed: it is consumed,
-		 * though bfs_engine_get may never see it. */
-		if (b->urgent && !b->consumed) {
-			b->consumed = 1;
-			e->st.batches_served++;
-		}
+		b->pushed = 1; /* consumed once its reader hints it */
 	}
 	pthread_cond_broadcast(&e->done);
 }
@@ -1048,7 +1041,16 @@ static void *worker_main(void *arg)
 				submit_to_cache(e, b);
 				pthread_mutex_lock(&e->lock);
 			}
-			if (b->state == SLOT_READY && e->o.on_batch_ready)
+			/* Hand on only read-ahead that no reader has asked for
+			 * yet, and only when no other work is queued: handing
+			 * on costs CPU (a copy into the page cache) that a
+			 * reader waiting on the pool would rather see spent on
+			 * decoding; its reads copy the batch out anyway.  A
+			 * pool with nothing else to do has the time to spare.
+			 * (Measured, docs/BENCHMARKS.md: pushing every batch
+			 * made cold epochs ~8% slower.) */
+			if (b->state == SLOT_READY && e->o.on_batch_ready &&
+			    !b->urgent && !next_work_locked(e))
 				hand_on_locked(e, b);
 		}
 	}

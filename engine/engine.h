@@ -91,11 +91,12 @@ typedef struct {
 	/* Called once per bad sample, from a worker thread, without engine
 	 * locks held; must not call back into the engine.  May be NULL. */
 	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
-	/* Called once per batch that became ready (not for failed ones), from
-	 * the worker that finished it, without engine locks held; b is pinned
-	 * for the call.  Return 1 when the batch's bytes were handed on in
-	 * full (the mount pushes them into the kernel's page cache): its slot
-	 * may then be reused like one a reader has read.  May be NULL. */
+	/* Called for a batch that became ready as read-ahead (no reader has
+	 * asked for it yet) when the pool has no other work queued, from the
+	 * worker that finished it, without engine locks held; b is pinned for
+	 * the call.  Return 1 when its bytes were handed on in full (the mount
+	 * pushes them into the kernel's page cache); its slot is then reused
+	 * like a read one once its reader hints it.  May be NULL. */
 	int (*on_batch_ready)(void *ctx, uint64_t id, const bfs_batch *b);
 	void *ctx;
 } bfs_engine_opts;

@@ -10,12 +10,14 @@
  * serving stat, readdir, stats.json and other batches.
  *
  * Two ways bytes reach a reader:
- *  - push (the usual one): when a worker finishes a batch it copies the
- *    whole .npy file into the kernel's page cache (push_batch), so the
- *    reader's read() or mmap never reaches the daemon;
- *  - read: a read the page cache cannot answer (a batch not finished
- *    when it is read, pages the kernel dropped, label files) pins the
- *    batch (bfs_engine_get) and replies straight from its memory.
+ *  - push: read-ahead that finishes while the pool has nothing else to do
+ *    (the reader is slower than decoding) is copied whole, with its label
+ *    file, into the kernel's page cache (push_batch), so the reader's
+ *    read() or mmap of it never waits on the daemon;
+ *  - read: anything else (a batch the reader already waits for, read-ahead
+ *    finished while decoding is behind, pages the kernel dropped) is read
+ *    through FUSE: the read pins the batch (bfs_engine_get) and replies
+ *    straight from its memory.
  *
  * Buffers: dataset.json is built once at mount and owned by struct mnt.
  * stats.json, index.json and preview.jpg are copied at open into a
@@ -1022,13 +1024,15 @@ static int push_file(struct mnt *m, const bfs_node *n, const void *data)
 	return fuse_lowlevel_notify_store(m->se, ino, (off_t)first, &bv, 0);
 }
 
-/* on_batch_ready: copy a finished batch's two files into the kernel's page
- * cache (FUSE_NOTIFY_STORE), from the worker that finished it, while its
- * reader is still busy with the batch before.  The reader's read() (or
- * mmap) then costs one copy out of the page cache instead of ~20 FUSE
- * round trips, each waiting for a loop thread and copying into the page
- * cache anyway (docs/BENCHMARKS.md, "FUSE serving").  Returns 1 when the
- * images file is all there; 0 leaves the batch to the read path.
+/* on_batch_ready: copy a finished read-ahead batch's two files into the
+ * kernel's page cache (FUSE_NOTIFY_STORE), from the worker that finished
+ * it, while its reader is still busy with the batch before.  The reader's
+ * read() (or mmap) then costs one copy out of the page cache instead of
+ * ~20 FUSE round trips, each waiting for a loop thread and copying into
+ * the page cache anyway (docs/BENCHMARKS.md, "FUSE serving").  The engine
+ * calls it only when the pool is otherwise idle, so the copy costs no
+ * decoding.  Returns 1 when the images file is all there; 0 leaves the
+ * batch to the read path.
  *
  * The kernel only takes pages for an inode it knows: one looked up and not
  * forgotten since.  A reader that did not list the folder has not looked

@@ -385,6 +385,7 @@ class Bench:
              "cache": bool(re.search(r"^\s*--cache\b", h, re.M)),
              "prefetch_auto": bool(re.search(r"^\s*--prefetch\b.*auto", h, re.M)),
              "threads_auto": bool(re.search(r"^\s*--threads\b.*auto", h, re.M)),
+             "no_push": bool(re.search(r"^\s*--no-push\b", h, re.M)),
              "mem_default": None}
         m = re.search(r"^\s*--mem\b.*$(?:\n\s{10,}.*$)*", h, re.M)
         if m:
@@ -479,8 +480,8 @@ class Bench:
             P.update(frac[0] + (frac[1] - frac[0]) * (k + 1) / nb, f"{k + 1}/{nb}")
         return nbytes
 
-    def cold_epoch(self, dtype, mv):
-        with Mount(self, self.epoch_dir, self.mount_opts(dtype)) as m:
+    def cold_epoch(self, dtype, mv, extra=()):
+        with Mount(self, self.epoch_dir, self.mount_opts(dtype, extra)) as m:
             nb = m.ds["batches_per_epoch"]
             n = m.ds["samples_per_epoch"]
             c0, s0 = proc_cpu(m.pid), self_cpu()
@@ -500,15 +501,25 @@ class Bench:
         reps = self.sizes["repeat"]
         P.begin("cold_" + dtype, f"ceiling and cold epoch, {dtype}")
         mv = memoryview(bytearray(READ_SIZE))
-        ceils, colds = [], []
+        ceils, colds, nopush = [], [], []
+        # float32: also a cold epoch with --no-push in each round, the
+        # page-cache push's effect as a ratio of this run
+        np_round = with_cold and dtype == "float32" and self.features["no_push"]
         for r in range(reps):
             P.note(f"ceiling {dtype} (in-process, {self.cores} threads), round {r + 1}/{reps}")
             ceils.append(self.ceiling_pass(dtype))
             P.update((r + 0.3) / reps)
-            if with_cold:
-                P.note(f"cold epoch {dtype} through the mount, round {r + 1}/{reps}")
-                self.frac = ((r + 0.3) / reps, (r + 1) / reps)
-                colds.append(self.cold_epoch(dtype, mv))
+            # with --no-push too: first in odd rounds, second in even
+            # ones, as the second of two mounts in a row tends to run faster
+            order = ([("", colds, [])] if with_cold else [])
+            if np_round:
+                order.insert(r % 2, ("--no-push", nopush, ["--no-push"]))
+            for j, (what, acc, extra) in enumerate(order):
+                P.note(f"cold epoch {dtype} through the mount{', ' + what if what else ''}, "
+                       f"round {r + 1}/{reps}")
+                self.frac = ((r + 0.3 + 0.7 * j / len(order)) / reps,
+                             (r + 0.3 + 0.7 * (j + 1) / len(order)) / reps)
+                acc.append(self.cold_epoch(dtype, mv, extra))
         ceils.sort(key=lambda x: x["images_per_s"])
         c = dict(ceils[len(ceils) // 2])
         c["passes"] = [x["images_per_s"] for x in ceils]
@@ -516,15 +527,16 @@ class Bench:
                   "resize_ms_per_image"):
             c[k] = statistics.mean(x[k] for x in ceils)
         self.res["ceiling_" + dtype] = c
-        if colds:
-            colds.sort(key=lambda x: x["images_per_s"])
-            e = colds[len(colds) // 2]
-            e["all_images_per_s"] = [x["images_per_s"] for x in colds]
-            self.res["cold_" + dtype] = e
+        for key, runs in (("cold_" + dtype, colds), ("cold_nopush_" + dtype, nopush)):
+            if runs:
+                runs.sort(key=lambda x: x["images_per_s"])
+                e = runs[len(runs) // 2]
+                e["all_images_per_s"] = [x["images_per_s"] for x in runs]
+                self.res[key] = e
 
     # -- 4. consumer --
 
-    def consumer(self, step_s, label, dtype, overlap=False):
+    def consumer(self, step_s, label, dtype, overlap=False, extra=()):
         """One "training" reader: read batch k (both files), sleep step_s.
         overlap: a second thread reads batch k+1 into a second buffer while
         the main thread sleeps on batch k (a DataLoader-style double buffer);
@@ -532,7 +544,7 @@ class Bench:
         P.begin("consumer_" + label, f"consumer {dtype}, step {step_s * 1e3:.1f} ms"
                 + (", read-ahead thread" if overlap else ""))
         bufs = [memoryview(bytearray(READ_SIZE)) for _ in range(2 if overlap else 1)]
-        with Mount(self, self.epoch_dir, self.mount_opts(dtype)) as m:
+        with Mount(self, self.epoch_dir, self.mount_opts(dtype, extra)) as m:
             nb = m.ds["batches_per_epoch"]
 
             def fetch(k, mv):
@@ -775,7 +787,7 @@ class Bench:
                 self.read_epoch(m, mv)
             fill = m.stats().get("cache") or {}
         P.update(0.3)
-        warms, hits = [], []
+        warms, hits, warms_np = [], [], []
         for r in range(self.sizes["repeat"]):
             P.note(f"cache: warm epoch, round {r + 1}/{self.sizes['repeat']}")
             with Mount(self, self.epoch_dir, opts) as m:
@@ -786,6 +798,11 @@ class Bench:
                 hits.append((st.get("cache") or {}).get("hits", 0) /
                             max(1, st.get("samples_decoded", 0) +
                                 (st.get("cache") or {}).get("hits", 0)))
+            if self.features["no_push"]:
+                with Mount(self, self.epoch_dir, opts + ["--no-push"]) as m:
+                    t0 = time.perf_counter()
+                    self.read_epoch(m, mv)
+                    warms_np.append(time.perf_counter() - t0)
             P.update(0.3 + 0.4 * (r + 1) / self.sizes["repeat"])
         warm = statistics.median(warms)
         P.note("cache: bare in-memory FUSE server, same reads")
@@ -811,7 +828,9 @@ class Bench:
                              "warm_mb_s": nbytes / warm / 1e6,
                              "cold_mb_s": nbytes / cold / 1e6,
                              "hit_share": min(hits) if hits else 0,
-                             "fill": fill, "bare": bare, "remount": remount}
+                             "fill": fill, "bare": bare, "remount": remount,
+                             "warm_nopush_s": (statistics.median(warms_np)
+                                               if warms_np else None)}
         P.update(1.0)
 
     # -- FUSE serving --
@@ -890,6 +909,7 @@ class Bench:
         dio = (["--direct-io"] if re.search(r"^\s*--direct-io\b", self.help, re.M)
                else ["-o", "direct_io"])
         variants = [("read(), 16 MiB reads", [], "read"),
+                    ("read(), 16 MiB reads, --no-push", ["--no-push"], "read"),
                     ("read(), read_ahead_kb 1024 in sysfs (root)", [], "read", 1024),
                     ("mmap + copy", [], "mmap"),
                     (f"{' '.join(dio)}, read()", dio, "read"),
@@ -903,7 +923,7 @@ class Bench:
         bare = []
         if os.access(self.serve_bin, os.X_OK):
             ra = ["--max-readahead", str(1 << 20)]
-            plan = [("high-level style: memcpy to a reply buffer (batchfs today)",
+            plan = [("high-level style: memcpy to a reply buffer (libfuse's high-level read)",
                      ["--copy"] + ra),
                     ("  same, read_ahead_kb 1024 in sysfs (root)", ["--copy"] + ra,
                      1024),
@@ -916,7 +936,7 @@ class Bench:
                     ("  same, direct_io", ["--direct-io"] + ra),
                     ("  same, keep_cache off", ["--no-keep-cache"] + ra),
                     ("  same, pushed into the page cache (notify_store) "
-                     "before the read", ["--push"] + ra)]
+                     "before the read (what batchfs does)", ["--push"] + ra)]
             for i, (label, opts, *ra_kb) in enumerate(plan):
                 P.update(0.5 + 0.5 * i / len(plan), "bare FUSE server")
                 bare.append(self.bare_serve(label, opts, ra_kb=ra_kb[0] if ra_kb else None))
@@ -1108,6 +1128,21 @@ def render_table(rows):
     return "\n".join(out)
 
 
+def page_cache_bound(r, ceiling, image_bytes):
+    """What a FUSE server that hands batches over through the page cache
+    can reach at best on this machine: the ceiling's CPU per image plus
+    the cheapest copy in (the bare server's notify_store push) and the
+    reader's copy out, both measured by the serve stage of this run."""
+    for v in (r.get("serve") or {}).get("bare", []):
+        m = re.match(r"(\d+) bytes in ([0-9.]+) s", v.get("push") or "")
+        if m and int(m.group(1)) and "reader_cpu_s_per_gb" in v:
+            push = float(m.group(2)) / int(m.group(1)) * 1e9       # s per GB
+            copy_ms = (push + v["reader_cpu_s_per_gb"]) * image_bytes / 1e9 * 1e3
+            cpu = ceiling["cpu_ms_per_image"]
+            return {"copy_ms": copy_ms, "ratio": cpu / (cpu + copy_ms)}
+    return None
+
+
 def build_rows(b):
     r = b.res
     S = 224 * 224 * 3
@@ -1128,15 +1163,28 @@ def build_rows(b):
             b.row(f"  CPU per image: batchfs {cpu:.2f} ms (daemon + reader), "
                   f"ceiling {c['cpu_ms_per_image']:.2f} ms", None, None,
                   f"{c['cpu_ms_per_image'] / cpu:.2f} of ceiling", "(info)", "")
-    for key, what in (("consumer_1.2x", "1.2x production"), ("consumer_40ms", "40 ms"),
-                      ("consumer_uint8-1.2x", "1.2x production"),
-                      ("consumer_thread-1.2x", "1.2x production, reads in a 2nd thread")):
+            np_ = r.get("cold_nopush_" + dt)
+            if np_:
+                b.row("  same epoch, --no-push (every byte served by a FUSE read)",
+                      np_["images_per_s"], np_["bytes"] / np_["seconds"] / 1e6,
+                      f"{np_['images_per_s'] / c['images_per_s']:.2f} of ceiling",
+                      "(info)", f"push {e['images_per_s'] / np_['images_per_s']:.2f}x")
+            bound = page_cache_bound(r, c, S * (4 if dt == "float32" else 1))
+            if bound:
+                b.row(f"  bound for any server that copies into the page cache: "
+                      f"+{bound['copy_ms']:.2f} ms per image", None, None,
+                      f"{bound['ratio']:.2f} of ceiling", "(info)", "")
+    for key, what, info in (("consumer_1.2x", "1.2x production", False),
+                            ("consumer_40ms", "40 ms", False),
+                            ("consumer_uint8-1.2x", "1.2x production", False),
+                            ("consumer_thread-1.2x", "1.2x production, reads in a 2nd thread", True),
+                            ("consumer_nopush-1.2x", "1.2x production, --no-push", True)):
         c = r.get(key)
         if c:
             b.row(f"consumer {c['dtype']} idle, step {c['step_s'] * 1e3:.1f} ms ({what}), "
                   "steady state", None, None, f"{c['idle_share_steady'] * 100:.1f}% idle",
-                  "<= 5%" if not c.get("overlap") else "(info)",
-                  verdict(c["idle_share_steady"] <= 0.05) if not c.get("overlap") else "")
+                  "(info)" if info else "<= 5%",
+                  "" if info else verdict(c["idle_share_steady"] <= 0.05))
             b.row(f"  same, whole epoch incl. first batch ({c['first_wait_s'] * 1e3:.0f} ms)",
                   None, None, f"{c['idle_share'] * 100:.1f}% idle", "(info)", "")
     t, e = r.get("tf"), r.get("cold_float32")
@@ -1181,6 +1229,10 @@ def build_rows(b):
                   None, c["bare"]["first"], f"{ratio:.2f} of it", ">= 0.7", verdict(ratio >= 0.7))
         b.row("  warm epoch: share of samples from the cache", None, None,
               f"{100 * c['hit_share']:.0f}%", "(info)", "")
+        if c.get("warm_nopush_s"):
+            b.row("  warm epoch, --no-push", c["images"] / c["warm_nopush_s"],
+                  c["bytes"] / c["warm_nopush_s"] / 1e6,
+                  f"{c['cold_s'] / c['warm_nopush_s']:.2f}x cold", "(info)", "")
         rm = c.get("remount")
         if rm:
             b.row(f"cache: remount 1,000 shards, index from the cache ({rm['index_hits']} hits)",
@@ -1267,9 +1319,17 @@ METHOD = """
   the step (1.2x the cold production time per batch of that dtype, and
   40 ms).  Idle share = time inside open/read / wall time.  "Steady state"
   leaves out the first batch, which no read-ahead can hide; the whole-epoch
-  number keeps it.  The time inside read() counts the FUSE copy of a ready
-  batch too, not only waiting for the decoder; the notes split the two with
-  the engine's own wait time from stats.json.
+  number keeps it.  The time inside open/read counts the copy of a ready
+  batch out of the page cache (and the open's round trip to the daemon), not
+  only waiting for the decoder; the notes split the two with the engine's own
+  wait time from stats.json.  The `--no-push` consumer is the same reader on
+  a mount that serves every byte through FUSE reads.
+* **Bound for a page-cache server**: the ceiling's CPU per image plus the
+  two copies any FUSE server that keeps mmap working must pay per image: into
+  the page cache (the bare server's notify_store push, the cheapest way in
+  measured here) and out of it into the reader's buffer (the bare server's
+  reader CPU per GB), both from the serve stage of the same run.  A cold
+  epoch can only beat this ratio by skipping a copy.
 * **tf.data** (tools/bench/tf_seed.py): `TFRecordDataset` over the same shard
   files, `interleave(num_parallel_calls=AUTOTUNE)`, `map(parse_single_example
   + decode_jpeg(channels=3) + resize + / 255, AUTOTUNE)`, `batch(32)`,
@@ -1338,12 +1398,12 @@ def main():
     # expected seconds of each stage on a quiet 2-core machine
     weights = {"data": 2, "cold_float32": 15, "cold_uint8": 15,
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
-               "consumer_thread-1.2x": 3,
+               "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
-                        "consumer_thread-1.2x": 1, "tf": 12,
+                        "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1, "tf": 12,
                         "memory": 6, "scale": 1, "cache": 5})
     stage_of = {"cold": "ceiling"}
     P = Progress({k: v for k, v in weights.items()
@@ -1387,6 +1447,10 @@ def main():
             e = b.res["cold_float32"]
             stage("consumer float32 1.2x, read-ahead thread", b.consumer,
                   1.2 * e["seconds"] / e["batches"], "thread-1.2x", "float32", True)
+            if b.features["no_push"]:
+                stage("consumer float32 1.2x, --no-push", b.consumer,
+                      1.2 * e["seconds"] / e["batches"], "nopush-1.2x", "float32",
+                      False, ["--no-push"])
         if "tf" in stages:
             t = stage("tf.data", b.tf_seed)
             if t and "skipped" in t:
@@ -1476,7 +1540,7 @@ def report_notes(b, load, hogs, load_after, elapsed):
                        + (f"; engine decoded {st['samples_decoded']:,} samples for "
                           f"{e['images']:,}" if "samples_decoded" in st else "") + ".")
     for key in ("consumer_1.2x", "consumer_40ms", "consumer_uint8-1.2x",
-                "consumer_thread-1.2x"):
+                "consumer_thread-1.2x", "consumer_nopush-1.2x"):
         c = r.get(key)
         if c:
             st = c.get("stats", {})
@@ -1488,7 +1552,8 @@ def report_notes(b, load, hogs, load_after, elapsed):
                        f"inside open+read per batch"
                        + (f"; of the {c['idle_s']:.2f} s idle, {st['reader_wait_seconds']:.2f} s "
                           f"were waits for the engine ({st['reader_waits']} waits, "
-                          "stats.json), the rest the FUSE copy of ready batches"
+                          "stats.json), the rest the open round trips and the copy "
+                          "of ready batches into the reader's buffer"
                           if "reader_waits" in st and "reader_wait_seconds" in st
                           and not c.get("overlap") else "")
                        + (f"; the reading thread waited for the engine "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The page-cache push (fs/mount.c, push_batch), on real mounts: a batch the
-# reader has not opened yet is already resident in the kernel's page cache
-# once it is produced (mincore), and not with --no-push; pushed and
+# The page-cache push (fs/mount.c, push_batch), on real mounts: read-ahead
+# the reader has not opened yet is resident in the kernel's page cache once
+# it is produced while the pool is otherwise idle (mincore), and not with
+# --no-push; pushed and
 # read-served bytes are identical, through read() and mmap; the stats
 # count the pushes; and an unmount or a SIGTERM while pushes are in flight
 # ends the daemon promptly with the mount gone.
@@ -17,8 +18,9 @@ OPTS=(--batch 8 --size 64x80 --cache none --prefetch 3)
 
 sums() { (cd "$1/epoch-0000" && for f in *; do echo "$f $(md5sum <"$f" | cut -c1-32)"; done); }
 
-# Residency of batch 2 after a reader opened batch 0 (read-ahead 3) and the
-# engine says batch 2 is produced; prints "resident/pages".
+# Residency of batch 3 after a reader opened batch 0 (read-ahead 3) and the
+# engine says batch 3 is produced: the last read-ahead, finished with
+# nothing else queued, so it is pushed; prints "resident/pages".
 RESIDENT=$(cat <<'PY'
 import ctypes, json, mmap, os, sys, time
 mnt = sys.argv[1]
@@ -30,12 +32,12 @@ for _ in range(200):
     if st["batches_produced"] >= 4:
         break
     time.sleep(0.05)
-time.sleep(0.3)  # let the worker that finished batch 2 push it
+time.sleep(0.3)  # let the worker that finished batch 3 push it
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
-fd = os.open(f"{e}/batch-000002.npy", os.O_RDONLY)
+fd = os.open(f"{e}/batch-000003.npy", os.O_RDONLY)
 size = os.fstat(fd).st_size
 addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
 pages = (size + 4095) // 4096
@@ -63,8 +65,8 @@ sums "$D/push" >"$D/push.md5"
 check "stats.json counts the pushes" $PY - "$D/push" <<'PY'
 import json, sys
 st = json.load(open(f"{sys.argv[1]}/stats.json"))
-assert st["batches_pushed"] >= 4, st["batches_pushed"]
-assert st["bytes_pushed"] >= 4 * 8 * 64 * 80 * 3 * 4, st["bytes_pushed"]
+assert st["batches_pushed"] >= 1, st["batches_pushed"]
+assert st["bytes_pushed"] == st["batches_pushed"] * 8 * 64 * 80 * 3 * 4, st
 PY
 MOUNT_PID=$P1 unmount_wait "$D/push"
 
