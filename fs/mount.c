@@ -21,7 +21,7 @@
  *
  * Buffers: dataset.json is built once at mount and owned by struct mnt.
  * stats.json, index.json and preview.jpg are copied at open into a
- * text_file owned by that open file (fi->fh) until release.  Batch files
+ * text_file in m->texts, named by number in fi->fh until release.  Batch files
  * own nothing: a read pins its batch only until the reply is written.
  */
 #define FUSE_USE_VERSION 312
@@ -80,13 +80,25 @@ struct mnt {
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
 	uint64_t pushed_bytes;    /* atomic */
+	/* open snapshots of stats.json, index.json, preview.jpg (fi->fh) */
+	pthread_mutex_t texts_lock;
+	struct text_file *texts;  /* protected by texts_lock */
+	uint64_t next_text;       /* protected by texts_lock */
 };
 
-/* What fi->fh points to for JSON files: a snapshot made at open. */
+/* A snapshot made at open: stats.json, index.json or preview.jpg.  Open
+ * files name theirs by number (fi->fh) in m->texts, not by pointer, so a
+ * read that races its file's release (seen under ASan, with readers
+ * killed mid-read) finds nothing instead of freed memory. */
 struct text_file {
+	uint64_t id;
 	char *buf;
 	size_t len;
+	struct text_file *next;
 };
+
+static uint64_t text_add(struct mnt *m, struct text_file *tf);
+static void text_drop(struct mnt *m, uint64_t id);
 
 /* ---- sizes and headers ------------------------------------------------ */
 
@@ -728,16 +740,72 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fi->keep_cache = 1;
 		break;
 	}
-	fi->fh = (uint64_t)(uintptr_t)tf; /* freed in ll_release */
-	if (fuse_reply_open(req, fi) == -ENOENT && tf) {
-		/* the opener was interrupted: no release will come */
-		free(tf->buf);
-		free(tf);
-	}
+	fi->fh = tf ? text_add(m, tf) : 0; /* dropped in ll_release */
+	if (fuse_reply_open(req, fi) == -ENOENT && tf)
+		text_drop(m, fi->fh); /* the opener was interrupted: no release */
 	return;
 fail:
 	free(tf);
 	fuse_reply_err(req, -err);
+}
+
+static uint64_t text_add(struct mnt *m, struct text_file *tf)
+{
+	pthread_mutex_lock(&m->texts_lock);
+	tf->id = ++m->next_text;
+	tf->next = m->texts;
+	m->texts = tf;
+	pthread_mutex_unlock(&m->texts_lock);
+	return tf->id;
+}
+
+static void text_drop(struct mnt *m, uint64_t id)
+{
+	struct text_file **p, *tf = NULL;
+
+	pthread_mutex_lock(&m->texts_lock);
+	for (p = &m->texts; *p; p = &(*p)->next)
+		if ((*p)->id == id) {
+			tf = *p;
+			*p = tf->next;
+			break;
+		}
+	pthread_mutex_unlock(&m->texts_lock);
+	if (tf) {
+		free(tf->buf);
+		free(tf);
+	}
+}
+
+/* Reply with bytes [off, off + size) of snapshot id (copied out under the
+ * lock), or EBADF when it is gone. */
+static void reply_text(fuse_req_t req, struct mnt *m, uint64_t id, size_t size,
+		       off_t off)
+{
+	struct text_file *tf;
+	char *copy = NULL;
+	size_t n = 0;
+	int err = EBADF;
+
+	pthread_mutex_lock(&m->texts_lock);
+	for (tf = m->texts; tf && tf->id != id; tf = tf->next)
+		;
+	if (tf) {
+		err = 0;
+		if (off >= 0 && (uint64_t)off < tf->len) {
+			n = size < tf->len - (size_t)off ? size : tf->len - (size_t)off;
+			if ((copy = malloc(n)))
+				memcpy(copy, tf->buf + off, n);
+			else
+				err = ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&m->texts_lock);
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_buf(req, copy, n);
+	free(copy);
 }
 
 /* Reply with bytes [off, off + size) of a buffer of len bytes. */
@@ -810,7 +878,6 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct mnt *m = req_mnt(req);
-	struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
 	bfs_node n;
 	int err = bfs_ns_from_ino(&m->shape, ino, &n);
 
@@ -825,10 +892,7 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	case BFS_NODE_STATS_JSON:
 	case BFS_NODE_INDEX:
 	case BFS_NODE_PREVIEW:
-		if (tf)
-			reply_slice(req, tf->buf, tf->len, size, off);
-		else
-			fuse_reply_err(req, EIO);
+		reply_text(req, m, fi->fh, size, off);
 		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
@@ -842,12 +906,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void ll_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct text_file *tf = (struct text_file *)(uintptr_t)fi->fh;
-
-	if (tf) {
-		free(tf->buf);
-		free(tf);
-	}
+	if (fi->fh)
+		text_drop(req_mnt(req), fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -1501,6 +1561,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 
 	clock_gettime(CLOCK_REALTIME, &m.mounted);
 	pthread_mutex_init(&m.made_lock, NULL);
+	pthread_mutex_init(&m.texts_lock, NULL);
 	open_cache(&m, cache_why, sizeof(cache_why));
 	if (m.cache) {
 		so.index_get = index_get;
@@ -1636,6 +1697,9 @@ out:
 	for (size_t i = 0; i < sizeof(m.made) / sizeof(m.made[0]); i++)
 		free(m.made[i].buf);
 	pthread_mutex_destroy(&m.made_lock);
+	while (m.texts)
+		text_drop(&m, m.texts->id);
+	pthread_mutex_destroy(&m.texts_lock);
 	free(m.dataset_json);
 	if (logf)
 		fclose(logf);
