@@ -1548,7 +1548,8 @@ def report_notes(b, load, hogs, load_after, elapsed):
         if c:
             st = c.get("stats", {})
             out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms"
-                       f"{', reads in a second thread' if c.get('overlap') else ''}: "
+                       f"{', reads in a second thread' if c.get('overlap') else ''}"
+                       f"{', --no-push' if 'nopush' in key else ''}: "
                        f"{c['batches']} batches, first batch "
                        f"{c['first_wait_s'] * 1e3:.0f} ms, then median "
                        f"{c['median_wait_ms']:.1f} ms and max {c['max_wait_ms']:.1f} ms "
