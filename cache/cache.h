@@ -108,7 +108,9 @@
  *     bfs_cache_submit(cache, items, n, unpin_slot, slot).  unpin_slot
  *     (writer thread, or the caller's own thread when the submission is
  *     dropped) takes the engine lock, clears the pin, signals.  A pinned
- *     slot may be read but not refilled; allow queue_max + 1 pinned slots.
+ *     slot may be read but not refilled, so a writer behind decoding
+ *     holds slots until it catches up and production waits for them:
+ *     back-pressure from the memory budget, nothing dropped.
  *   stats.json: bfs_cache_get_stats(): hits, misses, inserts, evictions,
  *     dropped_full + dropped_queue, crc_errors, bytes_used, file_bytes,
  *     map_bytes, full.
@@ -144,7 +146,14 @@ typedef struct bfs_cache_reader bfs_cache_reader;
 #define BFS_CACHE_DEFAULT_MIN    (16ull << 20)
 #define BFS_CACHE_MIN_BYTES      (1ull << 20)   /* smallest max_bytes */
 #define BFS_CACHE_FOREIGN_IDLE_S 3600           /* default foreign_idle_s */
-#define BFS_CACHE_QUEUE_MAX      4              /* default queue_max */
+/* Default queue_max: high enough that the caller's own memory bounds the
+ * queue instead.  The engine's submissions each pin a batch slot, so when
+ * the writer falls behind decoding, decoding waits for free slots rather
+ * than the cache dropping batches: the first epoch is cached whole, and
+ * the epoch after a remount decodes nothing.  (With 4, a cold epoch of
+ * 2,000 float32 224x224 samples dropped 816 of them here; the next epoch
+ * decoded those again.) */
+#define BFS_CACHE_QUEUE_MAX      256
 
 typedef enum {
 	/* MDB_NOMETASYNC: consistent after kill -9 and after power loss. */
@@ -176,7 +185,8 @@ typedef struct {
 	const char *fingerprint;
 	bfs_cache_sync sync;
 	/* Submissions that may wait for the writer; 0 = BFS_CACHE_QUEUE_MAX.
-	 * Each one pins the caller's memory until its done(ctx). */
+	 * Each one pins the caller's memory until its done(ctx), so the
+	 * caller's memory budget is the real bound. */
 	unsigned queue_max;
 	/* Seconds a foreign fingerprint must have been idle before its
 	 * entries may be evicted to make room; 0 = BFS_CACHE_FOREIGN_IDLE_S,

@@ -772,9 +772,10 @@ class Bench:
             t0 = time.perf_counter()
             nbytes = self.read_epoch(m, mv)
             cold = time.perf_counter() - t0
-            # A writer slower than decoding drops whole submissions (counted
-            # in dropped_queue); later epochs insert them.  Fill the cache
-            # completely, so the warm epochs below measure hits only.
+            # A batch waits in its slot until the writer committed it, so
+            # nothing is dropped; wait until the writer is done (and read
+            # again if anything was dropped anyway), so that the warm
+            # epochs below measure hits only.
             for _ in range(3):
                 t0 = time.perf_counter()
                 while time.perf_counter() - t0 < 60:   # let the writer catch up

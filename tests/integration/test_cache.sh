@@ -119,6 +119,26 @@ else
 	not_ok "a cache on a full file system: cannot mount a tmpfs here"
 fi
 
+# A cold epoch that outruns the writer (20 float32 batches of 19 MB from
+# small JPEGs, each commit fdatasync()ed) is still cached whole: a batch waiting for the
+# writer keeps its slot, so decoding waits instead of the cache dropping
+# it, and the epoch after a remount decodes nothing.
+"$MKJPEG" "$D/many" --classes 2 --per-class 320 --seed 8 --min-size 48 \
+	--max-size 96 >/dev/null || { not_ok "mkjpeg many"; t_end; }
+"$BATCHFS" mkshards "$D/many" "$D/manys" --per-shard 160 --quiet || { not_ok "mkshards many"; t_end; }
+mount_fg "$D/manys" "$D/w" --batch 32 --size 224x224 --cache "$D/wc" || { not_ok "mount many"; t_end; }
+cat "$D/w/epoch-0000/"*.npy >/dev/null   # as fast as decoding goes
+sums "$D/w" >"$D/sums.wcold"
+check "a cold epoch faster than the writer drops no batch" \
+	test "$(stat_of "$D/w" "s['cache']['dropped_queue']")" = 0
+unmount_wait "$D/w"
+mount_fg "$D/manys" "$D/w" --batch 32 --size 224x224 --cache "$D/wc" || { not_ok "remount many"; t_end; }
+sums "$D/w" >"$D/sums.wwarm"
+check "after the remount the epoch decodes nothing (640 hits) and has the same bytes" bash -c "
+	test \"\$($PY -c \"import json; s=json.load(open('$D/w/stats.json')); print(s['cache']['hits'] >= 640, s['cache']['misses'], s['samples_decoded'])\")\" = 'True 0 0' &&
+	cmp '$D/sums.wcold' '$D/sums.wwarm'"
+unmount_wait "$D/w"
+
 # kill -9 of the daemon while it writes the cache, then a remount.
 mount_fg "$D/big" "$D/k" --batch 8 --size 224x224 --cache "$D/kc" || { not_ok "mount kill"; t_end; }
 cat "$D/k/epoch-0000/"*.npy >/dev/null &
