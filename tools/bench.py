@@ -373,6 +373,9 @@ class Bench:
             "scale_shards": 100 if self.quick else 1000,
             "scale_records": 1000,
             "repeat": 1 if self.quick else 3,
+            # ceiling/cold rounds: cold epochs here vary by +-15% from one
+            # minute to the next, so the ratios take the median of more
+            "cold_rounds": 1 if self.quick else 5,
         }
         self.help = run([self.batchfs, "mount", "--help"], check=False).stdout
         self.features = self.detect_features()
@@ -498,7 +501,7 @@ class Bench:
         """Rounds of (one ceiling pass, one cold epoch), so that a change in
         the machine's background load hits both sides of the ratio alike;
         each side's median over the rounds."""
-        reps = self.sizes["repeat"]
+        reps = self.sizes["cold_rounds"]
         P.begin("cold_" + dtype, f"ceiling and cold epoch, {dtype}")
         mv = memoryview(bytearray(READ_SIZE))
         ceils, colds, nopush = [], [], []
@@ -1400,7 +1403,7 @@ def main():
         sys.exit("bench: no /dev/fuse or fusermount3 here; nothing to measure")
     b = Bench(a)
     # expected seconds of each stage on a quiet 2-core machine
-    weights = {"data": 2, "cold_float32": 15, "cold_uint8": 15,
+    weights = {"data": 2, "cold_float32": 30, "cold_uint8": 20,
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "serve": 10, "profile": 8}
