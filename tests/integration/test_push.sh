@@ -51,8 +51,11 @@ PY
 mount_fg "$D/shards" "$D/push" "${OPTS[@]}" || { not_ok "mount push"; t_end; }
 P1=$MOUNT_PID
 R=$($PY -c "$RESIDENT" "$D/push" 2>&1)
+# At least 90%, not all: these VMs run DAMON proactive reclaim (a kdamond
+# with a "pageout" scheme), which may take a page back at any moment; a
+# missed push leaves none.
 check "a produced batch is in the page cache before its reader opens it ($R pages)" \
-	test "${R%%/*}" = "${R##*/}"
+	test "$(( ${R%%/*} * 10 ))" -ge "$(( ${R##*/} * 9 ))"
 check "np.load(mmap_mode='r') of a pushed batch equals its read() bytes" $PY - "$D/push" <<'PY'
 import numpy as np, sys
 p = f"{sys.argv[1]}/epoch-0000/batch-000003.npy"
