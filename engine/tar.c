@@ -279,7 +279,10 @@ typedef struct {
 	size_t blen;    /* valid bytes in buf */
 } reader;
 
-static int pread_full(int fd, void *p, size_t n, uint64_t off)
+/* Read up to n bytes at off, stopping early only at the end of the file.
+ * Returns the bytes read (< n when the file is shorter than the size we
+ * were given), or -errno. */
+static ssize_t pread_upto(int fd, void *p, size_t n, uint64_t off)
 {
 	size_t got = 0;
 
@@ -293,10 +296,19 @@ static int pread_full(int fd, void *p, size_t n, uint64_t off)
 			return -errno;
 		}
 		if (k == 0)
-			return -EIO; /* shorter than the size we were given */
+			break;
 		got += (size_t)k;
 	}
-	return 0;
+	return (ssize_t)got;
+}
+
+static int pread_full(int fd, void *p, size_t n, uint64_t off)
+{
+	ssize_t got = pread_upto(fd, p, n, off);
+
+	if (got < 0)
+		return (int)got;
+	return (size_t)got < n ? -EIO : 0; /* shorter than we were told */
 }
 
 /* Point *out at the len bytes at pos (len <= CHUNK, pos + len <= size). */
@@ -304,7 +316,7 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 		   const uint8_t **out)
 {
 	size_t want;
-	int err;
+	ssize_t got;
 
 	if (pos >= r->boff && r->blen >= len &&
 	    pos - r->boff <= r->blen - len) {
@@ -317,10 +329,14 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 	if (want > r->size - pos)
 		want = (size_t)(r->size - pos);
 	r->blen = 0;
-	if ((err = pread_full(r->fd, r->buf, want, pos)))
-		return err;
+	/* Read ahead what is there: a file cut short fails only the read
+	 * that needs the missing bytes, so the samples before it count. */
+	if ((got = pread_upto(r->fd, r->buf, want, pos)) < 0)
+		return (int)got;
+	if ((size_t)got < len)
+		return -EIO; /* shorter than the size we were given */
 	r->boff = pos;
-	r->blen = want;
+	r->blen = (size_t)got;
 	*out = r->buf;
 	return 0;
 }
@@ -667,7 +683,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 		if (left < BFS_TAR_BLOCK) {
 			if ((err = read_at(&sc->r, pos, (size_t)left, small,
 					   &h)))
-				goto out;
+				goto read_error;
 			if (all_zero(h, (size_t)left) && !sc->x.have_ext)
 				break; /* a cut end-of-archive marker */
 			bfs_seterr(errmsg, "member %llu at offset %llu: file "
@@ -680,7 +696,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			break;
 		}
 		if ((err = read_at(&sc->r, pos, BFS_TAR_BLOCK, small, &h)))
-			goto out;
+			goto read_error;
 		if (all_zero(h, BFS_TAR_BLOCK)) {
 			if (sc->x.have_ext) {
 				bfs_seterr(errmsg, "member %llu at offset "
@@ -764,12 +780,12 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			if (type == 'L') {
 				if ((err = read_into(&sc->r, data, (size_t)size,
 						     &sc->x.longname)))
-					goto out;
+					goto read_error;
 				sc->x.have_long = 1;
 			} else if (type == 'x' || type == 'X') {
 				if ((err = read_into(&sc->r, data, (size_t)size,
 						     &sc->scratch)))
-					goto out;
+					goto read_error;
 				err = parse_pax(sc, &why);
 				if (err == -2) {
 					err = -ENOMEM;
@@ -828,7 +844,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 				}
 				if ((err = read_at(&sc->r, data, BFS_TAR_BLOCK,
 						   small, &b)))
-					goto out;
+					goto read_error;
 				more = b[H_SPARSE_ISEXTENDED] != 0;
 				data += BFS_TAR_BLOCK;
 				left -= BFS_TAR_BLOCK;
@@ -858,6 +874,16 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			pos = data;
 		}
 	}
+	goto stop;
+read_error:
+	/* A pread failed or came back short: the file shrank since its size
+	 * was taken, or the disk failed.  Same contract as a damaged file. */
+	bfs_seterr(errmsg, "member %llu at offset %llu: %s",
+		   (unsigned long long)index, (unsigned long long)pos,
+		   err == -EIO ? "the file is shorter than when the scan "
+				 "began (changed while being read?)"
+			       : strerror(-err));
+	damaged = 1;
 stop:
 	/* The sample in progress is whole when its image member is. */
 	{

@@ -1030,6 +1030,7 @@ static void test_tar_reports_eio_when_the_file_is_shorter_than_said(void **state
 {
 	tb b = { 0 };
 	coll *c = new_coll();
+	char err[BFS_ERRMSG_MAX] = "";
 	int fd;
 
 	four_samples(&b);
@@ -1038,6 +1039,13 @@ static void test_tar_reports_eio_when_the_file_is_shorter_than_said(void **state
 	c->size = b.len;
 	assert_int_equal(bfs_tar_scan(fd, b.len, collect, c, NULL), -EIO);
 	close(fd);
+	/* with a message, and every sample before the short read reported */
+	c->n = 0;
+	fd = temp_fd(b.p, b.len - 2048);
+	assert_int_equal(bfs_tar_scan(fd, b.len, collect, c, err), -EIO);
+	close(fd);
+	assert_non_null(strstr(err, "shorter than when the scan began"));
+	assert_int_equal(c->n, 4);
 	free(b.p);
 	free(c);
 }
