@@ -329,11 +329,13 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 	if (want > r->size - pos)
 		want = (size_t)(r->size - pos);
 	r->blen = 0;
-	/* Read ahead what is there: a file cut short fails only the read
-	 * that needs the missing bytes, so the samples before it count. */
+	/* All of want, not just len: image data is never read, so a read
+	 * that comes back short is the only sign that the file shrank, and
+	 * it must come before any sample whose image lies in the lost part
+	 * is reported. */
 	if ((got = pread_upto(r->fd, r->buf, want, pos)) < 0)
 		return (int)got;
-	if ((size_t)got < len)
+	if ((size_t)got < want)
 		return -EIO; /* shorter than the size we were given */
 	r->boff = pos;
 	r->blen = (size_t)got;
@@ -877,13 +879,14 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 	goto stop;
 read_error:
 	/* A pread failed or came back short: the file shrank since its size
-	 * was taken, or the disk failed.  Same contract as a damaged file. */
+	 * was taken, or the disk failed.  The sample in progress is not
+	 * reported: its image may lie in the part that is gone. */
 	bfs_seterr(errmsg, "member %llu at offset %llu: %s",
 		   (unsigned long long)index, (unsigned long long)pos,
 		   err == -EIO ? "the file is shorter than when the scan "
 				 "began (changed while being read?)"
 			       : strerror(-err));
-	damaged = 1;
+	goto out;
 stop:
 	/* The sample in progress is whole when its image member is. */
 	{

@@ -106,7 +106,9 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
  *   fn's nonzero return value, unchanged.
  * In every error case fn has been called for each sample before the bad
  * header, including the sample in progress when its image member is whole
- * (with BFS_E_NOKEY if its .cls was not reached), and errmsg
+ * (with BFS_E_NOKEY if its .cls was not reached) -- except after a failed
+ * or short read (-errno, -EIO), where the sample in progress is left out,
+ * since its image may lie in the part of the file that is gone -- and errmsg
  * (BFS_ERRMSG_MAX bytes, may be NULL) names the member index, the byte
  * offset of its header and what is wrong, e.g. "member 7 at offset 9216:
  * header checksum 0o6543 does not match the computed 0o6552".
