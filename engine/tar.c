@@ -279,10 +279,7 @@ typedef struct {
 	size_t blen;    /* valid bytes in buf */
 } reader;
 
-/* Read up to n bytes at off, stopping early only at the end of the file.
- * Returns the bytes read (< n when the file is shorter than the size we
- * were given), or -errno. */
-static ssize_t pread_upto(int fd, void *p, size_t n, uint64_t off)
+static int pread_full(int fd, void *p, size_t n, uint64_t off)
 {
 	size_t got = 0;
 
@@ -296,19 +293,10 @@ static ssize_t pread_upto(int fd, void *p, size_t n, uint64_t off)
 			return -errno;
 		}
 		if (k == 0)
-			break;
+			return -EIO; /* shorter than the size we were given */
 		got += (size_t)k;
 	}
-	return (ssize_t)got;
-}
-
-static int pread_full(int fd, void *p, size_t n, uint64_t off)
-{
-	ssize_t got = pread_upto(fd, p, n, off);
-
-	if (got < 0)
-		return (int)got;
-	return (size_t)got < n ? -EIO : 0; /* shorter than we were told */
+	return 0;
 }
 
 /* Point *out at the len bytes at pos (len <= CHUNK, pos + len <= size). */
@@ -316,7 +304,7 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 		   const uint8_t **out)
 {
 	size_t want;
-	ssize_t got;
+	int err;
 
 	if (pos >= r->boff && r->blen >= len &&
 	    pos - r->boff <= r->blen - len) {
@@ -333,12 +321,10 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 	 * that comes back short is the only sign that the file shrank, and
 	 * it must come before any sample whose image lies in the lost part
 	 * is reported. */
-	if ((got = pread_upto(r->fd, r->buf, want, pos)) < 0)
-		return (int)got;
-	if ((size_t)got < want)
-		return -EIO; /* shorter than the size we were given */
+	if ((err = pread_full(r->fd, r->buf, want, pos)))
+		return err;
 	r->boff = pos;
-	r->blen = (size_t)got;
+	r->blen = want;
 	*out = r->buf;
 	return 0;
 }

@@ -749,6 +749,14 @@ fail:
 	fuse_reply_err(req, -err);
 }
 
+/* Bytes a read of size at off gets from a buffer of len bytes. */
+static size_t slice_len(size_t len, size_t size, off_t off)
+{
+	if (off < 0 || (uint64_t)off >= len)
+		return 0;
+	return size < len - (size_t)off ? size : len - (size_t)off;
+}
+
 static uint64_t text_add(struct mnt *m, struct text_file *tf)
 {
 	pthread_mutex_lock(&m->texts_lock);
@@ -792,8 +800,7 @@ static void reply_text(fuse_req_t req, struct mnt *m, uint64_t id, size_t size,
 		;
 	if (tf) {
 		err = 0;
-		if (off >= 0 && (uint64_t)off < tf->len) {
-			n = size < tf->len - (size_t)off ? size : tf->len - (size_t)off;
+		if ((n = slice_len(tf->len, size, off))) {
 			if ((copy = malloc(n)))
 				memcpy(copy, tf->buf + off, n);
 			else
@@ -812,13 +819,9 @@ static void reply_text(fuse_req_t req, struct mnt *m, uint64_t id, size_t size,
 static void reply_slice(fuse_req_t req, const void *src, size_t len,
 			size_t size, off_t off)
 {
-	if (off < 0 || (uint64_t)off >= len) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	if (size > len - (size_t)off)
-		size = len - (size_t)off;
-	fuse_reply_buf(req, (const char *)src + off, size);
+	size_t n = slice_len(len, size, off);
+
+	fuse_reply_buf(req, n ? (const char *)src + off : NULL, n);
 }
 
 /* Reply to a read of a batch or label file.  The reply is gathered
@@ -1104,11 +1107,9 @@ static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
 {
 	struct mnt *m = ctx;
 	bfs_node n = { .kind = BFS_NODE_BATCH };
-	char hdr[256];
-	size_t data_len;
 	int handed = 0;
 
-	/* counted before the check, so that drain_pushes() sees it */
+	/* counted before the check, so that wait_pushes() sees it */
 	__atomic_add_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
 	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE))
 		goto out;
@@ -1118,10 +1119,8 @@ static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
 		goto out;
 	n.kind = BFS_NODE_LABELS;
 	push_file(m, &n, bfs_batch_labels(b)); /* else read as usual */
-	n.kind = BFS_NODE_BATCH;
-	file_header(m, &n, hdr, sizeof(hdr), &data_len);
-	__atomic_add_fetch(&m->pushed_bytes, data_len,
-			   __ATOMIC_RELAXED);
+	__atomic_add_fetch(&m->pushed_bytes, (uint64_t)bfs_batch_count(b) *
+			   bfs_engine_sample_bytes(m->eng), __ATOMIC_RELAXED);
 	handed = 1;
 out:
 	__atomic_sub_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
