@@ -34,6 +34,7 @@
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 
 #include "engine/augment.h"
 #include "engine/decode.h"
+#include "engine/npy.h"
 #include "engine/permute.h"
 #include "engine/resize.h"
 #include "engine/version.h"
@@ -74,6 +76,14 @@ struct bfs_batch {
 	unsigned err_at;      /* sample position of err */
 	char errmsg[BFS_ERRMSG_MAX];
 	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
+	/* With o.slot_dir the slot is a file: the batch's NPY header, then
+	 * the images (see slot files below) */
+	int fd;               /* -1: images is plain memory */
+	uint8_t *map;         /* the file's mapping (images - slot_head) */
+	size_t map_len;
+	size_t file_len;      /* the file's size: head + n samples */
+	int file_ok;          /* the header fits the head room exactly */
+	int exposed;          /* handed to a reader as a file since filled */
 	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
 				 else NULL (images are the cached form) */
 	int64_t *labels;
@@ -125,6 +135,7 @@ struct bfs_engine {
 	uint64_t total;       /* per_epoch * epochs */
 	size_t sample_bytes;
 	size_t images_cap;    /* bytes of one slot's image buffer */
+	size_t slot_head;     /* slot files: a full batch's NPY header */
 	int s1_h, s1_w;       /* stage-1 (cached) sample size */
 	bfs_dtype s1_dtype;
 	size_t s1_bytes;
@@ -530,18 +541,140 @@ static struct bfs_batch *find_locked(bfs_engine *e, uint64_t id)
 	return NULL;
 }
 
+/* ---- slot files ------------------------------------------------------
+ * With o.slot_dir (a tmpfs) each slot's images live in an unnamed file
+ * there, mapped shared: head room for the mount's file header, then the
+ * images.  The mount can then give the kernel the file itself (FUSE
+ * passthrough), and a reader's read() or mmap reaches the decoded pages
+ * with no request to the daemon and no copy into FUSE's page cache.
+ *
+ * A file handed to a reader is never written again while the reader can
+ * still see it: not while it is open, and not while a reader maps it
+ * after closing (np.load(mmap_mode='r') closes the file at once).  The
+ * mount hands the kernel a separate read-only open of the file, and a
+ * write lease is granted only when no open file of the inode but ours
+ * remains, so a lease that fails means a reader still holds it; the slot
+ * then moves to a fresh file and leaves the old one to the reader. */
+
+static void slot_file_close(struct bfs_batch *b)
+{
+	if (b->fd < 0)
+		return;
+	munmap(b->map, b->map_len);
+	close(b->fd);
+	b->fd = -1;
+	b->map = NULL;
+	b->images = NULL;
+}
+
+/* A new file of head + images_cap bytes, allocated now (tmpfs pages are
+ * allocated on first touch, and a full tmpfs would then raise SIGBUS in
+ * the decoder; posix_fallocate reports ENOSPC instead). */
+static int slot_file_open(bfs_engine *e, struct bfs_batch *b)
+{
+	size_t len = e->slot_head + e->images_cap;
+	int fd = open(e->o.slot_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int err;
+	void *p;
+
+	if (fd < 0)
+		return -errno;
+	if ((err = posix_fallocate(fd, 0, (off_t)len))) {
+		close(fd);
+		return -err;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	b->fd = fd;
+	b->map = p;
+	b->map_len = len;
+	b->file_len = len;
+	b->images = b->map + e->slot_head;
+	b->exposed = 0;
+	return 0;
+}
+
+/* Does an open file of b's inode other than ours exist (see above)? */
+static int slot_file_held(const struct bfs_batch *b)
+{
+	if (fcntl(b->fd, F_SETLEASE, F_WRLCK) != 0)
+		return 1; /* EAGAIN; or no leases here: assume held */
+	fcntl(b->fd, F_SETLEASE, F_UNLCK);
+	return 0;
+}
+
+/* Plain memory for a slot whose file could not be had (a full tmpfs):
+ * its batches are still served, by the mount's ordinary read path. */
+static int slot_plain_memory(bfs_engine *e, struct bfs_batch *b)
+{
+	slot_file_close(b);
+	e->st.slot_file_errors++;
+	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap)) {
+		b->images = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void slot_images_free(struct bfs_batch *b)
+{
+	if (b->fd >= 0)
+		slot_file_close(b);
+	else
+		free(b->images);
+	b->images = NULL;
+}
+
+/* Make b's file ready for a batch of n samples: a fresh file if a reader
+ * may still see the old one, and the size a file of n samples has.  Lock
+ * held (the slot is neither pinned nor being filled). */
+static int slot_file_prepare_locked(bfs_engine *e, struct bfs_batch *b,
+				    uint64_t id, unsigned n)
+{
+	size_t len = e->slot_head + (size_t)n * e->sample_bytes;
+
+	if (b->fd < 0)
+		return 0;
+	if (b->exposed && slot_file_held(b)) {
+		slot_file_close(b);
+		e->st.slot_files_replaced++;
+		if (slot_file_open(e, b) != 0)
+			return slot_plain_memory(e, b);
+	}
+	b->exposed = 0;
+	b->file_ok = bfs_engine_npy_header(e, id, (char *)b->map,
+					   e->slot_head) == e->slot_head;
+	if (len == b->file_len)
+		return 0;
+	/* Only the last batch of an epoch is shorter; a file sized to it
+	 * keeps a reader's read() from finding bytes past the batch. */
+	if (ftruncate(b->fd, (off_t)len) != 0 ||
+	    (len > b->file_len &&
+	     posix_fallocate(b->fd, (off_t)b->file_len,
+			     (off_t)(len - b->file_len)) != 0))
+		return slot_plain_memory(e, b);
+	b->file_len = len;
+	return 0;
+}
+
 static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 {
 	if (b->images)
 		return 0;
 	/* 2 MiB alignment lets the kernel back the buffer with huge pages,
 	 * which makes the first touch ~30x cheaper on these VMs. */
-	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
+	if (e->o.slot_dir && slot_file_open(e, b) != 0)
+		e->st.slot_file_errors++; /* this slot uses plain memory */
+	if (!b->images &&
+	    posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
 		b->images = NULL;
 	if (e->post && b->images &&
 	    posix_memalign((void **)&b->stage1, 2u << 20, e->s1_bytes * e->o.batch)) {
-		free(b->images);
-		b->images = NULL;
+		slot_images_free(b);
 		b->stage1 = NULL;
 	}
 	b->labels = calloc(e->o.batch, sizeof(*b->labels));
@@ -549,7 +682,8 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 	b->items = e->o.cache ? calloc(e->o.batch, sizeof(*b->items)) : NULL;
 	b->e = e;
 	if (!b->images || !b->labels || !b->rec || (e->o.cache && !b->items)) {
-		free(b->images);
+		if (b->images)
+			slot_images_free(b);
 		free(b->stage1);
 		b->stage1 = NULL;
 		free(b->labels);
@@ -562,7 +696,8 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 		return -ENOMEM;
 	}
 #ifdef MADV_HUGEPAGE
-	madvise(b->images, e->images_cap, MADV_HUGEPAGE);
+	if (b->fd < 0)
+		madvise(b->images, e->images_cap, MADV_HUGEPAGE);
 #endif
 	e->st.mem_bytes += e->images_cap + e->o.batch * sizeof(*b->labels) +
 			   (e->post ? e->s1_bytes * e->o.batch : 0);
@@ -647,13 +782,14 @@ static int cancel_readahead_locked(bfs_engine *e)
 static int start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 			int urgent)
 {
+	unsigned n = bfs_engine_batch_count(e, id);
 	int err = slot_buffers(e, b);
 
-	if (err)
+	if (err || (err = slot_file_prepare_locked(e, b, id, n)))
 		return err;
 	b->state = SLOT_FILLING;
 	b->id = id;
-	b->n = bfs_engine_batch_count(e, id);
+	b->n = n;
 	b->next = b->done = b->inflight = 0;
 	b->urgent = urgent;
 	b->seq = ++e->seq;
@@ -898,6 +1034,37 @@ void bfs_engine_put(bfs_engine *e, bfs_batch *b)
 unsigned bfs_batch_count(const bfs_batch *b) { return b->n; }
 const void *bfs_batch_images(const bfs_batch *b) { return b->images; }
 const int64_t *bfs_batch_labels(const bfs_batch *b) { return b->labels; }
+
+int bfs_batch_file(const bfs_batch *b, size_t *len)
+{
+	if (b->fd < 0 || !b->file_ok)
+		return -1;
+	*len = b->file_len;
+	return b->fd;
+}
+
+size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
+			     size_t cap)
+{
+	uint64_t shape[4] = { bfs_engine_batch_count(e, id),
+			      (uint64_t)e->o.height, (uint64_t)e->o.width, 3 };
+	int len;
+
+	if (e->o.nchw) {
+		shape[1] = 3;
+		shape[2] = (uint64_t)e->o.height;
+		shape[3] = (uint64_t)e->o.width;
+	}
+	len = bfs_npy_header(hdr, cap, bfs_dtype_descr(e->o.dtype), shape, 4);
+	return len > 0 ? (size_t)len : 0;
+}
+
+void bfs_engine_expose(bfs_engine *e, bfs_batch *b)
+{
+	pthread_mutex_lock(&e->lock);
+	b->exposed = 1;
+	pthread_mutex_unlock(&e->lock);
+}
 
 /* ---- workers ---------------------------------------------------------- */
 
@@ -1144,6 +1311,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		free(e);
 		return -EINVAL;
 	}
+	if (e->o.slot_dir) {
+		char hdr[256];
+
+		e->slot_head = bfs_engine_npy_header(e, 0, hdr, sizeof(hdr));
+		if (!e->slot_head)
+			e->o.slot_dir = NULL;
+	}
 	if (e->post) {
 		char why[BFS_ERRMSG_MAX];
 
@@ -1210,6 +1384,8 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		err = -ENOMEM;
 		goto fail;
 	}
+	for (unsigned s = 0; s < e->nslots; s++)
+		e->slots[s].fd = -1;
 	for (unsigned i = 0; i < e->o.threads; i++) {
 		struct worker *w = &e->workers[i];
 
@@ -1263,7 +1439,8 @@ void bfs_engine_destroy(bfs_engine *e)
 		free(e->workers[i].scratch);
 	}
 	for (unsigned s = 0; s < e->nslots && e->slots; s++) {
-		free(e->slots[s].images);
+		if (e->slots[s].images)
+			slot_images_free(&e->slots[s]);
 		free(e->slots[s].stage1);
 		free(e->slots[s].labels);
 		free(e->slots[s].rec);

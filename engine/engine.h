@@ -98,6 +98,11 @@ typedef struct {
 	 * pushes them into the kernel's page cache); its slot is then reused
 	 * like a read one once its reader hints it.  May be NULL. */
 	int (*on_batch_ready)(void *ctx, uint64_t id, const bfs_batch *b);
+	/* Slot files: with slot_dir (a tmpfs directory, e.g. /dev/shm) each
+	 * slot is an unnamed file there holding the batch's whole .npy file,
+	 * header and images, so that the mount can hand the file itself to
+	 * the kernel (bfs_batch_file).  NULL: plain memory. */
+	const char *slot_dir;
 	void *ctx;
 } bfs_engine_opts;
 
@@ -117,6 +122,9 @@ typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
 	uint64_t batches_produced;
 	uint64_t batches_pushed;   /* handed on by on_batch_ready */
+	uint64_t slot_files_replaced; /* moved to a new file: a reader held it */
+	uint64_t slot_file_errors; /* slot files not had (full tmpfs): plain
+				    * memory used instead */
 	uint64_t samples_decoded;
 	uint64_t bytes_read;       /* encoded bytes read from shards */
 	uint64_t sample_errors;    /* bad samples seen (distinct) */
@@ -197,6 +205,21 @@ void bfs_engine_put(bfs_engine *e, bfs_batch *b);
 unsigned bfs_batch_count(const bfs_batch *b);
 const void *bfs_batch_images(const bfs_batch *b);
 const int64_t *bfs_batch_labels(const bfs_batch *b);
+
+/* The NPY header of batch id's image file ("<f4" or "|u1", shape
+ * (count, H, W, 3) or (count, 3, H, W)): its length, 0 if cap is short. */
+size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
+			     size_t cap);
+/* The pinned batch's slot file (slot_dir): its descriptor (owned by the
+ * engine), a complete .npy file of *len bytes (the header above, then the
+ * images).  -1 if the batch is in plain memory, or its header is not the
+ * length of a full batch's (the images start where that one ends). */
+int bfs_batch_file(const bfs_batch *b, size_t *len);
+/* The pinned batch's slot file was handed to a reader (an open of the
+ * file, which the reader may map).  Its bytes then stay as they are for
+ * as long as any open file of it exists: the slot moves to a new file
+ * instead of reusing this one while a reader holds it. */
+void bfs_engine_expose(bfs_engine *e, bfs_batch *b);
 
 void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
 

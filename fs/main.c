@@ -85,6 +85,9 @@ static const char usage_mount[] =
 	"  --log FILE           daemon log (default\n"
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
 	"  --allow-other        let other users read the mount\n"
+	"  --no-passthrough     serve every read of a batch file through the\n"
+	"                       daemon, instead of letting the kernel read\n"
+	"                       the decoded batch directly (for comparison)\n"
 	"  --no-push            serve batches only when read, instead of\n"
 	"                       copying each finished batch into the page\n"
 	"                       cache ahead of its reader (for comparison)\n"
@@ -169,7 +172,7 @@ static int cmd_mount(int argc, char **argv)
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
-	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH };
+	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -186,6 +189,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "log", required_argument, 0, O_LOG },
 		{ "allow-other", no_argument, 0, O_ALLOW },
 		{ "no-push", no_argument, 0, O_NO_PUSH },
+		{ "no-passthrough", no_argument, 0, O_NO_PT },
 		{ "mem", required_argument, 0, O_MEM },
 		{ "shuffle", required_argument, 0, O_SHUFFLE },
 		{ "epochs", required_argument, 0, O_EPOCHS },
@@ -382,6 +386,9 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		case O_NO_PUSH:
 			o.no_push = 1;
+			break;
+		case O_NO_PT:
+			o.no_passthrough = 1;
 			break;
 		case 'f':
 			o.foreground = 1;

@@ -36,7 +36,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -52,6 +55,7 @@
 #include "fs/json.h"
 #include "fs/log.h"
 #include "fs/namespace.h"
+#include "fs/passthrough.h"
 
 struct mnt {
 	const bfs_mount_opts *o;
@@ -76,6 +80,7 @@ struct mnt {
 	struct timespec mounted;
 	char fingerprint[17];
 	struct fuse_session *se;
+	bfs_pt *pt;               /* NULL: no passthrough asked for */
 	char root[PATH_MAX];      /* the mount point, absolute (push_batch) */
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
@@ -112,27 +117,17 @@ static uint64_t batch_id(const struct mnt *m, const bfs_node *n)
 static size_t file_header(const struct mnt *m, const bfs_node *n, char *hdr,
 			  size_t cap, size_t *data_len)
 {
-	const bfs_engine_opts *eo = bfs_engine_options(m->eng);
-	unsigned count = bfs_engine_batch_count(m->eng, batch_id(m, n));
-	uint64_t shape[4] = { count, (uint64_t)eo->height,
-			      (uint64_t)eo->width, 3 };
-
-	if (eo->nchw) {
-		shape[1] = 3;
-		shape[2] = (uint64_t)eo->height;
-		shape[3] = (uint64_t)eo->width;
-	}
+	uint64_t id = batch_id(m, n);
+	uint64_t count = bfs_engine_batch_count(m->eng, id);
 	int len;
 
 	if (n->kind == BFS_NODE_LABELS) {
-		len = bfs_npy_header(hdr, cap, "<i8", shape, 1);
+		len = bfs_npy_header(hdr, cap, "<i8", &count, 1);
 		*data_len = (size_t)count * sizeof(int64_t);
-	} else {
-		len = bfs_npy_header(hdr, cap, bfs_dtype_descr(eo->dtype),
-				     shape, 4);
-		*data_len = (size_t)count * bfs_engine_sample_bytes(m->eng);
+		return len > 0 ? (size_t)len : 0;
 	}
-	return len > 0 ? (size_t)len : 0;
+	*data_len = (size_t)count * bfs_engine_sample_bytes(m->eng);
+	return bfs_engine_npy_header(m->eng, id, hdr, cap);
 }
 
 static int build_stats(struct mnt *m, struct text_file *tf);
@@ -695,6 +690,39 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
 		fuse_reply_open(req, fi);
 }
 
+/* Open a batch file with passthrough (fs/passthrough.h): the first open
+ * of its inode waits until the batch is whole, then hands the kernel the
+ * engine's slot file, which holds exactly the file's bytes.  A batch that
+ * failed, or sits in plain memory, is served the ordinary way, and its
+ * reads fail or succeed as they always do. */
+static void open_backed(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
+			const bfs_node *n, struct fuse_file_info *fi)
+{
+	char msg[BFS_ERRMSG_MAX];
+	bfs_pt_mode mode;
+	bfs_batch *b = NULL;
+	size_t len;
+	int backing, fd = -1, err;
+
+	if (!bfs_pt_begin(m->pt, ino, &mode, &backing)) {
+		if (bfs_engine_get(m->eng, req_reader(req), batch_id(m, n), &b,
+				   msg) == 0)
+			fd = bfs_batch_file(b, &len);
+		mode = bfs_pt_decide(m->pt, ino, fd, &backing);
+		if (mode == BFS_PT_BACKED)
+			bfs_engine_expose(m->eng, b); /* before it is unpinned */
+		bfs_engine_put(m->eng, b);
+	}
+	if (mode == BFS_PT_BACKED) {
+		err = bfs_pt_reply_open(req, backing);
+	} else {
+		fi->keep_cache = 1;
+		err = fuse_reply_open(req, fi);
+	}
+	if (err == -ENOENT) /* the opener was interrupted: no release */
+		bfs_pt_release(m->pt, ino);
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mnt *m = req_mnt(req);
@@ -726,10 +754,14 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
+		bfs_engine_hint(m->eng, req_reader(req), batch_id(m, &n));
+		if (n.kind == BFS_NODE_BATCH && bfs_pt_active(m->pt)) {
+			open_backed(req, m, ino, &n, fi);
+			return;
+		}
 		/* The bytes never change, so the kernel keeps its cache (and
 		 * what push_batch put there). */
 		fi->keep_cache = 1;
-		bfs_engine_hint(m->eng, req_reader(req), batch_id(m, &n));
 		break;
 	case BFS_NODE_INDEX:
 	case BFS_NODE_PREVIEW:
@@ -909,8 +941,14 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void ll_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	struct mnt *m = req_mnt(req);
+	bfs_node n;
+
 	if (fi->fh)
-		text_drop(req_mnt(req), fi->fh);
+		text_drop(m, fi->fh);
+	if (m->pt && bfs_ns_from_ino(&m->shape, ino, &n) == 0 &&
+	    n.kind == BFS_NODE_BATCH)
+		bfs_pt_release(m->pt, ino);
 	fuse_reply_err(req, 0);
 }
 
@@ -1111,7 +1149,9 @@ static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
 
 	/* counted before the check, so that wait_pushes() sees it */
 	__atomic_add_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
-	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE))
+	/* with passthrough the kernel reads the slot file, not this cache */
+	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE) ||
+	    bfs_pt_active(m->pt))
 		goto out;
 	n.epoch = (uint32_t)(id / m->shape.batches);
 	n.batch = id % m->shape.batches;
@@ -1249,6 +1289,10 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_u64(&j, "batches_pushed", st.batches_pushed);
 	bfs_json_u64(&j, "bytes_pushed",
 		     __atomic_load_n(&m->pushed_bytes, __ATOMIC_RELAXED));
+	bfs_json_bool(&j, "passthrough", bfs_pt_active(m->pt));
+	bfs_json_u64(&j, "passthrough_opens", bfs_pt_opens(m->pt));
+	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);
+	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
 	bfs_json_u64(&j, "bytes_read", st.bytes_read);
 	bfs_json_u64(&j, "threads", st.threads);
@@ -1541,6 +1585,45 @@ static void notify(int fd, int ok, const char *msg)
 
 /* The mount itself; runs in the daemon (or in the foreground).  Reports to
  * notify_fd (-1 in the foreground) and returns the exit status. */
+/* Where the engine's slot files go for passthrough, or NULL (with *why
+ * saying why not): /dev/shm, when this process may register backing files
+ * (CAP_SYS_ADMIN), the tmpfs has room for the memory budget, and it grants
+ * write leases (how the engine tells that readers let go of a file). */
+static const char *slot_dir_for(const bfs_engine_opts *eo, char *why,
+				size_t cap)
+{
+	static const char dir[] = "/dev/shm";
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct caps[2] = { { 0 } };
+	uint64_t budget = eo->mem_bytes ? eo->mem_bytes
+					: bfs_engine_default_mem();
+	struct statfs sf;
+	int fd, leased;
+
+	if (syscall(SYS_capget, &hdr, caps) != 0 ||
+	    !(caps[0].effective & (1u << CAP_SYS_ADMIN))) {
+		snprintf(why, cap, "needs CAP_SYS_ADMIN");
+		return NULL;
+	}
+	if (statfs(dir, &sf) != 0 ||
+	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < budget) {
+		snprintf(why, cap, "%s is missing or smaller than --mem", dir);
+		return NULL;
+	}
+	if ((fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0) {
+		snprintf(why, cap, "%s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	leased = fcntl(fd, F_SETLEASE, F_WRLCK) == 0;
+	close(fd);
+	if (!leased) {
+		snprintf(why, cap, "%s grants no file leases", dir);
+		return NULL;
+	}
+	return dir;
+}
+
 static int serve(const bfs_mount_opts *o, int notify_fd)
 {
 	struct mnt m = { .o = o };
@@ -1555,10 +1638,13 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	FILE *logf = NULL;
 	bfs_engine_opts eo = o->engine;
 	bfs_source_opts so = o->source;
-	char cache_why[BFS_ERRMSG_MAX + 32] = "";
+	char cache_why[BFS_ERRMSG_MAX + 32] = "", cache_why_pt[256] = "";
 	int err, status = 1, mounted = 0;
 
 	clock_gettime(CLOCK_REALTIME, &m.mounted);
+	/* The engine holds a file lease for an instant (slot files); a lease
+	 * break would raise SIGIO, whose default action ends the process. */
+	signal(SIGIO, SIG_IGN);
 	pthread_mutex_init(&m.made_lock, NULL);
 	pthread_mutex_init(&m.texts_lock, NULL);
 	open_cache(&m, cache_why, sizeof(cache_why));
@@ -1573,6 +1659,8 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		notify(notify_fd, 0, msg);
 		goto out;
 	}
+	if (!o->no_passthrough)
+		eo.slot_dir = slot_dir_for(&eo, cache_why_pt, sizeof(cache_why_pt));
 	eo.on_sample_error = on_sample_error;
 	if (!o->no_push && realpath(o->mountpoint, m.root))
 		eo.on_batch_ready = push_batch;
@@ -1619,6 +1707,9 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	}
 	mounted = 1;
 	m.se = se;
+	if (eo.slot_dir && bfs_pt_attach(se, 1, &m.pt) != 0)
+		snprintf(cache_why_pt, sizeof(cache_why_pt),
+			 "libfuse refused custom I/O");
 	raise_readahead(o->mountpoint);
 	watch.m = &m;
 	watch.main = pthread_self();
@@ -1634,7 +1725,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 			     BFS_LOG_INFO);
 	}
 	snprintf(msg, sizeof(msg),
-		 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d, cache %s%s%s%s%s%s%s",
+		 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s",
 		 bfs_source_dir(m.src), o->mountpoint,
 		 (unsigned long long)bfs_source_count(m.src),
 		 (unsigned long long)m.shape.batches, eo.batch ? eo.batch : 32,
@@ -1642,6 +1733,9 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		 bfs_engine_options(m.eng)->width,
 		 m.cache ? bfs_cache_dir(m.cache) : "none",
 		 cache_why[0] ? " (" : "", cache_why, cache_why[0] ? ")" : "",
+		 m.pt ? "asked" : "off",
+		 cache_why_pt[0] ? " (" : "", cache_why_pt,
+		 cache_why_pt[0] ? ")" : "",
 		 logpath[0] ? "; log: " : "", logpath,
 		 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
 	if (notify_fd >= 0)
@@ -1690,6 +1784,7 @@ out:
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	if (se)
 		fuse_session_destroy(se);
+	bfs_pt_destroy(m.pt);
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
 	bfs_cache_close(m.cache);

@@ -25,6 +25,8 @@ typedef struct {
 	const char *log_path;     /* daemon log; NULL = default location */
 	const char *fuse_opts;    /* -o values, comma-joined; may be NULL */
 	int allow_other;          /* only when asked for */
+	int no_passthrough;       /* --no-passthrough: serve every read of a
+				   * batch file through the daemon */
 	int no_push;              /* --no-push: never copy finished batches
 				   into the page cache ahead of the reader */
 } bfs_mount_opts;

@@ -418,6 +418,105 @@ static void test_engine_hands_on_idle_read_ahead_only(void **state)
 	bfs_source_close(src);
 }
 
+/* Can slot files live in /dev/shm here (a tmpfs that grants leases)? */
+static int slot_files_here(void)
+{
+	int fd = open("/dev/shm", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	int ok = fd >= 0 && fcntl(fd, F_SETLEASE, F_WRLCK) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static void read_file_at(int fd, void *buf, size_t len)
+{
+	assert_int_equal(pread(fd, buf, len, 0), (ssize_t)len);
+}
+
+/* With slot_dir each batch is a whole .npy file (header, then the images
+ * the engine hands out).  A file a reader still holds (here: a read-only
+ * open, as the mount hands the kernel) keeps its bytes while the slot is
+ * reused: the slot moves to a new file.  A file nobody holds is reused in
+ * place. */
+static void test_engine_slot_files_keep_what_readers_hold(void **state)
+{
+	bfs_source *src;
+	bfs_engine *plain, *e;
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 1, .slots = 2,
+			      .slot_dir = "/dev/shm" };
+	char msg[BFS_ERRMSG_MAX], hdr[256], path[64];
+	uint8_t *want, *got;
+	bfs_engine_stats st;
+	bfs_batch *b;
+	size_t sb, len, hlen;
+	int fd, held;
+
+	if (!slot_files_here())
+		skip();
+	src = open_source(dir_good);
+	plain = open_engine(src, 2, BFS_ON_ERROR_FAIL, 2, 0);
+	want = read_all(plain, 0, NULL);
+	bfs_engine_destroy(plain);
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	sb = bfs_engine_sample_bytes(e);
+	hlen = bfs_engine_npy_header(e, 0, hdr, sizeof(hdr));
+	assert_true(hlen > 0);
+	got = malloc(hlen + 4 * sb);
+
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
+	fd = bfs_batch_file(b, &len);
+	assert_true(fd >= 0);
+	assert_int_equal(len, hlen + 4 * sb);
+	read_file_at(fd, got, len);
+	assert_memory_equal(got, hdr, hlen);
+	assert_memory_equal(got + hlen, want, 4 * sb);
+	assert_memory_equal(bfs_batch_images(b), want, 4 * sb);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	held = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(held >= 0);
+	bfs_engine_expose(e, b);
+	bfs_engine_put(e, b);
+
+	/* batches 1..5 through two slots: batch 0's slot is reused */
+	for (uint64_t k = 1; k < 6; k++) {
+		unsigned n;
+
+		bfs_engine_hint(e, 1, k);
+		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
+		n = bfs_batch_count(b);
+		fd = bfs_batch_file(b, &len);
+		assert_true(fd >= 0);
+		assert_int_equal(len, hlen + n * sb); /* the last: 1 sample */
+		read_file_at(fd, got, len);
+		assert_memory_equal(got + hlen, want + k * 4 * sb, n * sb);
+		bfs_engine_put(e, b);
+	}
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.slot_files_replaced, 1);
+	assert_int_equal(st.slot_file_errors, 0);
+	read_file_at(held, got, hlen + 4 * sb);
+	assert_memory_equal(got + hlen, want, 4 * sb);
+	close(held);
+
+	/* exposed but let go: reused in place */
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
+	bfs_engine_expose(e, b);
+	bfs_engine_put(e, b);
+	for (uint64_t k = 1; k < 4; k++) {
+		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
+		bfs_engine_put(e, b);
+	}
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.slot_files_replaced, 1);
+
+	free(got);
+	free(want);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_engine_many_readers_on_few_slots_see_the_same_bytes),
 		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
 		cmocka_unit_test(test_engine_hands_on_idle_read_ahead_only),
+		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

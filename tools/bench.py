@@ -56,6 +56,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data",
                                        "imagenet-sample"))
 READ_SIZE = 16 << 20
+# What the alternative serving options do, for the table's labels.
+ALT_WHAT = {"--no-passthrough": " (the daemon serves every read, pushing "
+                                "read-ahead into the page cache)",
+            "--no-push": " (every byte served by a FUSE read)"}
 MiB = 1 << 20
 
 
@@ -389,6 +393,7 @@ class Bench:
              "prefetch_auto": bool(re.search(r"^\s*--prefetch\b.*auto", h, re.M)),
              "threads_auto": bool(re.search(r"^\s*--threads\b.*auto", h, re.M)),
              "no_push": bool(re.search(r"^\s*--no-push\b", h, re.M)),
+             "no_passthrough": bool(re.search(r"^\s*--no-passthrough\b", h, re.M)),
              "mem_default": None}
         m = re.search(r"^\s*--mem\b.*$(?:\n\s{10,}.*$)*", h, re.M)
         if m:
@@ -396,6 +401,11 @@ class Bench:
                           m.group(0), re.I)
             if d:
                 f["mem_default"] = parse_size(d.group(1) or d.group(2))
+        # The A/B serving choice measured beside the default in the cold,
+        # consumer and warm rows: passthrough off (the daemon serves every
+        # read, with its page-cache push), or in older builds the push off.
+        f["alt"] = ("--no-passthrough" if f["no_passthrough"]
+                    else "--no-push" if f["no_push"] else None)
         return f
 
     def mount_opts(self, dtype="float32", extra=()):
@@ -505,18 +515,19 @@ class Bench:
         P.begin("cold_" + dtype, f"ceiling and cold epoch, {dtype}")
         mv = memoryview(bytearray(READ_SIZE))
         ceils, colds, nopush = [], [], []
-        # float32: also a cold epoch with --no-push in each round, the
-        # page-cache push's effect as a ratio of this run
-        np_round = with_cold and dtype == "float32" and self.features["no_push"]
+        # float32: also a cold epoch with the alternative serving path
+        # (features["alt"]) in each round, its effect as a ratio of this run
+        alt = self.features["alt"]
+        np_round = with_cold and dtype == "float32" and alt
         for r in range(reps):
             P.note(f"ceiling {dtype} (in-process, {self.cores} threads), round {r + 1}/{reps}")
             ceils.append(self.ceiling_pass(dtype))
             P.update((r + 0.3) / reps)
-            # with --no-push too: first in odd rounds, second in even
+            # with alt too: first in odd rounds, second in even
             # ones, as the second of two mounts in a row tends to run faster
             order = ([("", colds, [])] if with_cold else [])
             if np_round:
-                order.insert(r % 2, ("--no-push", nopush, ["--no-push"]))
+                order.insert(r % 2, (alt, nopush, [alt]))
             for j, (what, acc, extra) in enumerate(order):
                 P.note(f"cold epoch {dtype} through the mount{', ' + what if what else ''}, "
                        f"round {r + 1}/{reps}")
@@ -585,7 +596,8 @@ class Bench:
              "overlap": overlap, "idle_s": idle, "idle_share": idle / total,
              "idle_share_steady": steady, "first_wait_s": waits[0],
              "median_wait_ms": statistics.median(waits[1:] or waits) * 1e3,
-             "max_wait_ms": max(waits[1:] or waits) * 1e3, "stats": st}
+             "max_wait_ms": max(waits[1:] or waits) * 1e3, "stats": st,
+             "alt": extra[-1] if extra else None}
         self.res["consumer_" + label] = r
         return r
 
@@ -802,8 +814,8 @@ class Bench:
                 hits.append((st.get("cache") or {}).get("hits", 0) /
                             max(1, st.get("samples_decoded", 0) +
                                 (st.get("cache") or {}).get("hits", 0)))
-            if self.features["no_push"]:
-                with Mount(self, self.epoch_dir, opts + ["--no-push"]) as m:
+            if self.features["alt"]:
+                with Mount(self, self.epoch_dir, opts + [self.features["alt"]]) as m:
                     t0 = time.perf_counter()
                     self.read_epoch(m, mv)
                     warms_np.append(time.perf_counter() - t0)
@@ -834,7 +846,8 @@ class Bench:
                              "hit_share": min(hits) if hits else 0,
                              "fill": fill, "bare": bare, "remount": remount,
                              "warm_nopush_s": (statistics.median(warms_np)
-                                               if warms_np else None)}
+                                               if warms_np else None),
+                             "alt": self.features["alt"]}
         P.update(1.0)
 
     # -- FUSE serving --
@@ -913,7 +926,9 @@ class Bench:
         dio = (["--direct-io"] if re.search(r"^\s*--direct-io\b", self.help, re.M)
                else ["-o", "direct_io"])
         variants = [("read(), 16 MiB reads", [], "read"),
-                    ("read(), 16 MiB reads, --no-push", ["--no-push"], "read"),
+                    ("read(), 16 MiB reads, --no-passthrough", ["--no-passthrough"], "read"),
+                    ("read(), 16 MiB reads, --no-passthrough --no-push",
+                     ["--no-passthrough", "--no-push"], "read"),
                     ("read(), read_ahead_kb 1024 in sysfs (root)", [], "read", 1024),
                     ("mmap + copy", [], "mmap"),
                     (f"{' '.join(dio)}, read()", dio, "read"),
@@ -1169,10 +1184,12 @@ def build_rows(b):
                   f"{c['cpu_ms_per_image'] / cpu:.2f} of ceiling", "(info)", "")
             np_ = r.get("cold_nopush_" + dt)
             if np_:
-                b.row("  same epoch, --no-push (every byte served by a FUSE read)",
+                alt = np_["opts"][-1] if np_.get("opts") else "--no-push"
+                what = ALT_WHAT.get(alt, "")
+                b.row(f"  same epoch, {alt}{what}",
                       np_["images_per_s"], np_["bytes"] / np_["seconds"] / 1e6,
                       f"{np_['images_per_s'] / c['images_per_s']:.2f} of ceiling",
-                      "(info)", f"push {e['images_per_s'] / np_['images_per_s']:.2f}x")
+                      "(info)", f"default {e['images_per_s'] / np_['images_per_s']:.2f}x")
             bound = page_cache_bound(r, c, S * (4 if dt == "float32" else 1))
             if bound:
                 b.row(f"  bound for any server that copies into the page cache: "
@@ -1182,9 +1199,10 @@ def build_rows(b):
                             ("consumer_40ms", "40 ms", False),
                             ("consumer_uint8-1.2x", "1.2x production", False),
                             ("consumer_thread-1.2x", "1.2x production, reads in a 2nd thread", True),
-                            ("consumer_nopush-1.2x", "1.2x production, --no-push", True)):
+                            ("consumer_nopush-1.2x", "1.2x production, ALT", True)):
         c = r.get(key)
         if c:
+            what = what.replace("ALT", c.get("alt") or "--no-push")
             b.row(f"consumer {c['dtype']} idle, step {c['step_s'] * 1e3:.1f} ms ({what}), "
                   "steady state", None, None, f"{c['idle_share_steady'] * 100:.1f}% idle",
                   "(info)" if info else "<= 5%",
@@ -1237,7 +1255,7 @@ def build_rows(b):
         b.row("  warm epoch: share of samples from the cache", None, None,
               f"{100 * c['hit_share']:.0f}%", "(info)", "")
         if c.get("warm_nopush_s"):
-            b.row("  warm epoch, --no-push", c["images"] / c["warm_nopush_s"],
+            b.row(f"  warm epoch, {c.get('alt') or '--no-push'}", c["images"] / c["warm_nopush_s"],
                   c["bytes"] / c["warm_nopush_s"] / 1e6,
                   f"{c['cold_s'] / c['warm_nopush_s']:.2f}x cold", "(info)", "")
         rm = c.get("remount")
@@ -1327,10 +1345,12 @@ METHOD = """
   40 ms).  Idle share = time inside open/read / wall time.  "Steady state"
   leaves out the first batch, which no read-ahead can hide; the whole-epoch
   number keeps it.  The time inside open/read counts the copy of a ready
-  batch out of the page cache (and the open's round trip to the daemon), not
-  only waiting for the decoder; the notes split the two with the engine's own
-  wait time from stats.json.  The `--no-push` consumer is the same reader on
-  a mount that serves every byte through FUSE reads.
+  batch into the reader's buffer (and the open's round trip to the daemon),
+  not only waiting for the decoder; the notes split the two with the
+  engine's own wait time from stats.json.  The `--no-passthrough` consumer is
+  the same reader on a mount whose daemon serves every read (pushing finished
+  read-ahead into the page cache while the pool is idle) instead of letting
+  the kernel read the engine's slot files.
 * **Bound for a page-cache server**: the ceiling's CPU per image plus the
   two copies any FUSE server that keeps mmap working must pay per image: into
   the page cache (the bare server's notify_store push, the cheapest way in
@@ -1454,10 +1474,11 @@ def main():
             e = b.res["cold_float32"]
             stage("consumer float32 1.2x, read-ahead thread", b.consumer,
                   1.2 * e["seconds"] / e["batches"], "thread-1.2x", "float32", True)
-            if b.features["no_push"]:
-                stage("consumer float32 1.2x, --no-push", b.consumer,
+            if b.features["alt"]:
+                alt = b.features["alt"]
+                stage(f"consumer float32 1.2x, {alt}", b.consumer,
                       1.2 * e["seconds"] / e["batches"], "nopush-1.2x", "float32",
-                      False, ["--no-push"])
+                      False, [alt])
         if "tf" in stages:
             t = stage("tf.data", b.tf_seed)
             if t and "skipped" in t:
@@ -1553,7 +1574,7 @@ def report_notes(b, load, hogs, load_after, elapsed):
             st = c.get("stats", {})
             out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms"
                        f"{', reads in a second thread' if c.get('overlap') else ''}"
-                       f"{', --no-push' if 'nopush' in key else ''}: "
+                       f"{', ' + (c.get('alt') or '--no-push') if 'nopush' in key else ''}: "
                        f"{c['batches']} batches, first batch "
                        f"{c['first_wait_s'] * 1e3:.0f} ms, then median "
                        f"{c['median_wait_ms']:.1f} ms and max {c['max_wait_ms']:.1f} ms "

@@ -345,9 +345,18 @@ def device_array_exposes_cuda_array_interface_and_dlpack(tmp):
 @test
 def package_installs_with_pip(tmp):
     try:
-        import setuptools  # noqa: F401
+        import setuptools
     except ImportError:
         raise Skip("setuptools missing: pip would need the network")
+    # setuptools before 70.1 builds wheels only with the wheel package
+    st_version = tuple(int(x) for x in
+                       setuptools.__version__.split(".")[:2] if x.isdigit())
+    if st_version < (70, 1):
+        try:
+            import wheel  # noqa: F401
+        except ImportError:
+            raise Skip("setuptools %s without the wheel package: pip would "
+                       "need the network" % setuptools.__version__)
     import shutil
     tgt = os.path.join(tmp, "site")
     src = os.path.join(tmp, "src")  # setuptools writes build/ into it

@@ -84,7 +84,8 @@ mount_fg "$D/shards" "$D/mk" "${BIG[@]}" --threads 1 --prefetch 1 --cache none |
 MK_PID=$MOUNT_PID
 # The reader asks for 8 MiB of a batch nobody has decoded yet (O_DIRECT:
 # straight to the daemon) and blocks until it is produced; we wait until it
-# is inside pread64 (syscall 17) and kill it there.
+# is inside pread64 (syscall 17), or openat (257) with passthrough, where
+# the open waits for the batch, and kill it there.
 killed_in_read=0
 for k in 0 2; do
 	$PY -c "
@@ -95,20 +96,20 @@ os.pread(fd, 8 << 20, 128)
 	rp=$!
 	for i in $(seq 1 2000); do
 		s=$(cut -d' ' -f1 "/proc/$rp/syscall" 2>/dev/null)
-		[ "$s" = 17 ] && break
+		[ "$s" = 17 ] || [ "$s" = 257 ] && break
 		kill -0 "$rp" 2>/dev/null || break
 		sleep 0.005
 	done
-	if [ "$s" = 17 ]; then
+	if [ "$s" = 17 ] || [ "$s" = 257 ]; then
 		kill -9 "$rp"
 		wait "$rp" 2>/dev/null
 		killed_in_read=1
-		echo "# killed reader $rp inside pread64 of batch $k"
+		echo "# killed reader $rp inside syscall $s (pread64 17, openat 257) of batch $k"
 		break
 	fi
 	wait "$rp" 2>/dev/null
 done
-check "a reader was killed with SIGKILL while its read was blocked in the daemon" \
+check "a reader was killed with SIGKILL while blocked in the daemon (read, or open with passthrough)" \
 	test "$killed_in_read" = 1
 check "the daemon survives the killed reader" kill -0 "$MK_PID"
 check "after it, every file reads back with the one-reader bytes" \

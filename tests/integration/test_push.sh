@@ -14,7 +14,9 @@ D=$T_DIR
 	--seed 5 >/dev/null || { not_ok mkjpeg; t_end; }
 "$BATCHFS" mkshards "$D/jpegs" "$D/shards" --per-shard 25 --quiet ||
 	{ not_ok mkshards; t_end; }
-OPTS=(--batch 8 --size 64x80 --cache none --prefetch 3)
+# Pushes serve the ordinary read path; with passthrough (the default where
+# the kernel has it) the kernel reads slot files instead (test_passthrough).
+OPTS=(--batch 8 --size 64x80 --cache none --prefetch 3 --no-passthrough)
 
 sums() { (cd "$1/epoch-0000" && for f in *; do echo "$f $(md5sum <"$f" | cut -c1-32)"; done); }
 
