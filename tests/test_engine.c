@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -517,6 +518,58 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	bfs_source_close(src);
 }
 
+/* A tmpfs too small for every slot file (ENOSPC at posix_fallocate): the
+ * slots that get no file use plain memory, every batch is still served
+ * with the same bytes, and the errors are counted.  Needs root (mount). */
+static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
+{
+	char dir[64], msg[BFS_ERRMSG_MAX];
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 2, .slots = 4,
+			      .slot_dir = dir };
+	bfs_source *src;
+	bfs_engine *plain, *e;
+	bfs_engine_stats st;
+	uint8_t *want, *got;
+	int files = 0, mem = 0;
+
+	snprintf(dir, sizeof(dir), "/tmp/bfs-test-engine-%d-shm", getpid());
+	mkdir(dir, 0700);
+	/* 48 KiB: one slot file (128 + 4 x 9216 bytes, 10 pages) fits */
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=48k") != 0) {
+		rmdir(dir);
+		skip();
+	}
+	src = open_source(dir_good);
+	plain = open_engine(src, 1, BFS_ON_ERROR_FAIL, 2, 0);
+	want = read_all(plain, 0, NULL);
+	bfs_engine_destroy(plain);
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	for (uint64_t k = 0; k < 4; k++) { /* four batches, four slots */
+		bfs_batch *b;
+		size_t len;
+
+		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
+		if (bfs_batch_file(b, &len) >= 0)
+			files++;
+		else
+			mem++;
+		bfs_engine_put(e, b);
+	}
+	got = read_all(e, 1, NULL);
+	assert_memory_equal(got, want, NSAMPLES * bfs_engine_sample_bytes(e));
+	bfs_engine_get_stats(e, &st);
+	assert_true(files >= 1);
+	assert_true(mem >= 1);
+	assert_true(st.slot_file_errors >= 1);
+	free(got);
+	free(want);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+	assert_int_equal(umount(dir), 0);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -530,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
 		cmocka_unit_test(test_engine_hands_on_idle_read_ahead_only),
 		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
+		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -245,6 +245,26 @@ class MountError(RuntimeError):
     pass
 
 
+class DirBatches:
+    """Copies of one epoch's batch files in a folder, read like a Mount."""
+
+    def __init__(self, d, nb):
+        self.d = d
+        self.ds = {"batches_per_epoch": nb}
+
+    def batch(self, k, labels=False):
+        return os.path.join(self.d, f"batch-{k:06d}{'.labels' if labels else ''}.npy")
+
+    def stats(self):
+        return {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 class Mount:
     """`batchfs mount -f SRC MNT ...` in the background: the Popen pid is the
     daemon.  Waits (deadline) until the mount answers; close() unmounts."""
@@ -550,7 +570,23 @@ class Bench:
 
     # -- 4. consumer --
 
-    def consumer(self, step_s, label, dtype, overlap=False, extra=()):
+    def consumer_floor(self, step_s, label, dtype):
+        """The consumer's floor: the same reader and step on copies of the
+        epoch's batch files in a tmpfs (no FUSE, nothing decoding), i.e.
+        what read() of these files costs from the fastest file system."""
+        d = tempfile.mkdtemp(prefix="batchfs-bench-floor-", dir="/dev/shm")
+        try:
+            with Mount(self, self.epoch_dir, self.mount_opts(dtype, ())) as m:
+                nb = m.ds["batches_per_epoch"]
+                for k in range(nb):
+                    for lab in (False, True):
+                        shutil.copyfile(m.batch(k, lab),
+                                        os.path.join(d, os.path.basename(m.batch(k, lab))))
+            return self.consumer(step_s, label, dtype, src=DirBatches(d, nb))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
+    def consumer(self, step_s, label, dtype, overlap=False, extra=(), src=None):
         """One "training" reader: read batch k (both files), sleep step_s.
         overlap: a second thread reads batch k+1 into a second buffer while
         the main thread sleeps on batch k (a DataLoader-style double buffer);
@@ -558,7 +594,7 @@ class Bench:
         P.begin("consumer_" + label, f"consumer {dtype}, step {step_s * 1e3:.1f} ms"
                 + (", read-ahead thread" if overlap else ""))
         bufs = [memoryview(bytearray(READ_SIZE)) for _ in range(2 if overlap else 1)]
-        with Mount(self, self.epoch_dir, self.mount_opts(dtype, extra)) as m:
+        with src or Mount(self, self.epoch_dir, self.mount_opts(dtype, extra)) as m:
             nb = m.ds["batches_per_epoch"]
 
             def fetch(k, mv):
@@ -1199,7 +1235,11 @@ def build_rows(b):
                             ("consumer_40ms", "40 ms", False),
                             ("consumer_uint8-1.2x", "1.2x production", False),
                             ("consumer_thread-1.2x", "1.2x production, reads in a 2nd thread", True),
-                            ("consumer_nopush-1.2x", "1.2x production, ALT", True)):
+                            ("consumer_nopush-1.2x", "1.2x production, ALT", True),
+                            ("consumer_floor-1.2x", "1.2x production, the same files "
+                             "copied to tmpfs: read() without FUSE or decoding", True),
+                            ("consumer_floor-40ms", "40 ms, the same files copied to "
+                             "tmpfs", True)):
         c = r.get(key)
         if c:
             what = what.replace("ALT", c.get("alt") or "--no-push")
@@ -1350,7 +1390,10 @@ METHOD = """
   engine's own wait time from stats.json.  The `--no-passthrough` consumer is
   the same reader on a mount whose daemon serves every read (pushing finished
   read-ahead into the page cache while the pool is idle) instead of letting
-  the kernel read the engine's slot files.
+  the kernel read the engine's slot files.  The tmpfs-floor rows run the
+  same reader and steps on copies of the same batch files in /dev/shm: what
+  `read()` of these files costs from the fastest file system, with no
+  daemon to wake and nothing decoding beside it.
 * **Bound for a page-cache server**: the ceiling's CPU per image plus the
   two copies any FUSE server that keeps mmap working must pay per image: into
   the page cache (the bare server's notify_store push, the cheapest way in
@@ -1426,11 +1469,13 @@ def main():
     weights = {"data": 2, "cold_float32": 30, "cold_uint8": 20,
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
+               "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
-                        "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1, "tf": 12,
+                        "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
+                        "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
                         "memory": 6, "scale": 1, "cache": 5})
     stage_of = {"cold": "ceiling"}
     P = Progress({k: v for k, v in weights.items()
@@ -1479,6 +1524,11 @@ def main():
                 stage(f"consumer float32 1.2x, {alt}", b.consumer,
                       1.2 * e["seconds"] / e["batches"], "nopush-1.2x", "float32",
                       False, [alt])
+            if os.path.isdir("/dev/shm"):
+                stage("consumer float32 1.2x, tmpfs floor", b.consumer_floor,
+                      1.2 * e["seconds"] / e["batches"], "floor-1.2x", "float32")
+                stage("consumer float32 40ms, tmpfs floor", b.consumer_floor,
+                      0.040, "floor-40ms", "float32")
         if "tf" in stages:
             t = stage("tf.data", b.tf_seed)
             if t and "skipped" in t:
@@ -1568,13 +1618,15 @@ def report_notes(b, load, hogs, load_after, elapsed):
                        + (f"; engine decoded {st['samples_decoded']:,} samples for "
                           f"{e['images']:,}" if "samples_decoded" in st else "") + ".")
     for key in ("consumer_1.2x", "consumer_40ms", "consumer_uint8-1.2x",
-                "consumer_thread-1.2x", "consumer_nopush-1.2x"):
+                "consumer_thread-1.2x", "consumer_nopush-1.2x",
+                "consumer_floor-1.2x", "consumer_floor-40ms"):
         c = r.get(key)
         if c:
             st = c.get("stats", {})
             out.append(f"* Consumer {c['dtype']}, step {c['step_s'] * 1e3:.1f} ms"
                        f"{', reads in a second thread' if c.get('overlap') else ''}"
-                       f"{', ' + (c.get('alt') or '--no-push') if 'nopush' in key else ''}: "
+                       f"{', ' + (c.get('alt') or '--no-push') if 'nopush' in key else ''}"
+                       f"{', copies in tmpfs' if 'floor' in key else ''}: "
                        f"{c['batches']} batches, first batch "
                        f"{c['first_wait_s'] * 1e3:.0f} ms, then median "
                        f"{c['median_wait_ms']:.1f} ms and max {c['max_wait_ms']:.1f} ms "
