@@ -954,6 +954,12 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
 		   bfs_batch **out, char *errmsg)
 {
+	return bfs_engine_get_flags(e, reader, id, 0, out, errmsg);
+}
+
+int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
+			 unsigned flags, bfs_batch **out, char *errmsg)
+{
 	struct bfs_batch *b;
 	struct reader *rd;
 	uint64_t t0 = 0, now;
@@ -1013,7 +1019,8 @@ int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
 		b->consumed = 1;
 		e->st.batches_served++;
 		/* keep reading ahead as the reader moves, even without a hint */
-		readahead_locked(e, id, rd->depth);
+		if (!(flags & BFS_GET_NO_READAHEAD))
+			readahead_locked(e, id, rd->depth);
 	}
 	*out = b;
 out:

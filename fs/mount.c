@@ -694,7 +694,8 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino,
  * of its inode waits until the batch is whole, then hands the kernel the
  * engine's slot file, which holds exactly the file's bytes.  A batch that
  * failed, or sits in plain memory, is served the ordinary way, and its
- * reads fail or succeed as they always do. */
+ * reads fail or succeed as they always do.  The caller starts read-ahead
+ * after this replies. */
 static void open_backed(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 			const bfs_node *n, struct fuse_file_info *fi)
 {
@@ -705,8 +706,8 @@ static void open_backed(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	int backing, fd = -1, err;
 
 	if (!bfs_pt_begin(m->pt, ino, &mode, &backing)) {
-		if (bfs_engine_get(m->eng, req_reader(req), batch_id(m, n), &b,
-				   msg) == 0)
+		if (bfs_engine_get_flags(m->eng, req_reader(req), batch_id(m, n),
+					 BFS_GET_NO_READAHEAD, &b, msg) == 0)
 			fd = bfs_batch_file(b, &len);
 		mode = bfs_pt_decide(m->pt, ino, fd, &backing);
 		if (mode == BFS_PT_BACKED)
@@ -727,8 +728,9 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mnt *m = req_mnt(req);
 	struct text_file *tf = NULL;
+	uint64_t reader = 0;
 	bfs_node n;
-	int err = bfs_ns_from_ino(&m->shape, ino, &n);
+	int err = bfs_ns_from_ino(&m->shape, ino, &n), hint = 0;
 
 	if (err)
 		goto fail;
@@ -754,14 +756,18 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		break;
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
-		bfs_engine_hint(m->eng, req_reader(req), batch_id(m, &n));
+		/* Read-ahead starts after the reply (see BFS_GET_NO_READAHEAD);
+		 * the reader is read from req before the reply frees it. */
+		reader = req_reader(req);
 		if (n.kind == BFS_NODE_BATCH && bfs_pt_active(m->pt)) {
 			open_backed(req, m, ino, &n, fi);
+			bfs_engine_hint(m->eng, reader, batch_id(m, &n));
 			return;
 		}
 		/* The bytes never change, so the kernel keeps its cache (and
 		 * what push_batch put there). */
 		fi->keep_cache = 1;
+		hint = 1;
 		break;
 	case BFS_NODE_INDEX:
 	case BFS_NODE_PREVIEW:
@@ -775,6 +781,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = tf ? text_add(m, tf) : 0; /* dropped in ll_release */
 	if (fuse_reply_open(req, fi) == -ENOENT && tf)
 		text_drop(m, fi->fh); /* the opener was interrupted: no release */
+	if (hint)
+		bfs_engine_hint(m->eng, reader, batch_id(m, &n));
 	return;
 fail:
 	free(tf);
@@ -1089,9 +1097,29 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* Push one batch or label file (node n, `data` the bytes after its NPY
  * header) whole into the page cache.  0, or -errno. */
+/* Make the kernel look up node n (so that it knows the inode, and a
+ * reader's open of the name needs no LOOKUP): a stat() through the mount,
+ * answered by a loop thread. */
+static int look_up(struct mnt *m, const bfs_node *n)
+{
+	bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n->epoch };
+	char path[PATH_MAX + 64], name[64], ename[64];
+	struct stat st;
+
+	if (bfs_ns_name(&m->shape, &ep, ename, sizeof(ename)) < 0 ||
+	    bfs_ns_name(&m->shape, n, name, sizeof(name)) < 0)
+		return -ENAMETOOLONG;
+	snprintf(path, sizeof(path), "%s/%s/%s", m->root, ename, name);
+	if (stat(path, &st) != 0)
+		return -errno;
+	if ((uint64_t)st.st_ino != bfs_ns_ino(&m->shape, n))
+		return -ESTALE; /* something else is mounted there now */
+	return 0;
+}
+
 static int push_file(struct mnt *m, const bfs_node *n, const void *data)
 {
-	char hdr[256], path[PATH_MAX + 64], name[64], ename[64];
+	char hdr[256];
 	unsigned char page[4096];
 	size_t data_len, hlen = file_header(m, n, hdr, sizeof(hdr), &data_len);
 	size_t total = hlen + data_len;
@@ -1105,17 +1133,8 @@ static int push_file(struct mnt *m, const bfs_node *n, const void *data)
 	bv.buf[0].mem = page;
 	err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
 	if (err == -ENOENT) {
-		bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n->epoch };
-		struct stat st;
-
-		if (bfs_ns_name(&m->shape, &ep, ename, sizeof(ename)) < 0 ||
-		    bfs_ns_name(&m->shape, n, name, sizeof(name)) < 0)
-			return -ENAMETOOLONG;
-		snprintf(path, sizeof(path), "%s/%s/%s", m->root, ename, name);
-		if (stat(path, &st) != 0)
-			return -errno;
-		if ((uint64_t)st.st_ino != ino)
-			return -ESTALE; /* something else is mounted there now */
+		if ((err = look_up(m, n)))
+			return err;
 		err = fuse_lowlevel_notify_store(m->se, ino, 0, &bv, 0);
 	}
 	if (err || total == first)
@@ -1149,12 +1168,19 @@ static int push_batch(void *ctx, uint64_t id, const bfs_batch *b)
 
 	/* counted before the check, so that wait_pushes() sees it */
 	__atomic_add_fetch(&m->pushing, 1, __ATOMIC_ACQ_REL);
-	/* with passthrough the kernel reads the slot file, not this cache */
-	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE) ||
-	    bfs_pt_active(m->pt))
+	if (!__atomic_load_n(&m->push_live, __ATOMIC_ACQUIRE))
 		goto out;
 	n.epoch = (uint32_t)(id / m->shape.batches);
 	n.batch = id % m->shape.batches;
+	if (bfs_pt_active(m->pt)) {
+		/* The kernel reads the slot file itself; what is left for the
+		 * reader's wake-ups is the two names' lookups and the labels'
+		 * read: done here, its open of each file is one round trip. */
+		look_up(m, &n);
+		n.kind = BFS_NODE_LABELS;
+		push_file(m, &n, bfs_batch_labels(b));
+		goto out;
+	}
 	if (push_file(m, &n, bfs_batch_images(b)))
 		goto out;
 	n.kind = BFS_NODE_LABELS;

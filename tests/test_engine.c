@@ -419,6 +419,34 @@ static void test_engine_hands_on_idle_read_ahead_only(void **state)
 	bfs_source_close(src);
 }
 
+/* BFS_GET_NO_READAHEAD: the get produces batch id and starts nothing
+ * else (the mount replies first, then hints); the hint then reads ahead. */
+static void test_engine_get_without_readahead_starts_only_its_batch(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine *e = open_engine(src, 1, BFS_ON_ERROR_FAIL, 2, 0);
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine_stats st;
+	bfs_batch *b;
+
+	assert_int_equal(bfs_engine_get_flags(e, 1, 0, BFS_GET_NO_READAHEAD,
+					      &b, msg), 0);
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.slots_filling, 0);
+	assert_int_equal(st.batches_produced, 1);
+	bfs_engine_put(e, b);
+	bfs_engine_hint(e, 1, 0);
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.slots_filling + st.batches_produced, 3);
+	/* a plain get reads ahead by itself */
+	assert_int_equal(bfs_engine_get(e, 1, 3, &b, msg), 0);
+	bfs_engine_get_stats(e, &st);
+	assert_true(st.slots_filling + st.batches_produced >= 5);
+	bfs_engine_put(e, b);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 /* Can slot files live in /dev/shm here (a tmpfs that grants leases)? */
 static int slot_files_here(void)
 {
@@ -582,6 +610,7 @@ int main(void)
 		cmocka_unit_test(test_engine_many_readers_on_few_slots_see_the_same_bytes),
 		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
 		cmocka_unit_test(test_engine_hands_on_idle_read_ahead_only),
+		cmocka_unit_test(test_engine_get_without_readahead_starts_only_its_batch),
 		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
 	};
