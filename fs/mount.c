@@ -706,7 +706,8 @@ static void open_backed(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	int backing, fd = -1, err;
 
 	if (!bfs_pt_begin(m->pt, ino, &mode, &backing)) {
-		if (bfs_engine_get_flags(m->eng, req_reader(req), batch_id(m, n),
+		if (bfs_pt_active(m->pt) &&
+		    bfs_engine_get_flags(m->eng, req_reader(req), batch_id(m, n),
 					 BFS_GET_NO_READAHEAD, &b, msg) == 0)
 			fd = bfs_batch_file(b, &len);
 		mode = bfs_pt_decide(m->pt, ino, fd, &backing);
@@ -759,7 +760,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* Read-ahead starts after the reply (see BFS_GET_NO_READAHEAD);
 		 * the reader is read from req before the reply frees it. */
 		reader = req_reader(req);
-		if (n.kind == BFS_NODE_BATCH && bfs_pt_active(m->pt)) {
+		if (n.kind == BFS_NODE_BATCH && bfs_pt_negotiated(m->pt)) {
 			open_backed(req, m, ino, &n, fi);
 			bfs_engine_hint(m->eng, reader, batch_id(m, &n));
 			return;

@@ -58,7 +58,8 @@ struct bfs_pt {
 	int want;
 	uint64_t init_unique;    /* atomic: INIT's unique until replied */
 	int offered;             /* atomic: the kernel offered passthrough */
-	int active;              /* atomic */
+	int negotiated;          /* atomic: INIT turned it on (never reset) */
+	int active;              /* atomic: negotiated, and no failure since */
 	uint64_t opens;          /* atomic: passthrough opens answered */
 	pthread_mutex_t lock;
 	pthread_cond_t decided;
@@ -117,7 +118,7 @@ static ssize_t pt_read(int fd, void *buf, size_t len, void *userdata)
 	uint64_t unique;
 	int r;
 
-	if (n > 0 && !__atomic_load_n(&pt->active, __ATOMIC_RELAXED) &&
+	if (n > 0 && !__atomic_load_n(&pt->negotiated, __ATOMIC_RELAXED) &&
 	    (r = bfs_pt_parse_init(buf, (size_t)n, &unique)) >= 0) {
 		__atomic_store_n(&pt->offered, r, __ATOMIC_RELAXED);
 		__atomic_store_n(&pt->init_unique, unique, __ATOMIC_RELEASE);
@@ -138,9 +139,12 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count,
 			__atomic_store_n(&pt->init_unique, 0, __ATOMIC_RELAXED);
 			if (pt->want && pt->offered &&
 			    bfs_pt_patch_init_reply(iov[1].iov_base,
-						    iov[1].iov_len) == 0)
+						    iov[1].iov_len) == 0) {
+				__atomic_store_n(&pt->negotiated, 1,
+						 __ATOMIC_RELEASE);
 				__atomic_store_n(&pt->active, 1,
 						 __ATOMIC_RELEASE);
+			}
 		}
 	}
 	return writev(fd, iov, count);
@@ -192,6 +196,11 @@ void bfs_pt_destroy(bfs_pt *pt)
 int bfs_pt_active(const bfs_pt *pt)
 {
 	return pt && __atomic_load_n(&pt->active, __ATOMIC_ACQUIRE);
+}
+
+int bfs_pt_negotiated(const bfs_pt *pt)
+{
+	return pt && __atomic_load_n(&pt->negotiated, __ATOMIC_ACQUIRE);
 }
 
 uint64_t bfs_pt_opens(const bfs_pt *pt)

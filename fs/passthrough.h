@@ -40,6 +40,13 @@ void bfs_pt_destroy(bfs_pt *pt);
  * the rest of the mount.) */
 int bfs_pt_active(const bfs_pt *pt);
 
+/* Did INIT turn passthrough on at all?  Once it has, every open of a
+ * batch file must go through bfs_pt_begin, even after a failure turned it
+ * off: the kernel refuses an ordinary open of an inode that is open with
+ * passthrough, and the per-inode count answers such an open the same way
+ * as the ones before it. */
+int bfs_pt_negotiated(const bfs_pt *pt);
+
 /* How an open of a batch file is served. */
 typedef enum {
 	BFS_PT_CACHED = 0,  /* the ordinary FUSE read path */
