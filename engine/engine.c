@@ -79,7 +79,7 @@ struct bfs_batch {
 	/* With o.slot_dir the slot is a file: the batch's NPY header, then
 	 * the images (see slot files below) */
 	int fd;               /* -1: images is plain memory */
-	uint8_t *map;         /* the file's mapping (images - slot_head) */
+	uint8_t *map;         /* the file's mapping; images = map + slot_head */
 	size_t map_len;
 	size_t file_len;      /* the file's size: head + n samples */
 	int file_ok;          /* the header fits the head room exactly */
@@ -542,11 +542,12 @@ static struct bfs_batch *find_locked(bfs_engine *e, uint64_t id)
 }
 
 /* ---- slot files ------------------------------------------------------
- * With o.slot_dir (a tmpfs) each slot's images live in an unnamed file
- * there, mapped shared: head room for the mount's file header, then the
- * images.  The mount can then give the kernel the file itself (FUSE
- * passthrough), and a reader's read() or mmap reaches the decoded pages
- * with no request to the daemon and no copy into FUSE's page cache.
+ * With o.slot_dir (a tmpfs) each slot is an unnamed file there, mapped
+ * shared, holding the batch's whole .npy file: its NPY header (written by
+ * start_locked), then the images the workers decode into.  The mount can
+ * then give the kernel the file itself (FUSE passthrough), and a reader's
+ * read() or mmap reaches the decoded pages with no request to the daemon
+ * and no copy into FUSE's page cache.
  *
  * A file handed to a reader is never written again while the reader can
  * still see it: not while it is open, and not while a reader maps it
@@ -665,10 +666,12 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 {
 	if (b->images)
 		return 0;
-	/* 2 MiB alignment lets the kernel back the buffer with huge pages,
-	 * which makes the first touch ~30x cheaper on these VMs. */
 	if (e->o.slot_dir && slot_file_open(e, b) != 0)
 		e->st.slot_file_errors++; /* this slot uses plain memory */
+	/* 2 MiB alignment lets the kernel back the buffer with huge pages,
+	 * which makes the first touch ~30x cheaper on these VMs.  (tmpfs
+	 * pages here are 4 KiB: shmem_enabled is never; a slot file is
+	 * allocated once, so only its first fill pays for that.) */
 	if (!b->images &&
 	    posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
 		b->images = NULL;

@@ -1760,7 +1760,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		 bfs_engine_options(m.eng)->width,
 		 m.cache ? bfs_cache_dir(m.cache) : "none",
 		 cache_why[0] ? " (" : "", cache_why, cache_why[0] ? ")" : "",
-		 m.pt ? "asked" : "off",
+		 m.pt ? "where the kernel offers it" : "off",
 		 cache_why_pt[0] ? " (" : "", cache_why_pt,
 		 cache_why_pt[0] ? ")" : "",
 		 logpath[0] ? "; log: " : "", logpath,

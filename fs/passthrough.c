@@ -137,13 +137,22 @@ static ssize_t pt_writev(int fd, struct iovec *iov, int count,
 		memcpy(&h, iov[0].iov_base, sizeof(h));
 		if (h.unique == unique && h.error == 0) {
 			__atomic_store_n(&pt->init_unique, 0, __ATOMIC_RELAXED);
-			if (pt->want && pt->offered &&
-			    bfs_pt_patch_init_reply(iov[1].iov_base,
-						    iov[1].iov_len) == 0) {
+			if (!pt->want) {
+				/* nothing asked */
+			} else if (!pt->offered) {
+				bfs_log(BFS_LOG_INFO,
+					"passthrough off: the kernel does not offer it (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH)");
+			} else if (bfs_pt_patch_init_reply(iov[1].iov_base,
+							   iov[1].iov_len) != 0) {
+				bfs_log(BFS_LOG_WARN,
+					"passthrough off: libfuse's INIT reply does not allow it");
+			} else {
 				__atomic_store_n(&pt->negotiated, 1,
 						 __ATOMIC_RELEASE);
 				__atomic_store_n(&pt->active, 1,
 						 __ATOMIC_RELEASE);
+				bfs_log(BFS_LOG_INFO,
+					"passthrough on: the kernel reads batch files from the engine's slot files");
 			}
 		}
 	}
