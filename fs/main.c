@@ -85,6 +85,9 @@ static const char usage_mount[] =
 	"  --log FILE           daemon log (default\n"
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
 	"  --allow-other        let other users read the mount\n"
+	"  --slot-dir DIR       the tmpfs that holds decoded batches for\n"
+	"                       passthrough (default /dev/shm; it needs room\n"
+	"                       for --mem)\n"
 	"  --no-passthrough     serve every read of a batch file through the\n"
 	"                       daemon, instead of letting the kernel read\n"
 	"                       the decoded batch directly (for comparison)\n"
@@ -172,7 +175,7 @@ static int cmd_mount(int argc, char **argv)
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
-	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT };
+	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -190,6 +193,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "allow-other", no_argument, 0, O_ALLOW },
 		{ "no-push", no_argument, 0, O_NO_PUSH },
 		{ "no-passthrough", no_argument, 0, O_NO_PT },
+		{ "slot-dir", required_argument, 0, O_SLOT_DIR },
 		{ "mem", required_argument, 0, O_MEM },
 		{ "shuffle", required_argument, 0, O_SHUFFLE },
 		{ "epochs", required_argument, 0, O_EPOCHS },
@@ -389,6 +393,9 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		case O_NO_PT:
 			o.no_passthrough = 1;
+			break;
+		case O_SLOT_DIR:
+			o.slot_dir = optarg;
 			break;
 		case 'f':
 			o.foreground = 1;

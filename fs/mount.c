@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -81,6 +82,7 @@ struct mnt {
 	char fingerprint[17];
 	struct fuse_session *se;
 	bfs_pt *pt;               /* NULL: no passthrough asked for */
+	char slot_dir[PATH_MAX];  /* the engine's slot files (passthrough) */
 	char root[PATH_MAX];      /* the mount point, absolute (push_batch) */
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
@@ -1612,14 +1614,15 @@ static void notify(int fd, int ok, const char *msg)
 
 /* The mount itself; runs in the daemon (or in the foreground).  Reports to
  * notify_fd (-1 in the foreground) and returns the exit status. */
-/* Where the engine's slot files go for passthrough, or NULL (with *why
- * saying why not): /dev/shm, when this process may register backing files
- * (CAP_SYS_ADMIN), the tmpfs has room for the memory budget, and it grants
- * write leases (how the engine tells that readers let go of a file). */
-static const char *slot_dir_for(const bfs_engine_opts *eo, char *why,
-				size_t cap)
+/* Where the engine's slot files go for passthrough (--slot-dir, default
+ * /dev/shm), or NULL with *why saying why not: this process must be able
+ * to register backing files (CAP_SYS_ADMIN), and dir must be a tmpfs (a
+ * disk file system would write the batches back to disk) with room for
+ * the memory budget that grants write leases (how the engine tells that
+ * readers let go of a file). */
+static const char *slot_dir_for(const char *dir, const bfs_engine_opts *eo,
+				char *why, size_t cap)
 {
-	static const char dir[] = "/dev/shm";
 	struct __user_cap_header_struct hdr = {
 		.version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct caps[2] = { { 0 } };
@@ -1633,9 +1636,20 @@ static const char *slot_dir_for(const bfs_engine_opts *eo, char *why,
 		snprintf(why, cap, "needs CAP_SYS_ADMIN");
 		return NULL;
 	}
-	if (statfs(dir, &sf) != 0 ||
-	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < budget) {
-		snprintf(why, cap, "%s is missing or smaller than --mem", dir);
+	if (statfs(dir, &sf) != 0) {
+		snprintf(why, cap, "%s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	if (sf.f_type != TMPFS_MAGIC) {
+		snprintf(why, cap, "%s is not a tmpfs", dir);
+		return NULL;
+	}
+	if ((uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < budget) {
+		snprintf(why, cap,
+			 "%s has %llu MiB free, less than --mem %llu MiB; see --slot-dir",
+			 dir, (unsigned long long)((uint64_t)sf.f_bavail *
+						   (uint64_t)sf.f_bsize >> 20),
+			 (unsigned long long)(budget >> 20));
 		return NULL;
 	}
 	if ((fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0) {
@@ -1686,8 +1700,17 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		notify(notify_fd, 0, msg);
 		goto out;
 	}
-	if (!o->no_passthrough)
-		eo.slot_dir = slot_dir_for(&eo, cache_why_pt, sizeof(cache_why_pt));
+	if (!o->no_passthrough) {
+		/* absolute: the daemon works from / once it is detached */
+		const char *dir = o->slot_dir ? o->slot_dir : "/dev/shm";
+
+		if (!realpath(dir, m.slot_dir))
+			snprintf(cache_why_pt, sizeof(cache_why_pt), "%s: %s",
+				 dir, strerror(errno));
+		else
+			eo.slot_dir = slot_dir_for(m.slot_dir, &eo, cache_why_pt,
+						   sizeof(cache_why_pt));
+	}
 	eo.on_sample_error = on_sample_error;
 	if (!o->no_push && realpath(o->mountpoint, m.root))
 		eo.on_batch_ready = push_batch;

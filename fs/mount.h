@@ -25,6 +25,8 @@ typedef struct {
 	const char *log_path;     /* daemon log; NULL = default location */
 	const char *fuse_opts;    /* -o values, comma-joined; may be NULL */
 	int allow_other;          /* only when asked for */
+	const char *slot_dir;     /* --slot-dir: a tmpfs for the slot files
+				   * passthrough serves (NULL: /dev/shm) */
 	int no_passthrough;       /* --no-passthrough: serve every read of a
 				   * batch file through the daemon */
 	int no_push;              /* --no-push: never copy finished batches

@@ -5,7 +5,8 @@
 # still maps (np.load(mmap_mode='r') closes its file at once) keeps its
 # bytes while read-ahead reuses the slot; two processes may hold one batch open; a reader killed while its open waits
 # for a batch leaves the mount serving; nothing is pushed into the page
-# cache when the kernel reads slot files.
+# cache when the kernel reads slot files; --slot-dir on a tmpfs too small
+# for --mem, or on a disk, turns passthrough off with the reason said.
 source "$(dirname "$0")/lib.sh"
 t_begin
 D=$T_DIR
@@ -105,6 +106,45 @@ with open(p, "rb") as f:
     rest = f.read()
 assert first + rest == other, (len(first + rest), len(other))
 PY
+
+# ---- --slot-dir --------------------------------------------------------------
+# The slot files need a tmpfs with room for --mem; elsewhere the mount says
+# why passthrough is off and serves the same bytes the ordinary way.
+mkdir -p "$D/small" "$D/roomy" "$D/sd"
+if mount -t tmpfs -o size=4m tmpfs "$D/small" && mount -t tmpfs -o size=64m tmpfs "$D/roomy"; then
+	T_MOUNTS+=("$D/small" "$D/roomy")
+	for how in small:"$D/small" disk:"$D"; do
+		dir=${how#*:}
+		out=$("$BATCHFS" mount "$D/shards" "$D/sd" "${OPTS[@]}" --slot-dir "$dir" 2>&1)
+		T_MOUNTS+=("$D/sd")
+		check "--slot-dir on a ${how%%:*} dir: the mount says why passthrough is off" \
+			bash -c "printf '%s' \"\$1\" | grep -q 'passthrough off (.*\(less than --mem\|not a tmpfs\)'" _ "$out"
+		check "  and serves the same bytes the ordinary way" $PY - "$D/sd" "$D/plain" <<'PY'
+import json, sys
+sd, plain = sys.argv[1:]
+assert json.load(open(f"{sd}/stats.json"))["passthrough"] is False
+for k in (0, 8):
+    f = f"epoch-0000/batch-{k:06d}.npy"
+    assert open(f"{sd}/{f}", "rb").read() == open(f"{plain}/{f}", "rb").read(), f
+PY
+		"$BATCHFS" unmount "$D/sd" >/dev/null 2>&1
+	done
+	mount_fg "$D/shards" "$D/sd" "${OPTS[@]}" --slot-dir "$D/roomy" ||
+		{ not_ok "mount --slot-dir roomy"; t_end; }
+	check "--slot-dir on a tmpfs with room: passthrough on, its slot files there" \
+		$PY - "$D/sd" "$MOUNT_PID" "$D/roomy" <<'PY'
+import json, os, sys
+sd, pid, roomy = sys.argv[1:]
+data = open(f"{sd}/epoch-0000/batch-000001.npy", "rb").read()
+assert json.load(open(f"{sd}/stats.json"))["passthrough"] is True
+links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+assert any(l.startswith(roomy + "/") for l in links), links
+PY
+	unmount_wait "$D/sd"
+	umount "$D/small" "$D/roomy"
+else
+	echo "skip --slot-dir checks: cannot mount a tmpfs here"
+fi
 
 # ---- a reader killed while its open waits for a batch ------------------------
 mount_fg "$D/shards" "$D/slow" --batch 60 --size 224x224 --cache none \
