@@ -447,6 +447,17 @@ static void test_engine_get_without_readahead_starts_only_its_batch(void **state
 	bfs_source_close(src);
 }
 
+/* Every batch's images, in order, from an engine without slot files: what
+ * an engine with them must hand out. */
+static uint8_t *plain_bytes(bfs_source *src)
+{
+	bfs_engine *plain = open_engine(src, 1, BFS_ON_ERROR_FAIL, 2, 0);
+	uint8_t *want = read_all(plain, 0, NULL);
+
+	bfs_engine_destroy(plain);
+	return want;
+}
+
 /* Can slot files live in /dev/shm here (a tmpfs that grants leases)? */
 static int slot_files_here(void)
 {
@@ -471,7 +482,7 @@ static void read_file_at(int fd, void *buf, size_t len)
 static void test_engine_slot_files_keep_what_readers_hold(void **state)
 {
 	bfs_source *src;
-	bfs_engine *plain, *e;
+	bfs_engine *e;
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 1, .slots = 2,
 			      .slot_dir = "/dev/shm" };
@@ -485,9 +496,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	if (!slot_files_here())
 		skip();
 	src = open_source(dir_good);
-	plain = open_engine(src, 2, BFS_ON_ERROR_FAIL, 2, 0);
-	want = read_all(plain, 0, NULL);
-	bfs_engine_destroy(plain);
+	want = plain_bytes(src);
 	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
 	sb = bfs_engine_sample_bytes(e);
 	hlen = bfs_engine_npy_header(e, 0, hdr, sizeof(hdr));
@@ -556,7 +565,7 @@ static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 			      .threads = 1, .prefetch = 2, .slots = 4,
 			      .slot_dir = dir };
 	bfs_source *src;
-	bfs_engine *plain, *e;
+	bfs_engine *e;
 	bfs_engine_stats st;
 	uint8_t *want, *got;
 	int files = 0, mem = 0;
@@ -569,9 +578,7 @@ static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 		skip();
 	}
 	src = open_source(dir_good);
-	plain = open_engine(src, 1, BFS_ON_ERROR_FAIL, 2, 0);
-	want = read_all(plain, 0, NULL);
-	bfs_engine_destroy(plain);
+	want = plain_bytes(src);
 	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
 	for (uint64_t k = 0; k < 4; k++) { /* four batches, four slots */
 		bfs_batch *b;
