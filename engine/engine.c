@@ -84,6 +84,7 @@ struct bfs_batch {
 	size_t file_len;      /* the file's size: head + n samples */
 	int file_ok;          /* the header fits the head room exactly */
 	int exposed;          /* handed to a reader as a file since filled */
+	uint64_t held_pass;   /* victim search that found its file held */
 	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
 				 else NULL (images are the cached form) */
 	int64_t *labels;
@@ -149,6 +150,7 @@ struct bfs_engine {
 	struct bfs_batch *slots;           /* protected by lock */
 	unsigned nslots;
 	uint64_t seq, tick;                /* protected by lock */
+	uint64_t held_pass;                /* protected by lock */
 	struct worker *workers;
 	unsigned nworkers;
 
@@ -724,8 +726,10 @@ static int being_read_locked(const bfs_engine *e, uint64_t id)
  * reused before a never-used slot is: the first touch of fresh pages costs
  * the kernel a page fault and zeroing (measured: most of a cold epoch's
  * kernel time), so the working set stays as small as read-ahead needs.
+ * Slots marked held in this search (held_pass == pass) are passed over.
  * Lock held.  NULL if none. */
-static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
+static struct bfs_batch *pick_victim_locked(bfs_engine *e, int for_reader,
+					    uint64_t pass)
 {
 	struct bfs_batch *best = NULL;
 	int best_rank = 99;
@@ -734,7 +738,7 @@ static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
 		struct bfs_batch *b = &e->slots[s];
 		int rank;
 
-		if (b->pins || b->inflight)
+		if (b->pins || b->inflight || b->held_pass == pass)
 			continue;
 		if (b->state == SLOT_FREE && b->images)
 			rank = 0;
@@ -754,6 +758,31 @@ static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
 		}
 	}
 	return best;
+}
+
+/* pick_victim_locked, passing over a slot file a reader still holds while
+ * another slot will do: reusing it means a new file, allocated under this
+ * lock (slot_file_prepare_locked).  A reader that maps its batch (np.load
+ * with mmap_mode='r') still holds it while it opens the next one, which is
+ * when read-ahead looks for a slot, and the batch it holds is the one read
+ * most recently, often the only read one.  Lock held.  NULL if none. */
+static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
+{
+	uint64_t pass = ++e->held_pass;
+	struct bfs_batch *b, *held = NULL;
+
+	while ((b = pick_victim_locked(e, for_reader, pass))) {
+		if (b->fd < 0 || !b->exposed)
+			return b;
+		if (!slot_file_held(b)) {
+			b->exposed = 0; /* nobody holds it: reuse it in place */
+			return b;
+		}
+		b->held_pass = pass;
+		if (!held)
+			held = b;
+	}
+	return held; /* only held ones left: it moves to a new file */
 }
 
 /* Cancel the unpinned, non-urgent read-ahead that was asked for last, so

@@ -555,6 +555,48 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	bfs_source_close(src);
 }
 
+/* A slot file a reader holds is passed over while another slot will do,
+ * as when a reader keeps its last batch mapped while it opens the next:
+ * with room for one more slot, reading on moves no slot to a new file. */
+static void test_engine_passes_over_a_held_slot_file(void **state)
+{
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 1, .slots = 3,
+			      .slot_dir = "/dev/shm" };
+	char msg[BFS_ERRMSG_MAX], path[64];
+	bfs_source *src;
+	bfs_engine *e;
+	bfs_engine_stats st;
+	bfs_batch *b;
+	size_t len;
+	int held = -1;
+
+	if (!slot_files_here())
+		skip();
+	src = open_source(dir_good);
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	for (uint64_t k = 0; k < 6; k++) {
+		int fd;
+
+		bfs_engine_hint(e, 1, k);
+		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
+		fd = bfs_batch_file(b, &len);
+		assert_true(fd >= 0);
+		if (held >= 0)
+			close(held); /* let go of the batch before */
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		held = open(path, O_RDONLY | O_CLOEXEC);
+		assert_true(held >= 0);
+		bfs_engine_expose(e, b);
+		bfs_engine_put(e, b);
+	}
+	close(held);
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.slot_files_replaced, 0);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 /* A tmpfs too small for every slot file (ENOSPC at posix_fallocate): the
  * slots that get no file use plain memory, every batch is still served
  * with the same bytes, and the errors are counted.  Needs root (mount). */
@@ -620,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_engine_get_without_readahead_starts_only_its_batch),
 		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
+		cmocka_unit_test(test_engine_passes_over_a_held_slot_file),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
