@@ -45,6 +45,8 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
+#include <poll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +86,7 @@ struct mnt {
 	bfs_pt *pt;               /* NULL: no passthrough asked for */
 	char slot_dir[PATH_MAX];  /* the engine's slot files (passthrough) */
 	char root[PATH_MAX];      /* the mount point, absolute (push_batch) */
+	char devno[64];           /* our mount's MAJ:MIN in mountinfo */
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
 	uint64_t pushed_bytes;    /* atomic */
@@ -970,6 +973,8 @@ static int xattr_value(struct mnt *m, const bfs_node *n, const char *name,
 	unsigned count;
 	int len;
 
+	if (n->kind == BFS_NODE_ROOT && strcmp(name, "user.batchfs.pid") == 0)
+		return snprintf(val, cap, "%ld", (long)getpid());
 	if (n->kind != BFS_NODE_BATCH && n->kind != BFS_NODE_LABELS)
 		return -ENODATA;
 	count = bfs_engine_batch_count(m->eng, batch_id(m, n));
@@ -1021,6 +1026,7 @@ static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static const char names[] = "user.batchfs.shape\0user.batchfs.dtype";
+	static const char root_names[] = "user.batchfs.pid";
 	struct mnt *m = req_mnt(req);
 	bfs_node n;
 	int err = bfs_ns_from_ino(&m->shape, ino, &n);
@@ -1029,6 +1035,8 @@ static void ll_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		reply_xattr(req, NULL, err, size);
 	else if (n.kind == BFS_NODE_BATCH || n.kind == BFS_NODE_LABELS)
 		reply_xattr(req, names, (int)sizeof(names), size);
+	else if (n.kind == BFS_NODE_ROOT)
+		reply_xattr(req, root_names, (int)sizeof(root_names), size);
 	else
 		reply_xattr(req, names, 0, size);
 }
@@ -1510,20 +1518,83 @@ static void unescape_mountinfo(char *s)
 	*o = '\0';
 }
 
-/* Find path's entry in /proc/self/mountinfo (never touching the mount
- * itself, which may not be serving yet).  1 if found, with its device
- * number "MAJ:MIN" copied to devno (cap bytes) when devno is not NULL. */
+/* The absolute, resolved form of path without touching path itself,
+ * which may be a mount point whose daemon is gone (a stat of it fails
+ * with ENOTCONN): its parent is resolved and its last component appended.
+ * 0, or -errno. */
+static int resolve_leaf(const char *path, char *out, size_t cap)
+{
+	char parent[PATH_MAX], real[PATH_MAX];
+	const char *base;
+	size_t n;
+	int len;
+
+	n = strlen(path);
+	while (n > 1 && path[n - 1] == '/')
+		n--;
+	if (n == 0 || n >= sizeof(parent))
+		return -ENAMETOOLONG;
+	memcpy(parent, path, n);
+	parent[n] = '\0';
+	base = strrchr(parent, '/');
+	if (!base) {
+		base = parent;
+		if (!realpath(".", real))
+			return -errno;
+	} else if (base == parent) {
+		base++;
+		snprintf(real, sizeof(real), "/");
+	} else {
+		parent[base - parent] = '\0';
+		base++;
+		if (!realpath(parent, real))
+			return -errno;
+	}
+	if (!strcmp(base, ".") || !strcmp(base, "..") || !base[0]) {
+		/* nothing to keep apart: resolve the whole name */
+		if (!realpath(path, out))
+			return -errno;
+		return 0;
+	}
+	len = snprintf(out, cap, "%s%s%s", real,
+		       real[strlen(real) - 1] == '/' ? "" : "/", base);
+	return len < 0 || (size_t)len >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* A path made absolute against the current directory, without resolving
+ * anything (it may not exist yet: a log file, a cache directory).  The
+ * daemon works from / once it is detached, so every path it keeps must be
+ * absolute before it starts.  0, or -errno. */
+static int absolute(const char *path, char *out, size_t cap)
+{
+	char cwd[PATH_MAX];
+	int len;
+
+	if (path[0] == '/')
+		len = snprintf(out, cap, "%s", path);
+	else if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	else
+		len = snprintf(out, cap, "%s/%s", cwd, path);
+	return len < 0 || (size_t)len >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Find path's topmost entry in /proc/self/mountinfo (never touching the
+ * mount itself, which may not be serving yet, or be dead).  1 if found,
+ * with its device number "MAJ:MIN" copied to devno (cap bytes) when devno
+ * is not NULL.  Mounts stacked on one path are listed in mount order, so
+ * the last match is the one a path lookup reaches. */
 static int find_mount(const char *path, char *devno, size_t cap)
 {
 	char real[PATH_MAX], line[4 * PATH_MAX];
 	FILE *f;
 	int found = 0;
 
-	if (!realpath(path, real))
+	if (resolve_leaf(path, real, sizeof(real)))
 		return 0;
 	if (!(f = fopen("/proc/self/mountinfo", "re")))
 		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
+	while (fgets(line, sizeof(line), f)) {
 		char *save = NULL, *dev = NULL, *tok = strtok_r(line, " ", &save);
 
 		for (int field = 1; tok && field < 5; field++) {
@@ -1534,8 +1605,11 @@ static int find_mount(const char *path, char *devno, size_t cap)
 		if (!tok || !dev)
 			continue;
 		unescape_mountinfo(tok);
-		if ((found = strcmp(tok, real) == 0) && devno)
-			snprintf(devno, cap, "%s", dev);
+		if (strcmp(tok, real) == 0) {
+			found = 1;
+			if (devno)
+				snprintf(devno, cap, "%s", dev);
+		}
 	}
 	fclose(f);
 	return found;
@@ -1593,6 +1667,26 @@ static FILE *open_log(const bfs_mount_opts *o, char *path, size_t cap)
 	if (f)
 		setvbuf(f, NULL, _IOLBF, 0);
 	return f;
+}
+
+/* Unmount the session's mount, but only while it is the file system that
+ * a lookup of the mount point reaches.  After an unmount from the kernel
+ * side it is gone and libfuse does nothing; a file system mounted over it
+ * since is someone else's, and libfuse's lazy unmount of the path would
+ * detach that one. */
+static void unmount_ours(const struct mnt *m, struct fuse_session *se,
+			 const char *mountpoint)
+{
+	char devno[64];
+
+	if (m->devno[0] && find_mount(mountpoint, devno, sizeof(devno)) &&
+	    strcmp(devno, m->devno) != 0) {
+		bfs_log(BFS_LOG_WARN,
+			"not unmounting %s: another file system (device %s) is mounted over it",
+			mountpoint, devno);
+		return;
+	}
+	fuse_session_unmount(se);
 }
 
 /* Tell the waiting parent how the start went: "0message" or "1message". */
@@ -1712,8 +1806,10 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 						   sizeof(cache_why_pt));
 	}
 	eo.on_sample_error = on_sample_error;
-	if (!o->no_push && realpath(o->mountpoint, m.root))
+	if (!o->no_push) {
+		snprintf(m.root, sizeof(m.root), "%s", o->mountpoint);
 		eo.on_batch_ready = push_batch;
+	}
 	eo.ctx = &m;
 	eo.cache = m.cache;
 	memcpy(eo.cache_fp, m.cache_fp, sizeof(eo.cache_fp));
@@ -1757,6 +1853,7 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 	}
 	mounted = 1;
 	m.se = se;
+	find_mount(o->mountpoint, m.devno, sizeof(m.devno));
 	if (eo.slot_dir && bfs_pt_attach(se, 1, &m.pt) != 0)
 		snprintf(cache_why_pt, sizeof(cache_why_pt),
 			 "libfuse refused custom I/O");
@@ -1829,7 +1926,7 @@ out:
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
 	if (se && mounted)
-		fuse_session_unmount(se);
+		unmount_ours(&m, se, o->mountpoint);
 	/* before the session: no worker may push into a freed session */
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	if (se)
@@ -1850,8 +1947,58 @@ out:
 	return status;
 }
 
-int bfs_mount_main(const bfs_mount_opts *o)
+/* Paths as the daemon keeps them: made absolute before anything else,
+ * since the daemon works from / once it is detached (a relative mount
+ * point unmounted from there would be another file system). */
+struct abs_paths {
+	char shard_dir[PATH_MAX];
+	char mountpoint[PATH_MAX];
+	char log_path[PATH_MAX];
+	char cache[PATH_MAX];
+	char slot_dir[PATH_MAX];
+};
+
+static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 {
+	int err;
+
+	if (!realpath(o->shard_dir, p->shard_dir)) {
+		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir, strerror(errno));
+		return -1;
+	}
+	if ((err = resolve_leaf(o->mountpoint, p->mountpoint,
+				sizeof(p->mountpoint)))) {
+		fprintf(stderr, "batchfs: mount point %s: %s\n", o->mountpoint,
+			strerror(-err));
+		return -1;
+	}
+	o->shard_dir = o->source.dir = p->shard_dir;
+	o->mountpoint = p->mountpoint;
+	if (o->log_path) {
+		if (absolute(o->log_path, p->log_path, sizeof(p->log_path)))
+			goto too_long;
+		o->log_path = p->log_path;
+	}
+	if (o->cache && strcmp(o->cache, "none") != 0) {
+		if (absolute(o->cache, p->cache, sizeof(p->cache)))
+			goto too_long;
+		o->cache = p->cache;
+	}
+	if (o->slot_dir) {
+		if (absolute(o->slot_dir, p->slot_dir, sizeof(p->slot_dir)))
+			goto too_long;
+		o->slot_dir = p->slot_dir;
+	}
+	return 0;
+too_long:
+	fprintf(stderr, "batchfs: a path is too long (or the current directory is gone)\n");
+	return -1;
+}
+
+int bfs_mount_main(const bfs_mount_opts *opts)
+{
+	bfs_mount_opts ao = *opts, *o = &ao;
+	struct abs_paths paths;
 	struct stat st;
 	int pfd[2];
 	pid_t pid;
@@ -1881,6 +2028,8 @@ int bfs_mount_main(const bfs_mount_opts *o)
 			o->mountpoint, o->mountpoint);
 		return 1;
 	}
+	if (make_absolute(o, &paths))
+		return 1;
 	if (o->foreground || o->debug)
 		return serve(o, -1);
 
@@ -1932,21 +2081,100 @@ int bfs_mount_main(const bfs_mount_opts *o)
 	return 1;
 }
 
-int bfs_unmount_main(const char *mountpoint)
-{
-	pid_t pid;
-	int wst = 0;
+/* The daemon's pid, asked of the mount itself (user.batchfs.pid on its
+ * root), from a thread given 2 s: a daemon that does not answer is not
+ * waited for.  0 when unknown (not a batchfs mount, or dead). */
+struct pid_probe {
+	char path[PATH_MAX];
+	long pid;     /* written by the probe thread before it returns */
+};
 
-	if (!bfs_is_mountpoint(mountpoint)) {
-		fprintf(stderr, "batchfs: %s is not mounted\n", mountpoint);
+static void *pid_probe_main(void *arg)
+{
+	struct pid_probe *p = arg;
+	char v[32];
+	ssize_t n = getxattr(p->path, "user.batchfs.pid", v, sizeof(v) - 1);
+
+	if (n > 0) {
+		v[n] = '\0';
+		p->pid = strtol(v, NULL, 10);
+	}
+	return NULL;
+}
+
+static pid_t daemon_pid(const char *mountpoint)
+{
+	struct pid_probe *p = calloc(1, sizeof(*p));
+	struct timespec until;
+	pthread_t t;
+	pid_t pid = 0;
+
+	if (!p)
+		return 0;
+	snprintf(p->path, sizeof(p->path), "%s", mountpoint);
+	if (pthread_create(&t, NULL, pid_probe_main, p) != 0) {
+		free(p);
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 2;
+	if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+		pthread_detach(t); /* stuck on a hung daemon: p stays its */
+		return 0;
+	}
+	pid = (pid_t)p->pid;
+	free(p);
+	return pid > 0 ? pid : 0;
+}
+
+/* A descriptor that becomes readable when process pid exits, or -1.  It
+ * names the process itself, so a pid reused later is not mistaken for it;
+ * taken before the unmount, while the daemon still serves. */
+static int watch_pid(pid_t pid)
+{
+	char path[64], comm[64] = "";
+	FILE *f;
+	int fd;
+
+	if (pid <= 0)
+		return -1;
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return -1;
+	/* Another pid namespace sees other numbers: only a batchfs daemon
+	 * here is waited for. */
+	snprintf(path, sizeof(path), "/proc/%ld/comm", (long)pid);
+	if ((f = fopen(path, "re"))) {
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = '\0';
+		fclose(f);
+	}
+	if (strncmp(comm, "batchfs", 7) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int bfs_unmount_main(const char *path)
+{
+	char mountpoint[PATH_MAX];
+	struct pollfd pf = { .fd = -1, .events = POLLIN };
+	pid_t pid, daemon;
+	int wst = 0, rc = 0, err;
+
+	if ((err = resolve_leaf(path, mountpoint, sizeof(mountpoint))) ||
+	    !bfs_is_mountpoint(mountpoint)) {
+		fprintf(stderr, "batchfs: %s is not mounted\n", path);
 		return 1;
 	}
+	daemon = daemon_pid(mountpoint);
+	pf.fd = watch_pid(daemon);
 	if (geteuid() == 0) {
 		/* EBUSY for an instant is possible while the daemon looks up a
 		 * batch it is about to push (push_file); a mount someone holds
 		 * open stays busy and fails after the retries. */
-		int err = 0;
-
+		err = 0;
 		for (int i = 0; i < 20; i++) {
 			if (umount2(mountpoint, 0) == 0)
 				goto wait;
@@ -1957,7 +2185,8 @@ int bfs_unmount_main(const char *mountpoint)
 		if (err != EPERM) {
 			fprintf(stderr, "batchfs: unmount %s: %s\n", mountpoint,
 				strerror(err));
-			return 1;
+			rc = 1;
+			goto out;
 		}
 	}
 	pid = fork();
@@ -1970,10 +2199,33 @@ int bfs_unmount_main(const char *mountpoint)
 	if (pid < 0 || waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) ||
 	    WEXITSTATUS(wst) != 0) {
 		fprintf(stderr, "batchfs: unmount %s failed\n", mountpoint);
-		return 1;
+		rc = 1;
+		goto out;
 	}
 wait:
 	for (int i = 0; i < 100 && bfs_is_mountpoint(mountpoint); i++)
 		usleep(50 * 1000);
-	return 0;
+	/* Return once the daemon is gone: its last batches are in the cache
+	 * and the cache directory is closed (a remount or `batchfs cache`
+	 * right after sees everything). */
+	if (pf.fd >= 0) {
+		int r = poll(&pf, 1, 2000);
+
+		if (r == 0) {
+			fprintf(stderr,
+				"batchfs: waiting for the daemon (pid %ld) to finish writing its cache...\n",
+				(long)daemon);
+			r = poll(&pf, 1, 58000);
+		}
+		if (r == 0) {
+			fprintf(stderr,
+				"batchfs: %s is unmounted, but its daemon (pid %ld) is still running after 60 s\n",
+				mountpoint, (long)daemon);
+			rc = 1;
+		}
+	}
+out:
+	if (pf.fd >= 0)
+		close(pf.fd);
+	return rc;
 }

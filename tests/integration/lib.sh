@@ -91,6 +91,11 @@ unmount_wait() {
 	fi
 }
 
+# alive PID: the process runs (a zombie that no one reaped yet has exited).
+alive() {
+	[ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null
+}
+
 t_end() {
 	exit "$T_FAILED"
 }
