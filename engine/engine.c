@@ -44,13 +44,14 @@
 #include <unistd.h>
 
 #include "engine/augment.h"
+#include "engine/badset.h"
 #include "engine/decode.h"
 #include "engine/npy.h"
 #include "engine/permute.h"
 #include "engine/resize.h"
 #include "engine/version.h"
 
-#define MAX_ERRORS 1024 /* bad samples remembered; more are only counted */
+#define MAX_ERRORS BFS_ENGINE_MAX_ERRORS /* bad samples whose records are kept */
 #define SCRATCH_BASE (8u << 20) /* per-worker scratch kept between samples */
 #define MAX_SLOTS 1024
 #define READER_IDLE_NS (10ull * 1000000000ull) /* forget quiet readers */
@@ -154,9 +155,12 @@ struct bfs_engine {
 	struct worker *workers;
 	unsigned nworkers;
 
-	bfs_sample_error *errors;          /* protected by lock */
-	size_t nerrors;
-	uint64_t nbad;
+	bfs_sample_error *errors;          /* protected by lock: the first
+					    * MAX_ERRORS bad samples */
+	size_t nerrors;                    /* protected by lock */
+	bfs_badset *bad;                   /* protected by lock: every bad
+					    * sample, and those being tried */
+	pthread_cond_t bad_cv;             /* a pending sample was decided */
 
 	pthread_cond_t room;               /* scratch was given back */
 	size_t scratch_budget;             /* fixed at create */
@@ -170,6 +174,7 @@ struct bfs_engine {
 	double sample_ns;                  /* EWMA per sample, protected by lock */
 	uint64_t created_ns;
 
+	uint64_t decode_attempts;          /* atomic */
 	bfs_engine_stats st;               /* protected by lock */
 };
 
@@ -268,24 +273,15 @@ uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)
 
 /* ---- errors ----------------------------------------------------------- */
 
-/* Remember a bad sample once; returns 1 if it was new.  Lock held. */
-static int note_error_locked(bfs_engine *e, const bfs_sample_error *err)
-{
-	for (size_t i = 0; i < e->nerrors; i++)
-		if (e->errors[i].sample == err->sample)
-			return 0;
-	e->nbad++;
-	if (e->nerrors < MAX_ERRORS)
-		e->errors[e->nerrors++] = *err;
-	return 1;
-}
-
-static void report_error(bfs_engine *e, uint64_t sample, int code,
-			 const char *msg, int replaced, uint64_t replacement)
+/* Record bad sample `sample` (just marked BAD in e->bad, so once) in the
+ * error list while it has room: past MAX_ERRORS bad samples only e->bad
+ * counts them.  Returns its place in the list, or -1. */
+static long record_error(bfs_engine *e, uint64_t sample, int code,
+			 const char *msg)
 {
 	bfs_sample_error err;
 	const char *shard;
-	int fresh;
+	long at = -1;
 
 	memset(&err, 0, sizeof(err));
 	err.sample = sample;
@@ -293,15 +289,67 @@ static void report_error(bfs_engine *e, uint64_t sample, int code,
 	snprintf(err.shard, sizeof(err.shard), "%s", shard ? shard : "?");
 	err.code = code;
 	snprintf(err.msg, sizeof(err.msg), "%s", msg && msg[0] ? msg : bfs_strerror(code));
-	err.replaced = replaced;
-	err.replacement = replacement;
 
 	pthread_mutex_lock(&e->lock);
-	fresh = note_error_locked(e, &err);
-	e->st.sample_errors = e->nbad;
+	if (e->nerrors < MAX_ERRORS) {
+		at = (long)e->nerrors;
+		e->errors[e->nerrors++] = err;
+	}
+	e->st.sample_errors = bfs_badset_count(e->bad);
 	pthread_mutex_unlock(&e->lock);
-	if (fresh && e->o.on_sample_error)
-		e->o.on_sample_error(e->o.ctx, &err);
+	return at;
+}
+
+/* Tell on_sample_error of a bad sample, once, as soon as it is found. */
+static void tell_error(bfs_engine *e, uint64_t sample, int code,
+		       const char *msg)
+{
+	bfs_sample_error err;
+	const char *shard;
+
+	if (!e->o.on_sample_error)
+		return;
+	memset(&err, 0, sizeof(err));
+	err.sample = sample;
+	shard = bfs_source_sample_shard(e->src, sample, &err.record);
+	snprintf(err.shard, sizeof(err.shard), "%s", shard ? shard : "?");
+	err.code = code;
+	snprintf(err.msg, sizeof(err.msg), "%s", msg && msg[0] ? msg : bfs_strerror(code));
+	e->o.on_sample_error(e->o.ctx, &err);
+}
+
+static long report_error(bfs_engine *e, uint64_t sample, int code,
+			 const char *msg)
+{
+	long at = record_error(e, sample, code, msg);
+
+	tell_error(e, sample, code, msg);
+	return at;
+}
+
+/* Skip mode: record that bad sample's position is served by sample r. */
+static void note_replacement(bfs_engine *e, long at, uint64_t r)
+{
+	if (at < 0)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->errors[at].replaced = 1;
+	e->errors[at].replacement = r;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The message of a sample known to be bad, from the error list (or a
+ * note that it was not kept).  Lock held. */
+static void known_message_locked(bfs_engine *e, uint64_t sample, int code,
+				 char *msg)
+{
+	for (size_t k = 0; k < e->nerrors; k++)
+		if (e->errors[k].sample == sample) {
+			bfs_seterr(msg, "%s", e->errors[k].msg);
+			return;
+		}
+	bfs_seterr(msg, "%s (known bad; its message was not kept: more than %d bad samples)",
+		   bfs_strerror(code), MAX_ERRORS);
 }
 
 size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max)
@@ -311,7 +359,7 @@ size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max)
 	pthread_mutex_lock(&e->lock);
 	n = e->nerrors < max ? e->nerrors : max;
 	memcpy(out, e->errors, n * sizeof(*out));
-	n = (size_t)e->nbad;
+	n = (size_t)bfs_badset_count(e->bad);
 	pthread_mutex_unlock(&e->lock);
 	return n;
 }
@@ -417,6 +465,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	in_cap = pow2_at_least((size_t)id.length + 4, w->in.cap);
 	if ((err = reserve(w, in_cap + w->dec_bytes + w->scratch_cap, msg)))
 		return err;
+	__atomic_add_fetch(&e->decode_attempts, 1, __ATOMIC_RELAXED);
 	err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg);
 	if (err)
 		return err;
@@ -475,9 +524,6 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	return err;
 }
 
-/* Produce position j of batch id.  In skip mode a bad sample is replaced
- * by the next source sample that decodes (wrapping), so the result is a
- * function of the data alone.  Returns 0 or the error for position j. */
 /* Stage 2 for position j: augmentation drawn from (seed, epoch, sample),
  * normalization and layout, from the stage-1 sample s1 into out. */
 static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
@@ -497,39 +543,128 @@ static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
 	bfs_post_apply(&e->post_o, &a, s1, out);
 }
 
+/* Does a failure say something about the sample itself (so trying it
+ * again gives the same answer), rather than about this moment? */
+static int lasting_error(int err)
+{
+	return err != -ENOMEM && err != -EAGAIN && err != -EINTR;
+}
+
+/* Make source sample i (make_sample), unless it is already known to be
+ * bad: then its code and message come back without decoding it again.
+ * A lasting failure is recorded in e->bad; *fresh says it was recorded
+ * now (the caller reports it once). */
+static int try_sample(struct worker *w, uint64_t i, void *s1, int64_t *label,
+		      struct cache_rec *rec, char *msg, int *fresh)
+{
+	bfs_engine *e = w->e;
+	bfs_sample_state state;
+	int err, code = 0, claimed;
+
+	*fresh = 0;
+	pthread_mutex_lock(&e->lock);
+	/* Another worker trying i now (the same sample in another batch,
+	 * or a replacement search passing it) answers for both. */
+	while ((state = bfs_badset_state(e->bad, i, &code)) == BFS_SAMPLE_PENDING &&
+	       !e->stop)
+		pthread_cond_wait(&e->bad_cv, &e->lock);
+	if (state == BFS_SAMPLE_BAD) {
+		known_message_locked(e, i, code, msg);
+		pthread_mutex_unlock(&e->lock);
+		rec->decoded = 0;
+		return code;
+	}
+	claimed = bfs_badset_claim(e->bad, i) == 0;
+	pthread_mutex_unlock(&e->lock);
+
+	err = make_sample(w, i, s1, label, rec, msg);
+	trim(w);
+
+	pthread_mutex_lock(&e->lock);
+	if (err && lasting_error(err))
+		*fresh = bfs_badset_mark_bad(e->bad, i, err) == 1;
+	else if (claimed)
+		bfs_badset_unclaim(e->bad, i);
+	pthread_cond_broadcast(&e->bad_cv);
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+/* Skip mode: the first sample after bad sample i (i+1, i+2, ...,
+ * wrapping) that decodes, made into s1; *r says which.  Samples known to
+ * be bad are passed over without decoding, and a sample another worker
+ * is trying is waited for, so each bad one is decoded once.  0, or the
+ * error that ends the search (every sample bad: `err` of i). */
+static int replace(struct worker *w, uint64_t i, int err, void *s1,
+		   int64_t *label, struct cache_rec *rec, uint64_t *r)
+{
+	bfs_engine *e = w->e;
+	char rmsg[BFS_ERRMSG_MAX];
+
+	for (;;) {
+		uint64_t c;
+		int claimed, rerr, rfresh = 0;
+
+		pthread_mutex_lock(&e->lock);
+		while ((c = bfs_badset_next(e->bad, i)) != i && !e->stop &&
+		       bfs_badset_state(e->bad, c, NULL) == BFS_SAMPLE_PENDING)
+			pthread_cond_wait(&e->bad_cv, &e->lock);
+		if (c == i || e->stop) {
+			pthread_mutex_unlock(&e->lock);
+			return err;
+		}
+		claimed = bfs_badset_claim(e->bad, c) == 0;
+		pthread_mutex_unlock(&e->lock);
+
+		rerr = make_sample(w, c, s1, label, rec, rmsg);
+		trim(w);
+
+		pthread_mutex_lock(&e->lock);
+		if (rerr && lasting_error(rerr))
+			rfresh = bfs_badset_mark_bad(e->bad, c, rerr) == 1;
+		else if (claimed)
+			bfs_badset_unclaim(e->bad, c);
+		pthread_cond_broadcast(&e->bad_cv);
+		pthread_mutex_unlock(&e->lock);
+		if (!rerr) {
+			*r = c;
+			return 0;
+		}
+		if (rfresh)
+			report_error(e, c, rerr, rmsg);
+		if (!lasting_error(rerr))
+			return rerr; /* not the sample's fault: no substitute */
+	}
+}
+
+/* Produce position j of batch id.  In skip mode a bad sample is replaced
+ * by the next source sample that decodes (wrapping), so the result is a
+ * function of the data alone.  Returns 0 or the error for position j. */
 static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 		   void *s1, int64_t *label, struct cache_rec *rec, char *msg)
 {
 	bfs_engine *e = w->e;
-	uint64_t i = sample_of(e, id, j);
-	int err = make_sample(w, i, s1, label, rec, msg);
+	uint64_t i = sample_of(e, id, j), r;
+	int fresh, err = try_sample(w, i, s1, label, rec, msg, &fresh);
+	long at;
 
-	trim(w);
 	if (!err) {
 		*label += e->o.label_offset;
 		finish(e, id, i, s1, dst);
 		return 0;
 	}
-	if (e->o.on_error == BFS_ON_ERROR_FAIL) {
-		report_error(e, i, err, msg, 0, 0);
+	if (e->o.on_error == BFS_ON_ERROR_FAIL || !lasting_error(err)) {
+		if (fresh)
+			report_error(e, i, err, msg);
 		return err;
 	}
-	for (uint64_t step = 1; step < e->nsamples; step++) {
-		uint64_t r = (i + step) % e->nsamples;
-		char rmsg[BFS_ERRMSG_MAX];
-		int rerr = make_sample(w, r, s1, label, rec, rmsg);
-
-		trim(w);
-		if (!rerr) {
-			report_error(e, i, err, msg, 1, r);
-			*label += e->o.label_offset;
-			finish(e, id, i, s1, dst);
-			return 0;
-		}
-		report_error(e, r, rerr, rmsg, 0, 0);
-	}
-	report_error(e, i, err, msg, 0, 0);
-	return err;
+	at = fresh ? report_error(e, i, err, msg) : -1;
+	if (replace(w, i, err, s1, label, rec, &r) != 0)
+		return err;
+	note_replacement(e, at, r);
+	*label += e->o.label_offset;
+	finish(e, id, i, s1, dst);
+	return 0;
 }
 
 /* ---- slots ------------------------------------------------------------ */
@@ -1414,10 +1549,15 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	pthread_cond_init(&e->work, NULL);
 	pthread_cond_init(&e->done, NULL);
 	pthread_cond_init(&e->room, NULL);
+	pthread_cond_init(&e->bad_cv, NULL);
 	e->created_ns = e->idle_since = now_ns();
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
 	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
+	if (bfs_badset_create(e->nsamples, &e->bad)) {
+		err = -ENOMEM;
+		goto fail;
+	}
 	e->workers = calloc(e->o.threads, sizeof(*e->workers));
 	if (!e->slots || !e->errors || !e->workers) {
 		err = -ENOMEM;
@@ -1465,6 +1605,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	e->stop = 1;
 	pthread_cond_broadcast(&e->work);
 	pthread_cond_broadcast(&e->room);
+	pthread_cond_broadcast(&e->bad_cv);
 	pthread_mutex_unlock(&e->lock);
 	for (unsigned i = 0; i < e->nworkers; i++)
 		pthread_join(e->workers[i].thread, NULL);
@@ -1488,7 +1629,9 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_destroy(&e->work);
 	pthread_cond_destroy(&e->done);
 	pthread_cond_destroy(&e->room);
+	pthread_cond_destroy(&e->bad_cv);
 	pthread_mutex_destroy(&e->lock);
+	bfs_badset_destroy(e->bad);
 	free(e->workers);
 	free(e->errors);
 	free(e->slots);
@@ -1502,6 +1645,9 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
 
 	pthread_mutex_lock(&e->lock);
 	*st = e->st;
+	st->decode_attempts = __atomic_load_n(&e->decode_attempts, __ATOMIC_RELAXED);
+	st->sample_errors = bfs_badset_count(e->bad);
+	st->errors_kept = e->nerrors;
 	st->mem_slots = e->st.mem_bytes;
 	st->mem_scratch = e->scratch_used;
 	st->mem_bytes = st->mem_slots + st->mem_scratch;

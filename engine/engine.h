@@ -38,17 +38,21 @@ typedef enum {
 	BFS_ON_ERROR_SKIP = 1, /* a bad sample is replaced (see below) */
 } bfs_on_error;
 
-/* One bad sample, as reported to on_sample_error and by
- * bfs_engine_errors().  In skip mode a bad sample at source index i is
- * replaced by the first of i+1, i+2, ... (wrapping) that decodes; the
- * replacement's pixels and label take its place. */
+/* One bad sample, as told to on_sample_error (once, when it is found)
+ * and as recorded by bfs_engine_errors().  In skip mode a bad sample at
+ * source index i is replaced by the first of i+1, i+2, ... (wrapping)
+ * that decodes; the replacement's pixels and label take its place, and
+ * its record (not the call, which comes before the replacement is known)
+ * says which sample that was.  A bad sample is decoded once per engine:
+ * later uses of it get its recorded error without decoding. */
 typedef struct {
 	uint64_t sample;         /* source index of the bad sample */
 	uint64_t record;         /* its record index inside the shard */
 	char shard[128];         /* shard file (relative to the source dir) */
 	int code;                /* BFS_E_* or -errno */
 	char msg[BFS_ERRMSG_MAX];/* what the reader or decoder said */
-	int replaced;            /* skip mode: served by `replacement` */
+	int replaced;            /* skip mode, bfs_engine_errors() only: its
+				  * positions are served by `replacement` */
 	uint64_t replacement;
 } bfs_sample_error;
 
@@ -88,8 +92,9 @@ typedef struct {
 	bfs_on_error on_error;
 	uint64_t max_pixels;     /* 0 = no limit */
 	int drop_remainder;      /* drop the last partial batch */
-	/* Called once per bad sample, from a worker thread, without engine
-	 * locks held; must not call back into the engine.  May be NULL. */
+	/* Called once per bad sample, when it is found, from a worker
+	 * thread, without engine locks held; must not call back into the
+	 * engine.  May be NULL. */
 	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
 	/* Called for a batch that became ready as read-ahead (no reader has
 	 * asked for it yet) when the pool has no other work queued, from the
@@ -126,8 +131,13 @@ typedef struct {
 	uint64_t slot_file_errors; /* slot files not had (full tmpfs): plain
 				    * memory used instead */
 	uint64_t samples_decoded;
+	uint64_t decode_attempts;  /* samples read from a shard to be decoded
+				    * (cache misses), whether they decoded or
+				    * not: a bad sample is tried once */
 	uint64_t bytes_read;       /* encoded bytes read from shards */
-	uint64_t sample_errors;    /* bad samples seen (distinct) */
+	uint64_t sample_errors;    /* bad samples seen (distinct, all of them) */
+	uint64_t errors_kept;      /* of which bfs_engine_errors() keeps the
+				    * records (the first BFS_ENGINE_MAX_ERRORS) */
 	uint64_t cache_hits;       /* samples served from the cache */
 	uint64_t cache_crc_errors; /* cached samples that failed their CRC */
 	uint64_t reader_waits;     /* gets that had to wait */
@@ -237,7 +247,10 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
  * layout), which runs after the cache: 16 hex digits + NUL. */
 void bfs_engine_fingerprint(const bfs_engine_opts *opts, char out[17]);
 /* Copy up to max recorded bad samples (oldest first) into out; returns how
- * many were recorded in all (which may exceed max). */
+ * many bad samples there are in all (which may exceed max, and the
+ * BFS_ENGINE_MAX_ERRORS records kept: past those, bad samples are only
+ * counted).  Each bad sample is recorded and reported once. */
+#define BFS_ENGINE_MAX_ERRORS 1024
 size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max);
 
 #endif

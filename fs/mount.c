@@ -90,6 +90,8 @@ struct mnt {
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
 	uint64_t pushed_bytes;    /* atomic */
+	uint64_t bad_logged;      /* atomic: bad samples told to the log */
+	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
 	/* open snapshots of stats.json, index.json, preview.jpg (fi->fh) */
 	pthread_mutex_t texts_lock;
 	struct text_file *texts;  /* protected by texts_lock */
@@ -109,6 +111,7 @@ struct text_file {
 
 static uint64_t text_add(struct mnt *m, struct text_file *tf);
 static void text_drop(struct mnt *m, uint64_t id);
+static int log_one_more(uint64_t *counter, const char *what);
 
 /* ---- sizes and headers ------------------------------------------------ */
 
@@ -904,7 +907,8 @@ static void read_batch(fuse_req_t req, struct mnt *m, const bfs_node *n,
 
 			/* The kernel retries a failed page read; say it once. */
 			if (__atomic_exchange_n(&last_logged, id,
-						__ATOMIC_RELAXED) != id)
+						__ATOMIC_RELAXED) != id &&
+			    log_one_more(&m->eio_logged, "failed batch reads"))
 				bfs_log(BFS_LOG_WARN,
 					"read of epoch %u batch %llu fails with EIO: %s",
 					n->epoch, (unsigned long long)n->batch,
@@ -1331,6 +1335,7 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);
 	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
+	bfs_json_u64(&j, "decode_attempts", st.decode_attempts);
 	bfs_json_u64(&j, "bytes_read", st.bytes_read);
 	bfs_json_u64(&j, "threads", st.threads);
 	bfs_json_f64(&j, "samples_per_second", st.samples_per_s);
@@ -1399,6 +1404,8 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	}
 	bfs_json_close(&j, ']');
 	bfs_json_u64(&j, "errors_total", nerr + nscan);
+	/* the list below holds the first SHOW sample errors */
+	bfs_json_u64(&j, "errors_left_out", nerr - shown);
 	bfs_json_open(&j, "bad_shards", '[');
 	for (size_t i = 0; i < nscan; i++)
 		bfs_json_str(&j, NULL, bfs_source_scan_error_shard(m->src, i));
@@ -1442,22 +1449,41 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+/* The log names the first LOG_EACH bad samples (and failed batch reads)
+ * one by one, then only says how many there are at each power of two: a
+ * shard of a million bad records must not fill the disk with log lines.
+ * stats.json keeps the first records and counts them all.  Returns 1 when
+ * the n-th event gets a line of its own. */
+#define LOG_EACH 64
+
+static int log_one_more(uint64_t *counter, const char *what)
+{
+	uint64_t n = __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+
+	if (n <= LOG_EACH)
+		return 1;
+	if ((n & (n - 1)) == 0)
+		bfs_log(BFS_LOG_WARN,
+			"%llu %s so far; the log names the first %d (stats.json has the counts)",
+			(unsigned long long)n, what, LOG_EACH);
+	return 0;
+}
+
 static void on_sample_error(void *ctx, const bfs_sample_error *e)
 {
+	struct mnt *m = ctx;
 	char shard[256], msg[2 * BFS_ERRMSG_MAX];
 
+	if (!log_one_more(&m->bad_logged, "bad samples"))
+		return;
 	bfs_log_escape(e->shard, shard, sizeof(shard));
 	bfs_log_escape(e->msg, msg, sizeof(msg));
-	if (e->replaced)
-		bfs_log(BFS_LOG_WARN,
-			"bad sample %llu (%s record %llu): %s; replaced by sample %llu",
-			(unsigned long long)e->sample, shard,
-			(unsigned long long)e->record, msg,
-			(unsigned long long)e->replacement);
-	else
-		bfs_log(BFS_LOG_WARN, "bad sample %llu (%s record %llu): %s",
-			(unsigned long long)e->sample, shard,
-			(unsigned long long)e->record, msg);
+	bfs_log(BFS_LOG_WARN, "bad sample %llu (%s record %llu): %s%s",
+		(unsigned long long)e->sample, shard,
+		(unsigned long long)e->record, msg,
+		m->o->engine.on_error == BFS_ON_ERROR_SKIP
+			? "; skipped (the next good sample takes its place; stats.json says which)"
+			: "");
 }
 
 static int index_get(void *ctx, const char *dir, const char *shard,
