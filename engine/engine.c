@@ -110,7 +110,9 @@ struct worker {
 	bfs_buf in;            /* encoded bytes */
 	void *scratch;         /* resize scratch */
 	size_t scratch_cap;
-	size_t held;           /* scratch reserved from e->scratch_budget */
+	size_t held;           /* scratch reserved from the budget */
+	struct bfs_batch *slot;/* the slot of the sample it works on, or NULL
+				* (protected by e->lock) */
 	bfs_cache_reader *cr;  /* NULL without a cache */
 };
 
@@ -162,10 +164,22 @@ struct bfs_engine {
 					    * sample, and those being tried */
 	pthread_cond_t bad_cv;             /* a pending sample was decided */
 
-	pthread_cond_t room;               /* scratch was given back */
-	size_t scratch_budget;             /* fixed at create */
+	pthread_cond_t room;               /* memory was given back */
+	size_t scratch_budget;             /* the scratch pool, fixed at create */
 	size_t scratch_used;               /* protected by lock */
-	size_t scratch_max_one;            /* most one worker may hold */
+	size_t slot_bytes;                 /* one slot's batch memory */
+	uint64_t slot_mem;                 /* protected by lock: slots' batch
+					    * memory allocated now */
+	struct worker *borrower;           /* protected by lock: the worker
+					    * freeing slot memory for scratch */
+	/* Files a reader still held when their slot moved on (see slot
+	 * files): memory the mount caused, counted in the budget until the
+	 * reader lets go.  Protected by lock. */
+	struct held_file { int fd; size_t len; } *held;
+	unsigned nheld, held_cap;
+	uint64_t held_bytes;
+	unsigned nexposed;                 /* protected by lock: slots whose
+					    * file was handed to a reader */
 
 	struct reader readers[BFS_MAX_READERS]; /* protected by lock */
 	uint64_t idle_ns;                  /* workers' waiting, protected by lock */
@@ -184,6 +198,11 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t held_bytes_locked(const bfs_engine *e)
+{
+	return e->held_bytes;
 }
 
 /* ---- geometry --------------------------------------------------------- */
@@ -375,36 +394,104 @@ static size_t pow2_at_least(size_t need, size_t from)
 	return cap;
 }
 
-/* Make sure worker w holds at least `want` bytes of the scratch pool,
- * waiting for other workers to give some back if the pool is short.
- * Returns 0, or BFS_E_TOOBIG when one sample alone needs more than the
- * budget can ever give one worker. */
+/* Memory the budget (--mem) counts now: batch slots, decoder scratch and
+ * batch files readers hold.  Lock held. */
+static uint64_t mem_used_locked(const bfs_engine *e)
+{
+	return e->slot_mem + e->scratch_used + held_bytes_locked(e);
+}
+
+/* The most scratch one sample can ever have: the budget, less one batch
+ * (the one it is decoded into), the scratch every other worker keeps
+ * between samples, and the files readers hold.  Lock held. */
+static uint64_t most_for_one_locked(const bfs_engine *e)
+{
+	uint64_t keep = e->slot_bytes +
+			(uint64_t)(e->nworkers ? e->nworkers - 1 : 0) * SCRATCH_BASE +
+			held_bytes_locked(e);
+
+	return e->o.mem_bytes > keep ? e->o.mem_bytes - keep : 0;
+}
+
+static unsigned release_slots_locked(bfs_engine *e, struct worker *w,
+				     uint64_t want);
+
+/* Make sure worker w holds at least `want` bytes of scratch.  Within the
+ * scratch pool a worker takes what it needs at once; past it (a big image,
+ * or many threads each keeping SCRATCH_BASE) it borrows from the slots'
+ * share of the budget: memory no slot uses yet, or, taking turns with
+ * other borrowers, slot memory it frees (release_slots_locked).  It waits
+ * while memory that other workers and readers will give back is in use,
+ * and fails only when the sample cannot fit in the budget at all:
+ * BFS_E_MEMORY, with msg saying which --mem would do. */
 static int reserve(struct worker *w, size_t want, char *msg)
 {
 	bfs_engine *e = w->e;
-	size_t extra;
+	int err = 0;
 
 	if (want <= w->held)
 		return 0;
-	if (want > e->scratch_max_one) {
-		bfs_seterr(msg,
-			   "decoding needs %zu MiB of scratch, more than --mem allows one worker (%zu MiB)",
-			   want >> 20, e->scratch_max_one >> 20);
-		return BFS_E_TOOBIG;
-	}
-	extra = want - w->held;
 	pthread_mutex_lock(&e->lock);
-	while (e->scratch_used + extra > e->scratch_budget && !e->stop)
+	for (;;) {
+		size_t extra = want - w->held;
+		uint64_t most = most_for_one_locked(e);
+
+		if (want > most) {
+			uint64_t held = held_bytes_locked(e);
+
+			char extra_held[64] = "";
+
+			if (held)
+				snprintf(extra_held, sizeof(extra_held),
+					 ", and %llu MiB of batch files readers hold",
+					 (unsigned long long)(held >> 20));
+			bfs_seterr(msg,
+				   "decoding it needs %zu MiB, more than --mem %llu MiB leaves for one image (%llu MiB, beside a batch of %zu MiB and %u other decode threads' %u MiB each%s); use --mem %lluM or more",
+				   (want + (1u << 20) - 1) >> 20,
+				   (unsigned long long)(e->o.mem_bytes >> 20),
+				   (unsigned long long)(most >> 20),
+				   (e->slot_bytes + (1u << 20) - 1) >> 20,
+				   e->nworkers ? e->nworkers - 1 : 0,
+				   SCRATCH_BASE >> 20, extra_held,
+				   (unsigned long long)((e->o.mem_bytes - most + want) >> 20) + 1);
+			err = BFS_E_MEMORY;
+			break;
+		}
+		if (e->stop) {
+			err = -ECANCELED;
+			break;
+		}
+		/* the pool: free to take, but past SCRATCH_BASE only when
+		 * nobody is freeing memory for a bigger sample */
+		if (e->scratch_used + extra <= e->scratch_budget &&
+		    (want <= SCRATCH_BASE || !e->borrower || e->borrower == w) &&
+		    mem_used_locked(e) + extra <= e->o.mem_bytes)
+			break;
+		if (!e->borrower || e->borrower == w) {
+			if (mem_used_locked(e) + extra <= e->o.mem_bytes)
+				break; /* borrowed from slot memory not in use */
+			e->borrower = w;
+			if (release_slots_locked(e, w, mem_used_locked(e) + extra -
+							       e->o.mem_bytes))
+				continue;
+		}
 		pthread_cond_wait(&e->room, &e->lock);
-	e->scratch_used += extra;
-	e->st.mem_scratch = e->scratch_used;
+	}
+	if (!err) {
+		e->scratch_used += want - w->held;
+		w->held = want;
+	}
+	if (e->borrower == w) {
+		e->borrower = NULL;
+		pthread_cond_broadcast(&e->room);
+	}
 	pthread_mutex_unlock(&e->lock);
-	w->held = want;
-	return 0;
+	return err;
 }
 
 /* After a sample: a worker that grew past SCRATCH_BASE frees its buffers
- * and gives the reservation back, so peaks stay rare and short. */
+ * and gives the reservation back, so peaks stay rare and short.  Readers
+ * waiting for slot memory (a borrower took it) are woken too. */
 static void trim(struct worker *w)
 {
 	bfs_engine *e = w->e;
@@ -422,8 +509,8 @@ static void trim(struct worker *w)
 	w->scratch_cap = 0;
 	pthread_mutex_lock(&e->lock);
 	e->scratch_used -= w->held;
-	e->st.mem_scratch = e->scratch_used;
 	pthread_cond_broadcast(&e->room);
+	pthread_cond_broadcast(&e->done);
 	pthread_mutex_unlock(&e->lock);
 	w->held = 0;
 }
@@ -705,6 +792,16 @@ static void slot_file_close(struct bfs_batch *b)
 	b->images = NULL;
 }
 
+/* b is no longer a file handed to a reader (reused, replaced, freed).
+ * Lock held. */
+static void unexpose_locked(bfs_engine *e, struct bfs_batch *b)
+{
+	if (b->exposed) {
+		b->exposed = 0;
+		e->nexposed--;
+	}
+}
+
 /* A new file of head + images_cap bytes, allocated now (tmpfs pages are
  * allocated on first touch, and a full tmpfs would then raise SIGBUS in
  * the decoder; posix_fallocate reports ENOSPC instead). */
@@ -749,10 +846,12 @@ static int slot_file_held(const struct bfs_batch *b)
  * its batches are still served, by the mount's ordinary read path. */
 static int slot_plain_memory(bfs_engine *e, struct bfs_batch *b)
 {
+	unexpose_locked(e, b);
 	slot_file_close(b);
 	e->st.slot_file_errors++;
 	if (posix_memalign((void **)&b->images, 2u << 20, e->images_cap)) {
 		b->images = NULL;
+		e->slot_mem -= e->slot_bytes; /* the slot has none now */
 		return -ENOMEM;
 	}
 	return 0;
@@ -767,9 +866,75 @@ static void slot_images_free(struct bfs_batch *b)
 	b->images = NULL;
 }
 
+/* Keep b's file, which a reader still holds, as a held file: our mapping
+ * goes, our descriptor stays (to tell when the reader lets go), and its
+ * pages count in the budget until then.  b is left without a file.
+ * 0, or -ENOMEM (b keeps its file).  Lock held. */
+static int hold_file_locked(bfs_engine *e, struct bfs_batch *b)
+{
+	if (e->nheld == e->held_cap) {
+		unsigned cap = e->held_cap ? e->held_cap * 2 : 16;
+		struct held_file *n = realloc(e->held, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		e->held = n;
+		e->held_cap = cap;
+	}
+	munmap(b->map, b->map_len);
+	e->held[e->nheld++] = (struct held_file){ .fd = b->fd, .len = b->map_len };
+	e->held_bytes += b->map_len;
+	unexpose_locked(e, b);
+	b->fd = -1;
+	b->map = NULL;
+	b->images = NULL;
+	return 0;
+}
+
+/* Forget the held files their readers have let go of: their descriptors
+ * go into fds (the caller closes them after unlocking, which frees the
+ * pages), up to cap of them.  Returns how many.  Lock held. */
+static unsigned reap_held_locked(bfs_engine *e, int *fds, unsigned cap)
+{
+	unsigned n = 0;
+
+	for (unsigned k = 0; k < e->nheld && n < cap;) {
+		struct held_file *h = &e->held[k];
+
+		if (fcntl(h->fd, F_SETLEASE, F_WRLCK) != 0) {
+			k++; /* still held */
+			continue;
+		}
+		fcntl(h->fd, F_SETLEASE, F_UNLCK);
+		fds[n++] = h->fd;
+		e->held_bytes -= h->len;
+		*h = e->held[--e->nheld];
+	}
+	return n;
+}
+
+/* reap_held_locked, closing what it found with the lock dropped for the
+ * closes.  Returns how many were let go.  Lock held (dropped inside). */
+static unsigned reap_held(bfs_engine *e)
+{
+	int fds[32];
+	unsigned n = reap_held_locked(e, fds, 32);
+
+	if (n) {
+		pthread_mutex_unlock(&e->lock);
+		for (unsigned k = 0; k < n; k++)
+			close(fds[k]);
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_broadcast(&e->room);
+	}
+	return n;
+}
+
 /* Make b's file ready for a batch of n samples: a fresh file if a reader
- * may still see the old one, and the size a file of n samples has.  Lock
- * held (the slot is neither pinned nor being filled). */
+ * still holds the old one (which is then kept as a held file, counted in
+ * the budget), and the size a file of n samples has.  -EAGAIN when the
+ * budget has no room for the fresh file: b is left as it is, for its
+ * reader.  Lock held (the slot is neither pinned nor being filled). */
 static int slot_file_prepare_locked(bfs_engine *e, struct bfs_batch *b,
 				    uint64_t id, unsigned n)
 {
@@ -778,12 +943,15 @@ static int slot_file_prepare_locked(bfs_engine *e, struct bfs_batch *b,
 	if (b->fd < 0)
 		return 0;
 	if (b->exposed && slot_file_held(b)) {
-		slot_file_close(b);
+		if (mem_used_locked(e) + e->slot_bytes > e->o.mem_bytes)
+			return -EAGAIN;
+		if (hold_file_locked(e, b))
+			return -ENOMEM;
 		e->st.slot_files_replaced++;
 		if (slot_file_open(e, b) != 0)
 			return slot_plain_memory(e, b);
 	}
-	b->exposed = 0;
+	unexpose_locked(e, b);
 	b->file_ok = bfs_engine_npy_header(e, id, (char *)b->map,
 					   e->slot_head) == e->slot_head;
 	if (len == b->file_len)
@@ -799,10 +967,23 @@ static int slot_file_prepare_locked(bfs_engine *e, struct bfs_batch *b,
 	return 0;
 }
 
+/* Does the budget have room for one more slot's batch memory?  Not while
+ * a worker is freeing slot memory for a big sample.  Lock held. */
+static int slot_room_locked(const bfs_engine *e)
+{
+	return !e->borrower &&
+	       mem_used_locked(e) + e->slot_bytes <= e->o.mem_bytes;
+}
+
+/* Give slot b its batch memory if it has none: a slot file, or plain
+ * memory.  -EAGAIN: the budget has no room now (a worker borrowed it).
+ * Lock held. */
 static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 {
 	if (b->images)
 		return 0;
+	if (!slot_room_locked(e))
+		return -EAGAIN;
 	if (e->o.slot_dir && slot_file_open(e, b) != 0)
 		e->st.slot_file_errors++; /* this slot uses plain memory */
 	/* 2 MiB alignment lets the kernel back the buffer with huge pages,
@@ -812,36 +993,74 @@ static int slot_buffers(bfs_engine *e, struct bfs_batch *b)
 	if (!b->images &&
 	    posix_memalign((void **)&b->images, 2u << 20, e->images_cap))
 		b->images = NULL;
-	if (e->post && b->images &&
+	if (e->post && b->images && !b->stage1 &&
 	    posix_memalign((void **)&b->stage1, 2u << 20, e->s1_bytes * e->o.batch)) {
 		slot_images_free(b);
 		b->stage1 = NULL;
 	}
-	b->labels = calloc(e->o.batch, sizeof(*b->labels));
-	b->rec = calloc(e->o.batch, sizeof(*b->rec));
-	b->items = e->o.cache ? calloc(e->o.batch, sizeof(*b->items)) : NULL;
+	if (!b->labels)
+		b->labels = calloc(e->o.batch, sizeof(*b->labels));
+	if (!b->rec)
+		b->rec = calloc(e->o.batch, sizeof(*b->rec));
+	if (e->o.cache && !b->items)
+		b->items = calloc(e->o.batch, sizeof(*b->items));
 	b->e = e;
 	if (!b->images || !b->labels || !b->rec || (e->o.cache && !b->items)) {
 		if (b->images)
 			slot_images_free(b);
 		free(b->stage1);
 		b->stage1 = NULL;
-		free(b->labels);
-		free(b->rec);
-		free(b->items);
 		b->images = NULL;
-		b->labels = NULL;
-		b->rec = NULL;
-		b->items = NULL;
 		return -ENOMEM;
 	}
 #ifdef MADV_HUGEPAGE
 	if (b->fd < 0)
 		madvise(b->images, e->images_cap, MADV_HUGEPAGE);
 #endif
-	e->st.mem_bytes += e->images_cap + e->o.batch * sizeof(*b->labels) +
-			   (e->post ? e->s1_bytes * e->o.batch : 0);
+	e->slot_mem += e->slot_bytes;
 	return 0;
+}
+
+/* Memory a slot gave up (release_slots_locked), freed once the lock is
+ * dropped. */
+struct freed {
+	uint8_t *images, *stage1, *map;
+	size_t map_len;
+	int fd;
+};
+
+/* Take b's batch memory away into *f (b is FREE and memoryless after).
+ * Lock held. */
+static void slot_strip_locked(bfs_engine *e, struct bfs_batch *b,
+			      struct freed *f)
+{
+	f->fd = b->fd;
+	f->map = b->map;
+	f->map_len = b->map_len;
+	f->images = b->fd >= 0 ? NULL : b->images;
+	f->stage1 = b->stage1;
+	unexpose_locked(e, b);
+	b->fd = -1;
+	b->map = NULL;
+	b->images = NULL;
+	b->stage1 = NULL;
+	b->state = SLOT_FREE;
+	b->cancelled = 0;
+	b->consumed = 0;
+	b->pushed = 0;
+	e->slot_mem -= e->slot_bytes;
+}
+
+static void freed_release(struct freed *f, unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		if (f[k].fd >= 0) {
+			munmap(f[k].map, f[k].map_len);
+			close(f[k].fd);
+		}
+		free(f[k].images);
+		free(f[k].stage1);
+	}
 }
 
 /* Is batch id the one some reader is reading now?  Between two read()s
@@ -877,10 +1096,12 @@ static struct bfs_batch *pick_victim_locked(bfs_engine *e, int for_reader,
 			continue;
 		if (b->state == SLOT_FREE && b->images)
 			rank = 0;
+		else if (b->state == SLOT_FREE && !b->images && !slot_room_locked(e))
+			continue;
 		else if (b->state != SLOT_FILLING && b->consumed &&
 			 !being_read_locked(e, b->id))
 			rank = 1;
-		else if (b->state == SLOT_FREE)
+		else if (b->state == SLOT_FREE && slot_room_locked(e))
 			rank = 2; /* never used: its pages are not touched yet */
 		else if (b->state != SLOT_FILLING && for_reader)
 			rank = 3;
@@ -918,6 +1139,77 @@ static struct bfs_batch *victim_locked(bfs_engine *e, int for_reader)
 			held = b;
 	}
 	return held; /* only held ones left: it moves to a new file */
+}
+
+/* Free slot batch memory for worker w's sample: `want` bytes if it can,
+ * taking first what costs least to make again (free slots, read batches,
+ * unread read-ahead), then batches being filled that no worker is inside
+ * (a reader waiting on one starts it again later); read-ahead being filled
+ * is cancelled, to be freed once its samples are done.  Never w's own
+ * slot, a batch pinned for its bytes, or a file a reader holds.  Returns
+ * how many slots it freed or cancelled: 0 when nothing can be taken now.
+ * Lock held; dropped while the memory is freed. */
+static unsigned release_slots_locked(bfs_engine *e, struct worker *w,
+				     uint64_t want)
+{
+	struct freed f[16];
+	unsigned nf = 0, acted = 0;
+	uint64_t got = 0;
+
+	if (reap_held(e))
+		return 1;
+	for (int pass = 0; pass < 5 && got < want && nf < 16; pass++) {
+		for (unsigned s = 0; s < e->nslots && got < want && nf < 16; s++) {
+			struct bfs_batch *b = &e->slots[s];
+			int ok;
+
+			if (!b->images || b->inflight || b == w->slot)
+				continue;
+			switch (pass) {
+			case 0:
+				ok = b->state == SLOT_FREE && !b->pins;
+				break;
+			case 1:
+				ok = (b->state == SLOT_READY || b->state == SLOT_FAILED) &&
+				     !b->pins && b->consumed &&
+				     !being_read_locked(e, b->id);
+				break;
+			case 2:
+				ok = (b->state == SLOT_READY || b->state == SLOT_FAILED) &&
+				     !b->pins;
+				break;
+			case 3:
+				ok = b->state == SLOT_FILLING && !b->pins && !b->urgent;
+				break;
+			default: /* waiting readers start it again */
+				ok = b->state == SLOT_FILLING;
+				break;
+			}
+			if (!ok || (b->fd >= 0 && b->exposed && slot_file_held(b)))
+				continue;
+			slot_strip_locked(e, b, &f[nf++]);
+			got += e->slot_bytes;
+		}
+	}
+	/* read-ahead still being filled: freed when its samples are done */
+	for (unsigned s = 0; s < e->nslots && got < want; s++) {
+		struct bfs_batch *b = &e->slots[s];
+
+		if (b->state == SLOT_FILLING && b->inflight && !b->pins &&
+		    !b->urgent && !b->cancelled && b != w->slot) {
+			b->cancelled = 1;
+			b->done += b->n - b->next;
+			b->next = b->n;
+			acted++;
+		}
+	}
+	if (nf) {
+		pthread_mutex_unlock(&e->lock);
+		freed_release(f, nf);
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_broadcast(&e->done); /* readers waiting on them */
+	}
+	return nf + acted;
 }
 
 /* Cancel the unpinned, non-urgent read-ahead that was asked for last, so
@@ -1145,22 +1437,39 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 				b->seq = ++e->seq;
 			}
 			b->pins++; /* keep it from being cancelled while we wait */
-		} else if ((b = victim_locked(e, 1))) {
-			if ((err = start_locked(e, b, id, 1)))
-				goto out;
+		} else if ((b = victim_locked(e, 1)) &&
+			   (err = start_locked(e, b, id, 1)) == 0) {
 			b->pins++;
-		} else if (!cancel_readahead_locked(e)) {
-			b = NULL;
-		} else {
+		} else if (b && err != -EAGAIN) {
+			goto out;
+		} else if (!b && cancel_readahead_locked(e)) {
 			continue;
+		} else {
+			/* No slot, or no memory for one: a borrower holds it, or
+			 * readers hold files (let go of with no wake-up, hence
+			 * the deadline, after which victim_locked looks again). */
+			b = NULL;
+			err = 0;
 		}
 		if (!waited) {
 			waited = 1;
 			t0 = now_ns();
 		}
-		pthread_cond_wait(&e->done, &e->lock);
-		if (b)
+		if (b) {
+			pthread_cond_wait(&e->done, &e->lock);
 			b->pins--;
+		} else {
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 100 * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&e->done, &e->lock, &until);
+			reap_held(e);
+		}
 	}
 	now = now_ns();
 	rd = reader_locked(e, reader, now);
@@ -1233,11 +1542,46 @@ size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 	return len > 0 ? (size_t)len : 0;
 }
 
-void bfs_engine_expose(bfs_engine *e, bfs_batch *b)
+/* May one more slot file be handed to a reader?  Only while the budget
+ * could pay for a fresh file for each slot a reader may still hold when
+ * that slot is reused.  Lock held. */
+static int expose_room_locked(const bfs_engine *e)
 {
+	return mem_used_locked(e) + (uint64_t)(e->nexposed + 1) * e->slot_bytes <=
+	       e->o.mem_bytes;
+}
+
+int bfs_engine_expose(bfs_engine *e, bfs_batch *b, size_t *len)
+{
+	int fd = -1;
+
 	pthread_mutex_lock(&e->lock);
-	b->exposed = 1;
+	if (b->fd >= 0 && b->file_ok && !b->exposed && !expose_room_locked(e)) {
+		/* files handed out earlier that nobody holds any more cost
+		 * nothing at reuse: count only the held ones */
+		reap_held(e);
+		for (unsigned s = 0; s < e->nslots; s++) {
+			struct bfs_batch *o = &e->slots[s];
+
+			if (o->exposed && o->fd >= 0 && !o->pins &&
+			    !slot_file_held(o))
+				unexpose_locked(e, o);
+		}
+	}
+	if (b->fd >= 0 && b->file_ok) {
+		if (b->exposed || expose_room_locked(e)) {
+			if (!b->exposed) {
+				b->exposed = 1;
+				e->nexposed++;
+			}
+			fd = b->fd;
+			*len = b->file_len;
+		} else {
+			e->st.expose_declined++;
+		}
+	}
 	pthread_mutex_unlock(&e->lock);
+	return fd;
 }
 
 /* ---- workers ---------------------------------------------------------- */
@@ -1338,6 +1682,7 @@ static void *worker_main(void *arg)
 		j = b->next++;
 		b->inflight++;
 		id = b->id;
+		w->slot = b;
 		pthread_mutex_unlock(&e->lock);
 
 		err = produce(w, id, j, b->images + (size_t)j * e->sample_bytes,
@@ -1348,6 +1693,7 @@ static void *worker_main(void *arg)
 			b->rec[j].decoded = 0;
 
 		pthread_mutex_lock(&e->lock);
+		w->slot = NULL;
 		b->inflight--;
 		b->done++;
 		if (err && !b->cancelled && (!b->err || j < b->err_at)) {
@@ -1370,6 +1716,7 @@ static void *worker_main(void *arg)
 			if (b->inflight == 0) {
 				b->state = SLOT_FREE;
 				pthread_cond_broadcast(&e->done);
+				pthread_cond_broadcast(&e->room);
 			}
 		} else if (b->done == b->n && b->inflight == 0) {
 			b->state = b->err ? SLOT_FAILED : SLOT_READY;
@@ -1408,11 +1755,126 @@ static unsigned online_cores(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* Scratch one sample of this many pixels may need: its encoded bytes (as
+ * large as the largest record, in the buffer's power-of-two steps), the
+ * decoded pixels (4 bytes each: CMYK decodes through four channels) and
+ * the resize rows. */
+static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
+				uint64_t pixels)
+{
+	uint64_t rs = 0;
+	int side = 1;
+
+	while ((uint64_t)side * side < pixels && side < 65500)
+		side++;
+	/* resize scratch depends on the output (and for crop on the shape):
+	 * the square and the two extreme shapes bound it */
+	for (int k = 0; k < 3; k++) {
+		int w = k == 0 ? side : k == 1 ? 65500 : (int)(pixels / 65500 + 1);
+		int h = k == 0 ? side : k == 1 ? (int)(pixels / 65500 + 1) : 65500;
+		size_t r = e->o.resize_crop
+			? bfs_resize_crop_scratch_size(w, h, e->o.crop_from, e->s1_w, e->s1_h)
+			: bfs_resize_scratch_size(w, h, e->s1_w, e->s1_h);
+
+		if (r > rs)
+			rs = r;
+	}
+	return in_max + pixels * 4 + rs;
+}
+
+/* Split the budget (--mem): a scratch pool for the workers (at least
+ * SCRATCH_BASE each, an eighth of the budget if that is more) and batch
+ * slots in the rest.  A worker may borrow past the pool from the slots'
+ * share (reserve), so the largest sample decodes as long as it fits in
+ * the budget beside one batch and the other workers' SCRATCH_BASE.  With
+ * --max-pixels that must hold for the largest image it allows: a default
+ * budget grows to fit it, a default --max-pixels (max_pixels_auto) shrinks
+ * to what the budget decodes, and otherwise the options are refused with
+ * the --mem that would do.  0 or -EINVAL (errmsg says why). */
+static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
+{
+	uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
+			      (e->post ? (uint64_t)e->s1_bytes * e->o.batch : 0);
+	uint64_t others = (uint64_t)(e->o.threads - 1) * SCRATCH_BASE;
+	uint64_t scratch, slots, in_max = 0, len_max = 0;
+
+	for (uint64_t i = 0; i < e->nsamples; i++) {
+		bfs_sample_identity id;
+
+		if (bfs_source_identity(e->src, i, &id) == 0 && id.length > len_max)
+			len_max = id.length;
+	}
+	in_max = pow2_at_least((size_t)len_max + 4, 0);
+	if (e->o.max_pixels) {
+		uint64_t need = need_for_pixels(e, in_max, e->o.max_pixels);
+		uint64_t mem = e->o.mem_bytes;
+
+		if (need + slot_bytes + others > mem) {
+			if (mem_default) {
+				mem = need + slot_bytes + others;
+				e->o.mem_bytes = (mem + (1u << 20) - 1) & ~((uint64_t)(1u << 20) - 1);
+			} else {
+				uint64_t fit = mem > slot_bytes + others + in_max
+					? (mem - slot_bytes - others - in_max) / 4 : 0;
+
+				while (fit && need_for_pixels(e, in_max, fit) + slot_bytes +
+						      others > mem)
+					fit -= fit / 64 + 1;
+				if (e->o.max_pixels_auto && fit >= 1) {
+					e->o.max_pixels = fit;
+				} else {
+					bfs_seterr(errmsg,
+						   "--mem %llu MiB cannot decode an image of --max-pixels %llu with %u threads (it needs %llu MiB beside a batch and the other threads' scratch); use --mem %lluM or more%s",
+						   (unsigned long long)(mem >> 20),
+						   (unsigned long long)e->o.max_pixels,
+						   e->o.threads,
+						   (unsigned long long)((need + (1u << 20) - 1) >> 20),
+						   (unsigned long long)((need + slot_bytes + others) >> 20) + 1,
+						   fit ? ", or a smaller --max-pixels" : "");
+					if (fit) {
+						size_t n = strlen(errmsg);
+
+						snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+							 " (at most %llu)",
+							 (unsigned long long)fit);
+					}
+					return -EINVAL;
+				}
+			}
+		}
+	}
+	scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
+	if (mem_default && scratch + 2 * slot_bytes > e->o.mem_bytes)
+		e->o.mem_bytes = scratch + 4 * slot_bytes; /* many threads */
+	if (scratch < e->o.mem_bytes / 8)
+		scratch = e->o.mem_bytes / 8;
+	slots = e->o.mem_bytes > scratch
+		? (e->o.mem_bytes - scratch) / slot_bytes : 0;
+	if (slots > MAX_SLOTS)
+		slots = MAX_SLOTS;
+	if (e->o.slots)
+		slots = e->o.slots; /* an explicit count wins */
+	if (slots < 2) {
+		bfs_seterr(errmsg,
+			   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
+			   (unsigned long long)(e->o.mem_bytes >> 20),
+			   (unsigned long long)(slot_bytes >> 20),
+			   (unsigned long long)(scratch >> 20),
+			   e->o.threads,
+			   (unsigned long long)((2 * slot_bytes + scratch * 8 / 7) >> 20) + 1);
+		return -EINVAL;
+	}
+	e->o.slots = (unsigned)slots;
+	e->scratch_budget = (size_t)scratch;
+	e->slot_bytes = (size_t)slot_bytes;
+	return 0;
+}
+
 int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		      bfs_engine **out, char *errmsg)
 {
 	bfs_engine *e;
-	int err;
+	int err, mem_default;
 
 	*out = NULL;
 	if (!(e = calloc(1, sizeof(*e))))
@@ -1427,6 +1889,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		e->o.threads = online_cores();
 	if (!e->o.epochs)
 		e->o.epochs = 1;
+	mem_default = !e->o.mem_bytes;
 	if (!e->o.mem_bytes)
 		e->o.mem_bytes = bfs_engine_default_mem();
 	if (e->o.height < 1 || e->o.width < 1 || e->o.height > 16384 ||
@@ -1510,37 +1973,10 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		}
 	}
 
-	/* Split the budget: scratch for every worker (at least SCRATCH_BASE
-	 * each, an eighth of the budget if that is more), the rest in slots. */
-	{
-		uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
-				      (e->post ? (uint64_t)e->s1_bytes * e->o.batch : 0);
-		uint64_t scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
-		uint64_t slots;
-
-		if (scratch < e->o.mem_bytes / 8)
-			scratch = e->o.mem_bytes / 8;
-		slots = e->o.mem_bytes > scratch
-			? (e->o.mem_bytes - scratch) / slot_bytes : 0;
-		if (slots > MAX_SLOTS)
-			slots = MAX_SLOTS;
-		if (e->o.slots)
-			slots = e->o.slots; /* an explicit count wins */
-		if (slots < 2) {
-			free(e->orders);
-			bfs_seterr(errmsg,
-				   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
-				   (unsigned long long)(e->o.mem_bytes >> 20),
-				   (unsigned long long)(slot_bytes >> 20),
-				   (unsigned long long)(scratch >> 20),
-				   e->o.threads,
-				   (unsigned long long)((2 * slot_bytes + scratch * 8 / 7) >> 20) + 1);
-			free(e);
-			return -EINVAL;
-		}
-		e->o.slots = (unsigned)slots;
-		e->scratch_budget = (size_t)scratch;
-		e->scratch_max_one = (size_t)(scratch - (uint64_t)(e->o.threads - 1) * SCRATCH_BASE);
+	if ((err = fit_budget(e, mem_default, errmsg))) {
+		free(e->orders);
+		free(e);
+		return err;
 	}
 	if (e->o.prefetch >= e->o.slots)
 		e->o.prefetch = e->o.slots - 1;
@@ -1626,6 +2062,9 @@ void bfs_engine_destroy(bfs_engine *e)
 		free(e->slots[s].rec);
 		free(e->slots[s].items);
 	}
+	for (unsigned k = 0; k < e->nheld; k++)
+		close(e->held[k].fd);
+	free(e->held);
 	pthread_cond_destroy(&e->work);
 	pthread_cond_destroy(&e->done);
 	pthread_cond_destroy(&e->room);
@@ -1644,13 +2083,16 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
 	uint64_t now = now_ns(), alive;
 
 	pthread_mutex_lock(&e->lock);
+	reap_held(e);
 	*st = e->st;
 	st->decode_attempts = __atomic_load_n(&e->decode_attempts, __ATOMIC_RELAXED);
 	st->sample_errors = bfs_badset_count(e->bad);
 	st->errors_kept = e->nerrors;
-	st->mem_slots = e->st.mem_bytes;
+	st->mem_slots = e->slot_mem;
 	st->mem_scratch = e->scratch_used;
-	st->mem_bytes = st->mem_slots + st->mem_scratch;
+	st->mem_held = e->held_bytes;
+	st->held_files = e->nheld;
+	st->mem_bytes = st->mem_slots + st->mem_scratch + st->mem_held;
 	st->slots_ready = st->slots_filling = 0;
 	for (unsigned s = 0; s < e->nslots; s++) {
 		if (e->slots[s].state == SLOT_READY)

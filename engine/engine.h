@@ -90,7 +90,11 @@ typedef struct {
 	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
 				  * world 0 = 1 */
 	bfs_on_error on_error;
-	uint64_t max_pixels;     /* 0 = no limit */
+	uint64_t max_pixels;     /* 0 = no limit.  Every image within it must
+				  * decode under mem_bytes (see create) */
+	int max_pixels_auto;     /* max_pixels is a default, not asked for:
+				  * lowered to what mem_bytes decodes instead
+				  * of refusing the options */
 	int drop_remainder;      /* drop the last partial batch */
 	/* Called once per bad sample, when it is found, from a worker
 	 * thread, without engine locks held; must not call back into the
@@ -143,9 +147,15 @@ typedef struct {
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
 	uint64_t mem_budget;       /* the budget (--mem) */
-	uint64_t mem_bytes;        /* slot buffers + decoder scratch now */
-	uint64_t mem_slots;        /* of which batch slots */
-	uint64_t mem_scratch;      /* of which decoder/resize scratch */
+	uint64_t mem_bytes;        /* what the budget counts now: the three
+				    * below, never more than mem_budget */
+	uint64_t mem_slots;        /* batch slots */
+	uint64_t mem_scratch;      /* decoder/resize scratch */
+	uint64_t mem_held;         /* slot files readers still hold after
+				    * their slot moved on */
+	uint64_t held_files;       /* how many files that is */
+	uint64_t expose_declined;  /* bfs_engine_expose() refusals: the budget
+				    * could not pay for another held file */
 	double samples_per_s;      /* production rate while busy (all threads) */
 	double worker_idle;        /* share of worker time spent idle */
 	unsigned threads;
@@ -233,11 +243,17 @@ size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
  * images).  -1 if the batch is in plain memory, or its header is not the
  * length of a full batch's (the images start where that one ends). */
 int bfs_batch_file(const bfs_batch *b, size_t *len);
-/* The pinned batch's slot file was handed to a reader (an open of the
- * file, which the reader may map).  Its bytes then stay as they are for
- * as long as any open file of it exists: the slot moves to a new file
- * instead of reusing this one while a reader holds it. */
-void bfs_engine_expose(bfs_engine *e, bfs_batch *b);
+/* Hand the pinned batch's slot file to a reader (who opens it, and may
+ * map it): returns its descriptor (owned by the engine; valid while b is
+ * pinned) and its length in *len, or -1 when the batch is in plain memory
+ * or the budget is spent.  Its bytes then stay as they are for as long as
+ * any open file of it exists: when the slot is reused while a reader
+ * still holds the file, the slot moves to a fresh file and the held one
+ * counts in the memory budget (mem_held) until the reader lets go.  So a
+ * file is handed out only while the budget could pay for a fresh file
+ * for every slot a reader may hold; past that it returns -1
+ * (expose_declined) and the caller serves the batch from memory. */
+int bfs_engine_expose(bfs_engine *e, bfs_batch *b, size_t *len);
 
 void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
 

@@ -28,6 +28,7 @@ enum {
 	BFS_E_NOKEY,     /* a tf.train.Example lacks a required feature */
 	BFS_E_FORMAT,    /* not a format batchfs understands */
 	BFS_E_EMPTY,     /* no samples where some were expected */
+	BFS_E_MEMORY,    /* decoding the sample needs more than --mem allows */
 	BFS_E_LAST
 };
 

@@ -219,6 +219,7 @@ static int cmd_mount(int argc, char **argv)
 	o.engine.height = o.engine.width = 224;
 	o.engine.dtype = BFS_DTYPE_FLOAT32;
 	o.engine.max_pixels = 64ull << 20;
+	o.engine.max_pixels_auto = 1; /* until --max-pixels asks for one */
 	o.engine.std[0] = o.engine.std[1] = o.engine.std[2] = 1.0f;
 	o.cache = NULL; /* the default directory */
 	optind = 1;
@@ -378,6 +379,7 @@ static int cmd_mount(int argc, char **argv)
 			if (parse_size(optarg, &v) || v == 0)
 				return bad("--max-pixels", optarg, "a count such as 64M");
 			o.engine.max_pixels = v;
+			o.engine.max_pixels_auto = 0;
 			break;
 		case O_DROP:
 			o.engine.drop_remainder = 1;

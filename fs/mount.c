@@ -714,13 +714,12 @@ static void open_backed(fuse_req_t req, struct mnt *m, fuse_ino_t ino,
 	int backing, fd = -1, err;
 
 	if (!bfs_pt_begin(m->pt, ino, &mode, &backing)) {
+		/* exposed while pinned, so the slot cannot move on before */
 		if (bfs_pt_active(m->pt) &&
 		    bfs_engine_get_flags(m->eng, req_reader(req), batch_id(m, n),
 					 BFS_GET_NO_READAHEAD, &b, msg) == 0)
-			fd = bfs_batch_file(b, &len);
+			fd = bfs_engine_expose(m->eng, b, &len);
 		mode = bfs_pt_decide(m->pt, ino, fd, &backing);
-		if (mode == BFS_PT_BACKED)
-			bfs_engine_expose(m->eng, b); /* before it is unpinned */
 		bfs_engine_put(m->eng, b);
 	}
 	if (mode == BFS_PT_BACKED) {
@@ -1354,7 +1353,10 @@ static int build_stats(struct mnt *m, struct text_file *tf)
 	bfs_json_open(&j, "memory", '{');
 	bfs_json_u64(&j, "batch_slots", st.mem_slots);
 	bfs_json_u64(&j, "decoder_scratch", st.mem_scratch);
+	bfs_json_u64(&j, "held_files", st.mem_held);
+	bfs_json_u64(&j, "held_file_count", st.held_files);
 	bfs_json_close(&j, '}');
+	bfs_json_u64(&j, "passthrough_declined", st.expose_declined);
 	bfs_json_open(&j, "slots", '{');
 	bfs_json_u64(&j, "total", st.slots);
 	bfs_json_u64(&j, "ready", st.slots_ready);
@@ -1911,6 +1913,15 @@ static int serve(const bfs_mount_opts *o, int notify_fd)
 		 cache_why_pt[0] ? ")" : "",
 		 logpath[0] ? "; log: " : "", logpath,
 		 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
+	if (bfs_engine_options(m.eng)->max_pixels < eo.max_pixels) {
+		size_t n = strlen(msg);
+
+		snprintf(msg + n, sizeof(msg) - n,
+			 "; --max-pixels %llu, the most --mem %llu MiB decodes with %u threads",
+			 (unsigned long long)bfs_engine_options(m.eng)->max_pixels,
+			 (unsigned long long)(bfs_engine_options(m.eng)->mem_bytes >> 20),
+			 bfs_engine_options(m.eng)->threads);
+	}
 	if (notify_fd >= 0)
 		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
 	for (size_t i = 0; i < bfs_source_nscan_errors(m.src); i++) {

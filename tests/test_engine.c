@@ -514,7 +514,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	held = open(path, O_RDONLY | O_CLOEXEC);
 	assert_true(held >= 0);
-	bfs_engine_expose(e, b);
+	bfs_engine_expose(e, b, &len);
 	bfs_engine_put(e, b);
 
 	/* batches 1..5 through two slots: batch 0's slot is reused */
@@ -540,7 +540,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 
 	/* exposed but let go: reused in place */
 	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
-	bfs_engine_expose(e, b);
+	bfs_engine_expose(e, b, &len);
 	bfs_engine_put(e, b);
 	for (uint64_t k = 1; k < 4; k++) {
 		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
@@ -587,7 +587,7 @@ static void test_engine_passes_over_a_held_slot_file(void **state)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		held = open(path, O_RDONLY | O_CLOEXEC);
 		assert_true(held >= 0);
-		bfs_engine_expose(e, b);
+		bfs_engine_expose(e, b, &len);
 		bfs_engine_put(e, b);
 	}
 	close(held);
@@ -647,6 +647,96 @@ static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 	rmdir(dir);
 }
 
+/* A shard dir of `n` JPEGs of w x h each (labels 0..n-1). */
+static void write_big_shard(const char *dir, int n, int w, int h)
+{
+	bfs_example_builder *b;
+	char path[160];
+	int fd;
+
+	mkdir(dir, 0755);
+	snprintf(path, sizeof(path), "%s/big.tfrecord", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	for (int i = 0; i < n; i++) {
+		unsigned long len;
+		unsigned char *jpeg = make_jpeg(w, h, i, &len);
+		const uint8_t *rec;
+		size_t rlen;
+
+		bfs_example_builder_reset(b);
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", jpeg, len), 0);
+		assert_int_equal(bfs_example_builder_add_int64(b, "image/class/label", i), 0);
+		assert_int_equal(bfs_example_builder_finish(b, &rec, &rlen), 0);
+		assert_int_equal(bfs_tfrecord_write(fd, rec, rlen), 0);
+		tjFree(jpeg);
+	}
+	close(fd);
+	bfs_example_builder_destroy(b);
+}
+
+/* Four threads in a 64 MiB budget: the scratch pool is 32 MiB, and each
+ * worker keeps 8 MiB of it, so before borrowing a 2000x1500 image (12
+ * MiB of pixels) failed as "more than --mem allows one worker".  Now it
+ * borrows from the slots' share and decodes; one that cannot fit in the
+ * whole budget fails with BFS_E_MEMORY and the --mem that would do. */
+static void test_engine_big_image_borrows_from_the_budget(void **state)
+{
+	char dir[96], msg[BFS_ERRMSG_MAX] = "";
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32,
+			      .threads = 4, .mem_bytes = 64u << 20 };
+	bfs_engine_stats st;
+	bfs_source *src;
+	bfs_engine *e;
+	bfs_batch *b;
+
+	snprintf(dir, sizeof(dir), "/tmp/bfs-test-engine-%d-big", getpid());
+	write_big_shard(dir, 4, 2000, 1500);
+	src = open_source(dir);
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	for (uint64_t k = 0; k < 2; k++) {
+		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
+		bfs_engine_put(e, b);
+	}
+	bfs_engine_get_stats(e, &st);
+	assert_true(st.mem_bytes <= st.mem_budget);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+
+	write_big_shard(dir, 2, 4000, 3000); /* 48 MiB of pixels each */
+	src = open_source(dir);
+	o.mem_bytes = 48u << 20;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), BFS_E_MEMORY);
+	assert_non_null(strstr(msg, "more than --mem 48 MiB leaves for one image"));
+	assert_non_null(strstr(msg, "use --mem "));
+	assert_non_null(strstr(msg, "big.tfrecord record 0"));
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+
+	/* with --max-pixels the budget is checked at create: a default
+	 * --max-pixels shrinks to fit, an asked-for one is refused */
+	src = open_source(dir);
+	o.max_pixels = 64ull << 20;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "cannot decode an image of --max-pixels 67108864"));
+	o.max_pixels_auto = 1;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_true(bfs_engine_options(e)->max_pixels < 12000000);
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), BFS_E_TOOBIG);
+	bfs_engine_destroy(e);
+	o.mem_bytes = 0; /* the default budget grows to fit instead */
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_int_equal(bfs_engine_options(e)->max_pixels, 64ull << 20);
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
+	bfs_engine_put(e, b);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+	snprintf(msg, sizeof(msg), "rm -rf '%s'", dir);
+	assert_int_equal(system(msg), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +753,7 @@ int main(void)
 		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
 		cmocka_unit_test(test_engine_passes_over_a_held_slot_file),
+		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
