@@ -620,6 +620,27 @@ def library_open_checks_the_folder_before_the_device(tmp):
 
 
 @test
+def library_open_refuses_layout_flags_that_conflict(tmp):
+    lib_or_skip()
+    _mkbatches.make(tmp, batches=2)
+    N, NCHW, NHWC = _lib.NORMALIZE, _lib.NCHW, _lib.NHWC
+    for flags, text in ((NHWC, "NHWC needs NORMALIZE"),
+                        (N | NCHW | NHWC, "one output layout"),
+                        (_lib.FILES_NHWC | _lib.FILES_NCHW,
+                         "one file layout"),
+                        (0x40, "unknown flags")):
+        err, msg = c_open(tmp, flags=flags)
+        assert err == -22 and text in msg, (flags, err, msg)
+    # the same through the package, before any device is touched
+    for bad in (dict(layout="NCHW"), dict(files_layout="HWC")):
+        try:
+            batchfs.GpuLoader(tmp, device=0, output="array", **bad)
+        except ValueError:
+            continue
+        raise AssertionError("accepted %r" % bad)
+
+
+@test
 def library_open_without_a_device_says_no_cuda_device(tmp):
     lib_or_skip()
     if has_gpu():
