@@ -43,6 +43,7 @@ TEST_AUX := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(wildcard tests/tools/*
 
 all: $(BUILD)/batchfs
 -include tools/gpu/gpu.mk
+-include tools/python/python.mk
 -include tests/fuzz/fuzz.mk
 -include tools/bench.mk
 

@@ -2,13 +2,18 @@
 """CPU-side tests of the GPU companion: they run everywhere (CI has no GPU).
 
 GpuLoader(device="cpu") against np.load for every batch, partial last
-batches, uint8 and float32, bad folders; the ctypes binding of
-libbatchfs_gpu.so without a device; the batchfs-gpu CLI's "no CUDA device"
-exit; the DLPack / CUDA array interface plumbing with no device memory.
+batches, uint8, float16 and float32, NHWC and NCHW, bad folders; what
+normalize gives for every dtype x layout, in the package's CPU mode and in
+the library's CUDA-free code (build/tests/gpu/hostref); the ctypes binding
+of libbatchfs_gpu.so without a device; one source for error codes and the
+version; the batchfs-gpu CLI's "no CUDA device" exit; the DLPack / CUDA
+array interface plumbing with no device memory.
 Run: python3 tests/gpu/check_cpu.py [TEST_NAME...]
 """
 
+import itertools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -214,6 +219,342 @@ def cpu_loader_reads_at_a_reasonable_speed(tmp):
     assert dt < 3 * dn + 0.5, "cpu mode %.3fs vs np.load %.3fs" % (dt, dn)
 
 
+# ---- every dtype and layout a mount serves ------------------------------
+
+DTYPES = ("uint8", "float16", "float32")
+LAYOUTS = ("NHWC", "NCHW")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def folder_of(tmp, dtype, layout, **kw):
+    d = os.path.join(tmp, "%s-%s" % (dtype, layout))
+    kw.setdefault("batches", 3)
+    kw.setdefault("batch", 4)
+    kw.setdefault("height", 6)
+    kw.setdefault("width", 7)
+    kw.setdefault("last", 2)
+    return d, _mkbatches.make(d, dtype=dtype, layout=layout, **kw)
+
+
+def reference(x, stored, normalize, ms, out):
+    """What the header's table says a batch x (stored NHWC/NCHW) becomes,
+    computed here with NumPy alone, one float32 operation at a time."""
+    if not normalize:
+        return x
+    v = x.astype(np.float32)
+    if x.dtype == np.uint8:
+        v = v / np.float32(255)
+    if ms:
+        shape = (3,) if stored == "NHWC" else (3, 1, 1)
+        v = (v - np.float32(MEAN).reshape(shape)) / \
+            np.float32(STD).reshape(shape)
+    out = out or stored
+    if out != stored:
+        v = v.transpose((0, 3, 1, 2) if out == "NCHW" else (0, 2, 3, 1))
+    return np.ascontiguousarray(v)
+
+
+def bits_equal(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        a.tobytes() == b.tobytes()
+
+
+@test
+def cpu_loader_equals_np_load_for_every_dtype_and_layout(tmp):
+    for dtype, layout in itertools.product(DTYPES, LAYOUTS):
+        d, ds = folder_of(tmp, dtype, layout)
+        assert ds[0][0].dtype == np.dtype(dtype)
+        assert ds[0][0].shape == ((4, 6, 7, 3) if layout == "NHWC"
+                                  else (4, 3, 6, 7))
+        same(ds, list(batchfs.GpuLoader(d, device="cpu")))
+        same(ds, list(batchfs.GpuLoader(d, device="cpu", depth=0,
+                                        files_layout=layout)))
+        for img, _ in batchfs.list_batches(d):
+            assert batchfs.image_layout(np.load(img).shape) == layout
+
+
+@test
+def cpu_normalize_gives_float32_in_the_asked_layout_for_every_input(tmp):
+    for dtype, stored in itertools.product(DTYPES, LAYOUTS):
+        d, ds = folder_of(tmp, dtype, stored)
+        for ms, out in itertools.product((False, True),
+                                         (None, "NHWC", "NCHW")):
+            kw = dict(normalize=True, layout=out)
+            if ms:
+                kw.update(mean=MEAN, std=STD)
+            got = list(batchfs.GpuLoader(d, device="cpu", **kw))
+            assert len(got) == len(ds)
+            for i, ((x, y), (g, gy)) in enumerate(zip(ds, got)):
+                ref = reference(x, stored, True, ms, out)
+                assert g.dtype == np.float32 and g.flags.c_contiguous
+                assert bits_equal(g, ref), \
+                    "%s %s ms=%s out=%s batch %d: %s vs %s" % (
+                        dtype, stored, ms, out, i, g.shape, ref.shape)
+                assert np.array_equal(gy, y)
+
+
+@test
+def cpu_loader_takes_the_files_layout_where_the_shape_cannot_tell(tmp):
+    # NCHW files of width 3: (B,3,H,3) reads as NHWC from the shape alone
+    d = os.path.join(tmp, "w3")
+    ds = _mkbatches.make(d, batches=2, batch=2, height=5, width=3,
+                         layout="NCHW")
+    assert batchfs.image_layout(ds[0][0].shape) == "NHWC"
+    assert batchfs.image_layout(ds[0][0].shape, "NCHW") == "NCHW"
+    for ms in (False, True):
+        kw = dict(mean=MEAN, std=STD) if ms else {}
+        got = list(batchfs.GpuLoader(d, device="cpu", normalize=True,
+                                     layout="NHWC", files_layout="NCHW",
+                                     **kw))
+        for (x, _), (g, _) in zip(ds, got):
+            assert g.shape == (2, 5, 3, 3)
+            assert bits_equal(g, reference(x, "NCHW", True, ms, "NHWC"))
+    # a files_layout the shape contradicts is a clear error, with the file
+    d2 = os.path.join(tmp, "nchw")
+    _mkbatches.make(d2, batches=1, batch=2, height=5, width=6,
+                    layout="NCHW")
+    try:
+        list(batchfs.GpuLoader(d2, device="cpu", files_layout="NHWC"))
+    except batchfs.BatchfsError as e:
+        assert "batch-000000.npy" in str(e) and "(B,H,W,C)" in str(e), e
+    else:
+        raise AssertionError("NCHW files read as NHWC")
+    for bad in (dict(layout="NHWC"), dict(layout="nchw"),
+                dict(files_layout="CHW"), dict(normalize=True,
+                                               layout="HWC")):
+        try:
+            batchfs.GpuLoader(d, device="cpu", **bad)
+        except ValueError:
+            continue
+        raise AssertionError("accepted %r" % bad)
+
+
+@test
+def cpu_loader_names_every_bad_header_clearly(tmp):
+    d = os.path.join(tmp, "h")
+    _mkbatches.make(d, batches=1, batch=2, height=4)
+    img = os.path.join(d, "batch-000000.npy")
+    good = open(img, "rb").read()
+    hdr = good[:128]
+    cases = [
+        (good[:5], "bad magic"),
+        (good[:6] + b"\x07\x00" + good[8:], "unknown .npy version 7.0"),
+        (good[:40], "truncated header"),
+        (hdr.replace(b"'|u1'", b"'zz9'") + good[128:],
+         "malformed header dict"),
+        (hdr.replace(b"(2, 4", b"(-2, 4") + good[128:], "negative"),
+        (hdr.replace(b"'|u1'", b"'<f8'") + good[128:], "<f8"),
+        (hdr.replace(b"(2, 4, 4, 3)", b"(2, 5, 5, 5)") + good[128:],
+         "(B,H,W,C) or (B,C,H,W)"),
+    ]
+    for data, text in cases:
+        with open(img, "wb") as f:
+            f.write(data)
+        try:
+            list(batchfs.GpuLoader(d, device="cpu", depth=0))
+        except batchfs.BatchfsError as e:
+            assert text in str(e) and img in str(e), (text, str(e))
+            continue
+        raise AssertionError("no error for %s" % text)
+    import numpy.lib.format as npformat  # v2.0 and v3.0 headers read too
+    x = np.arange(2 * 4 * 4 * 3, dtype=np.uint8).reshape(2, 4, 4, 3)
+    for v in ((2, 0), (3, 0)):
+        with open(img, "wb") as f:
+            npformat.write_array(f, x, version=v)
+        (g, _), = list(batchfs.GpuLoader(d, device="cpu"))
+        assert np.array_equal(g, x), v
+
+
+def hostref(args):
+    tool = os.path.join(build_dir(), "tests", "gpu", "hostref")
+    if not os.path.exists(tool):
+        raise Skip("no %s (make tests builds it)" % tool)
+    return subprocess.run([tool] + args, capture_output=True, text=True,
+                          timeout=120)
+
+
+def hostref_flags(normalize, ms, out, files=None):
+    f = []
+    if normalize:
+        f.append("--normalize")
+    if out:
+        f.append("--" + out.lower())
+    if files:
+        f.append("--files-" + files.lower())
+    if ms:
+        f += ["--mean", ",".join(map(str, MEAN)),
+              "--std", ",".join(map(str, STD))]
+    return f
+
+
+def check_hostref(d, out_dir, kw, stored, dtype):
+    """hostref over d with GpuLoader kwargs kw: its files equal CPU mode
+    bit for bit, and its description lines say what CPU mode gives."""
+    normalize = kw.get("normalize", False)
+    ms = "mean" in kw
+    os.makedirs(out_dir)
+    r = hostref(hostref_flags(normalize, ms, kw.get("layout"),
+                              kw.get("files_layout")) + [d, out_dir])
+    assert r.returncode == 0, r.stderr
+    cpu = list(batchfs.GpuLoader(d, device="cpu", **kw))
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(cpu), r.stdout
+    for i, ((g, gy), line) in enumerate(zip(cpu, lines)):
+        h = np.load(os.path.join(out_dir, "batch-%06d.npy" % i))
+        hy = np.load(os.path.join(out_dir, "batch-%06d.labels.npy" % i))
+        assert bits_equal(h, g), (kw, i, h.dtype, h.shape, g.dtype,
+                                  g.shape)
+        assert np.array_equal(hy, gy)
+        src = np.load(os.path.join(d, "batch-%06d.npy" % i))
+        want = "batch-%06d.npy (%s) %s %s -> (%s) %s %s" % (
+            i, ",".join(map(str, src.shape)), dtype, stored,
+            ",".join(map(str, g.shape)), g.dtype.name,
+            (kw.get("layout") or stored) if normalize else stored)
+        assert line == want, (line, want)
+
+
+@test
+def library_cpu_path_equals_np_load_and_cpu_mode_for_every_combination(tmp):
+    n = 0
+    for dtype, stored in itertools.product(DTYPES, LAYOUTS):
+        d, ds = folder_of(tmp, dtype, stored)
+        runs = [dict()] + [
+            dict(normalize=True, layout=out, **(dict(mean=MEAN, std=STD)
+                                                if ms else {}))
+            for ms, out in itertools.product((False, True),
+                                             (None, "NHWC", "NCHW"))]
+        for kw in runs:
+            n += 1
+            out_dir = os.path.join(tmp, "out%d" % n)
+            check_hostref(d, out_dir, kw, stored, dtype)
+            if not kw:  # as stored: the file's own array
+                for i, (x, _) in enumerate(ds):
+                    h = np.load(os.path.join(out_dir, "batch-%06d.npy" % i))
+                    assert bits_equal(h, x), (dtype, stored, i)
+
+
+@test
+def library_cpu_path_refuses_what_cpu_mode_refuses(tmp):
+    def f64(img, lbl):
+        np.save(img, np.zeros((4, 5, 5, 3)))
+
+    def five(img, lbl):
+        np.save(img, np.zeros((4, 5, 5, 5), np.uint8))
+
+    def fortran(img, lbl):
+        np.save(img, np.asfortranarray(np.zeros((4, 5, 5, 3), np.uint8)))
+
+    def trailing(img, lbl):
+        with open(img, "ab") as f:
+            f.write(b"\0")
+
+    def labels(img, lbl):
+        np.save(lbl, np.zeros((3,), np.int64))
+
+    for k, mutate in enumerate((f64, five, fortran, trailing, labels)):
+        d = os.path.join(tmp, "bad%d" % k)
+        _mkbatches.make(d, batches=3, batch=4, height=5)
+        mutate(os.path.join(d, "batch-000001.npy"),
+               os.path.join(d, "batch-000001.labels.npy"))
+        out_dir = os.path.join(tmp, "o%d" % k)
+        os.makedirs(out_dir)
+        r = hostref([d, out_dir])
+        assert r.returncode == 1 and "batch-000001" in r.stderr, \
+            (mutate.__name__, r.returncode, r.stderr)
+        assert "unrecognized format" in r.stderr, r.stderr
+        try:
+            list(batchfs.GpuLoader(d, device="cpu"))
+        except batchfs.BatchfsError as e:
+            assert "batch-000001" in str(e)
+        else:
+            raise AssertionError("cpu mode took %s" % mutate.__name__)
+
+
+# ---- one source for error codes and the version -------------------------
+
+def header_enum(path, first):
+    """{NAME: value} of the C enum in path that starts at `first`."""
+    text = open(os.path.join(repo_root(), path)).read()
+    body = re.search(r"enum\s*{\s*%s\s*=\s*(-?\d+),(.*?)}" % first, text,
+                     re.S)
+    value = int(body.group(1))
+    out = {first: value}
+    for name in re.findall(r"^\s*([A-Z][A-Z0-9_]*)\s*,", body.group(2),
+                           re.M):
+        value += 1
+        out[name] = value
+    return out
+
+
+def header_defines(path):
+    text = open(os.path.join(repo_root(), path)).read()
+    return {k: v for k, v in re.findall(
+        r'^#define\s+(\w+)\s+("[^"]*"|0x[0-9a-fA-F]+|-?\d+)', text, re.M)}
+
+
+@test
+def package_copies_no_code_or_version(tmp):
+    ver = header_defines("engine/version.h")["BFS_VERSION"].strip('"')
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", ver), ver
+    assert batchfs.__version__ == ver, (batchfs.__version__, ver)
+    pkg = os.path.join(repo_root(), "tools", "python")
+    # the generated file, when make wrote it, says the same
+    gen = os.path.join(pkg, "batchfs", "_version.py")
+    if os.path.exists(gen):
+        assert '__version__ = "%s"' % ver in open(gen).read(), gen
+    # no other copy of the version, or of a library code, in the package
+    py = open(os.path.join(pkg, "pyproject.toml")).read()
+    project = py[py.index("[project]"):]
+    project = project[:project.find("\n[", 1) % len(project)]
+    assert 'dynamic = ["version"]' in project and \
+        not re.search(r"^version\s*=", project, re.M), \
+        "pyproject's [project] has a version"
+    assert 'version = {attr = "batchfs._version.__version__"}' in py
+    for name in sorted(os.listdir(os.path.join(pkg, "batchfs"))):
+        if not name.endswith(".py") or name == "_version.py":
+            continue
+        src = open(os.path.join(pkg, "batchfs", name)).read()
+        assert ver not in src, "%s copies the version %s" % (name, ver)
+        lit = re.findall(r"(?<![\w.])-\s*(?:99\d\d|100\d\d|101\d\d)\b", src)
+        assert not lit, "%s copies error codes: %s" % (name, lit)
+    # the binding's ABI copies (struct layouts, enums, flags) = the header
+    h = header_defines("tools/gpu/batchfs_gpu.h")
+    for name in ("ABI_VERSION", "ERRMSG_MAX", "MAX_CHANNELS", "NORMALIZE",
+                 "NCHW", "TIMING", "NHWC", "FILES_NHWC", "FILES_NCHW",
+                 "NORM_DST_NCHW", "NORM_SRC_NCHW"):
+        assert getattr(_lib, name) == int(h["BFS_GPU_" + name], 0), name
+    text = open(os.path.join(repo_root(), "tools/gpu/batchfs_gpu.h")).read()
+    for name in ("FLOAT32", "UINT8", "INT64", "FLOAT16", "IO_PREAD",
+                 "IO_MMAP"):
+        m = re.search(r"\bBFS_GPU_%s\s*=\s*(\d+)" % name, text)
+        assert getattr(_lib, name) == int(m.group(1)), name
+
+
+@test
+def library_codes_and_version_are_the_headers(tmp):
+    # the library's table = the two C enums, and the package reads it
+    ver = header_defines("engine/version.h")["BFS_VERSION"].strip('"')
+    want = header_enum("engine/error.h", "BFS_E_FIRST")
+    want.update(header_enum("tools/gpu/batchfs_gpu.h", "BFS_GPU_E_FIRST"))
+    want = {k: v for k, v in want.items()
+            if not k.endswith(("_FIRST", "_LAST"))}
+    assert want["BFS_E_FORMAT"] == -10000 + 7 and \
+        want["BFS_GPU_E_END"] == -10097, want
+    lib_or_skip()
+    assert _lib.codes() == want, (_lib.codes(), want)
+    for name, code in want.items():
+        short = name.replace("BFS_GPU_", "").replace("BFS_", "")
+        assert getattr(_lib, short) == code, name
+        assert _lib.strerror(code) != "unknown error", name
+    assert _lib.version() == ver, (_lib.version(), ver)
+    try:
+        _lib.E_NO_SUCH_CODE
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("E_NO_SUCH_CODE resolved")
+
+
 # ---- the C library and the CLI, without a device ------------------------
 
 @test
@@ -276,6 +617,27 @@ def library_open_checks_the_folder_before_the_device(tmp):
         assert e.code == -22 and "depth 0" in str(e), (e.code, str(e))
     else:
         raise AssertionError("depth 0 accepted")
+
+
+@test
+def library_open_refuses_layout_flags_that_conflict(tmp):
+    lib_or_skip()
+    _mkbatches.make(tmp, batches=2)
+    N, NCHW, NHWC = _lib.NORMALIZE, _lib.NCHW, _lib.NHWC
+    for flags, text in ((NHWC, "NHWC needs NORMALIZE"),
+                        (N | NCHW | NHWC, "one output layout"),
+                        (_lib.FILES_NHWC | _lib.FILES_NCHW,
+                         "one file layout"),
+                        (0x40, "unknown flags")):
+        err, msg = c_open(tmp, flags=flags)
+        assert err == -22 and text in msg, (flags, err, msg)
+    # the same through the package, before any device is touched
+    for bad in (dict(layout="NCHW"), dict(files_layout="HWC")):
+        try:
+            batchfs.GpuLoader(tmp, device=0, output="array", **bad)
+        except ValueError:
+            continue
+        raise AssertionError("accepted %r" % bad)
 
 
 @test
@@ -380,6 +742,15 @@ def package_installs_with_pip(tmp):
                        text=True, env=dict(os.environ, PYTHONPATH=tgt),
                        cwd=tmp)
     assert r.returncode == 0 and r.stdout.strip() == "2", r.stderr[-500:]
+    # the installed package's metadata and __version__: engine/version.h's
+    ver = header_defines("engine/version.h")["BFS_VERSION"].strip('"')
+    code = ("import batchfs, importlib.metadata as m; "
+            "print(batchfs.__version__, m.version('batchfs'))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=tgt),
+                       cwd=tmp)
+    assert r.returncode == 0, r.stderr[-500:]
+    assert r.stdout.split() == [ver, ver], (r.stdout, ver)
 
 
 R.finish()

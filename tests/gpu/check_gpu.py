@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """GPU tests of the Python binding (skip without torch + a CUDA device):
 GpuLoader tensors equal np.load for every batch in each mode, GPU
-normalization equals the CPU mode, DLPack / CUDA array interface hand-over
-without copies, a non-default consumer stream.
+normalization equals the CPU mode (for every dtype x layout x output too),
+DLPack / CUDA array interface hand-over without copies, a non-default
+consumer stream.
 """
 
+import itertools
 import os
 
 import numpy as np
@@ -84,6 +86,39 @@ def gpu_normalization_equals_cpu_mode_bit_for_bit(tmp):
             assert np.array_equal(cx.view(np.uint32), gx.view(np.uint32)), \
                 "%s: max diff %g" % (kw, np.abs(cx - gx).max())
             assert np.array_equal(cy, gy)
+
+
+@test
+def gpu_mode_equals_cpu_mode_for_every_dtype_and_layout(tmp):
+    torch = torch_cuda()
+    tdt = {"uint8": torch.uint8, "float16": torch.float16,
+           "float32": torch.float32}
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    for dtype, stored in itertools.product(tdt, ("NHWC", "NCHW")):
+        d = os.path.join(tmp, dtype + stored)
+        ref = _mkbatches.make(d, batches=3, batch=4, height=6, width=10,
+                              dtype=dtype, layout=stored, last=2)
+        runs = [dict(), dict(io="mmap")] + [
+            dict(normalize=True, layout=o, **m)
+            for o, m in itertools.product(
+                (None, "NHWC", "NCHW"), ({}, dict(mean=mean, std=std)))]
+        for kw in runs:
+            cpu = list(batchfs.GpuLoader(d, device="cpu",
+                                         **{k: v for k, v in kw.items()
+                                            if k != "io"}))
+            gpu = []
+            for x, y in batchfs.GpuLoader(d, device=0, **kw):
+                if not kw.get("normalize"):
+                    assert x.dtype == tdt[dtype], (dtype, x.dtype)
+                gpu.append((x.cpu().numpy(), y.cpu().numpy()))
+            assert len(cpu) == len(gpu) == 3, (dtype, stored, kw)
+            for (x, _), (cx, cy), (gx, gy) in zip(ref, cpu, gpu):
+                if not kw.get("normalize"):
+                    assert gx.shape == x.shape and np.array_equal(gx, x)
+                assert cx.dtype == gx.dtype and cx.shape == gx.shape, \
+                    (dtype, stored, kw, cx.shape, gx.shape)
+                assert cx.tobytes() == gx.tobytes(), (dtype, stored, kw)
+                assert np.array_equal(cy, gy)
 
 
 @test

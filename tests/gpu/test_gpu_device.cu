@@ -3,13 +3,16 @@
  * device bytes equal file bytes for every batch (every I/O mode, depth and
  * reader count), the normalization kernel against a CPU reference (bit for
  * bit), the upload of batch N+1 overlapping work on batch N (CUDA events),
- * the ring's rules and reader errors.  Without a device every test is a
- * skip with the reason.  Prints ok / not ok / skip lines, then
- * "N passed, N failed, N skipped".
+ * the ring's rules and reader errors; float16 and NCHW files, and the
+ * kernel and the loader for every dtype x layout x output layout against
+ * the host reference (tools/gpu/convert.c) that CI checks against NumPy.
+ * Without a device every test is a skip with the reason.  Prints ok /
+ * not ok / skip lines, then "N passed, N failed, N skipped".
  */
-extern "C" {  /* the engine headers are C */
+extern "C" {  /* the engine headers and the CUDA-free helpers are C */
 #include "engine/error.h"
 #include "engine/npy.h"
+#include "tools/gpu/convert.h"
 }
 #include "tools/gpu/batchfs_gpu.h"
 
@@ -62,8 +65,11 @@ static void run(const char *name, int (*fn)())
 struct Batch {
 	std::vector<unsigned char> data;  /* images array bytes */
 	std::vector<int64_t> labels;
-	uint64_t shape[4];
+	uint64_t shape[4];                /* as stored */
 	bool f32;
+	int dtype;                        /* bfs_gpu_dtype */
+	bool nchw;                        /* stored (B,C,H,W) */
+	int64_t n, c, h, w;
 };
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -92,11 +98,16 @@ static void write_npy(const std::string &path, const char *descr,
 	fclose(f);
 }
 
-static std::vector<Batch> make_folder(const std::string &dir, int batches,
-				      int b, int h, int w, int c, bool f32,
-				      int last)
+/* A folder of `batches` files of dtype (bfs_gpu_dtype) in NHWC or NCHW.
+ * float16 data are random finite halves (subnormals included). */
+static std::vector<Batch> make_folder_as(const std::string &dir, int batches,
+					 int b, int h, int w, int c, int dtype,
+					 bool nchw, int last)
 {
 	std::vector<Batch> out;
+	size_t esize = bfs__gpu_dtype_size(dtype);
+	const char *descr = dtype == BFS_GPU_FLOAT32 ? "<f4"
+			    : dtype == BFS_GPU_FLOAT16 ? "<f2" : "|u1";
 
 	mkdir(dir.c_str(), 0700);
 	for (int i = 0; i < batches; i++) {
@@ -106,15 +117,24 @@ static std::vector<Batch> make_folder(const std::string &dir, int batches,
 		char name[64];
 
 		bt.shape[0] = bb;
-		bt.shape[1] = h;
-		bt.shape[2] = w;
-		bt.shape[3] = c;
-		bt.f32 = f32;
-		bt.data.resize(n * (f32 ? 4 : 1));
-		if (f32) {
+		bt.shape[1] = nchw ? c : h;
+		bt.shape[2] = nchw ? h : w;
+		bt.shape[3] = nchw ? w : c;
+		bt.f32 = dtype == BFS_GPU_FLOAT32;
+		bt.dtype = dtype;
+		bt.nchw = nchw;
+		bt.n = bb, bt.c = c, bt.h = h, bt.w = w;
+		bt.data.resize(n * esize);
+		if (dtype == BFS_GPU_FLOAT32) {
 			float *p = (float *)bt.data.data();
 			for (size_t k = 0; k < n; k++)
 				p[k] = (float)(rnd() & 255) / 255.0f;
+		} else if (dtype == BFS_GPU_FLOAT16) {
+			uint16_t *p = (uint16_t *)bt.data.data();
+			for (size_t k = 0; k < n; k++)
+				p[k] = (uint16_t)((rnd() & 0x8000) |
+						  ((rnd() % 31) << 10) |
+						  (rnd() & 0x3ff));
 		} else {
 			for (size_t k = 0; k < n; k++)
 				bt.data[k] = (unsigned char)rnd();
@@ -122,8 +142,8 @@ static std::vector<Batch> make_folder(const std::string &dir, int batches,
 		for (int k = 0; k < bb; k++)
 			bt.labels.push_back((int64_t)(rnd() % 1000));
 		snprintf(name, sizeof(name), "/batch-%06d.npy", i);
-		write_npy(dir + name, f32 ? "<f4" : "|u1", bt.shape, 4,
-			  bt.data.data(), bt.data.size());
+		write_npy(dir + name, descr, bt.shape, 4, bt.data.data(),
+			  bt.data.size());
 		uint64_t ls[1] = {(uint64_t)bb};
 		snprintf(name, sizeof(name), "/batch-%06d.labels.npy", i);
 		write_npy(dir + name, "<i8", ls, 1, bt.labels.data(),
@@ -131,6 +151,15 @@ static std::vector<Batch> make_folder(const std::string &dir, int batches,
 		out.push_back(bt);
 	}
 	return out;
+}
+
+static std::vector<Batch> make_folder(const std::string &dir, int batches,
+				      int b, int h, int w, int c, bool f32,
+				      int last)
+{
+	return make_folder_as(dir, batches, b, h, w, c,
+			      f32 ? BFS_GPU_FLOAT32 : BFS_GPU_UINT8, false,
+			      last);
 }
 
 /* ---- device bytes == file bytes ---------------------------------------- */
@@ -169,8 +198,8 @@ static int check_stream(const std::string &dir, const std::vector<Batch> &ref,
 		      b.shape[2] == (int64_t)r.shape[2] &&
 		      b.shape[3] == (int64_t)r.shape[3], "shape of %lld",
 		      (long long)seq);
-		CHECK(b.dtype == (r.f32 ? BFS_GPU_FLOAT32 : BFS_GPU_UINT8),
-		      "dtype");
+		CHECK(b.dtype == r.dtype && b.nchw == (int)r.nchw,
+		      "dtype %d nchw %d", b.dtype, b.nchw);
 		CHECK(b.images_bytes == r.data.size() &&
 		      b.upload_bytes == r.data.size() &&
 		      b.labels_len == (int64_t)r.labels.size(), "sizes");
@@ -378,6 +407,212 @@ static int test_loader_normalizes_to_nchw_like_the_reference()
 	return 0;
 }
 
+/* ---- float16 and NCHW files, every output ------------------------------ */
+
+static int test_device_bytes_equal_file_bytes_for_float16_and_nchw()
+{
+	struct F {
+		const char *name;
+		int dtype;
+		bool nchw;
+	} fs[] = {
+		{"/f16", BFS_GPU_FLOAT16, false},
+		{"/f16c", BFS_GPU_FLOAT16, true},
+		{"/u8c", BFS_GPU_UINT8, true},
+		{"/f32c", BFS_GPU_FLOAT32, true},
+	};
+	static const int cfg[][4] = {
+		{1, 1, BFS_GPU_IO_PREAD, 1}, {3, 2, BFS_GPU_IO_PREAD, 2},
+		{2, 1, BFS_GPU_IO_MMAP, 1},
+	};
+
+	for (auto &f : fs) {
+		auto r = make_folder_as(tmp + f.name, 4, 6, 11, 13, 3, f.dtype,
+					f.nchw, 5);
+		for (auto &c : cfg)
+			if (check_stream(tmp + f.name, r, c[0], c[1], c[2],
+					 c[3])) {
+				char w[1024];
+				snprintf(w, sizeof(w), "%s (%s, depth %d io %d)",
+					 why, f.name, c[0], c[2]);
+				snprintf(why, sizeof(why), "%s", w);
+				return 1;
+			}
+	}
+	return 0;
+}
+
+/* The kernel against bfs__gpu_normalize_host, bit for bit. */
+static int host_case(int n, int h, int w, int c, int dtype, int layout,
+		     bool ms, int misalign)
+{
+	size_t total = (size_t)n * h * w * c, esize = bfs__gpu_dtype_size(dtype);
+	std::vector<unsigned char> src(total * esize + 16);
+	std::vector<float> out(total), ref(total);
+	float mean[4] = {0.485f, 0.456f, 0.406f, 0.5f};
+	float sd[4] = {0.229f, 0.224f, 0.225f, 0.25f};
+	unsigned char *dsrc;
+	float *ddst;
+
+	for (size_t k = 0; k < total; k++) {
+		unsigned char *p = src.data() + k * esize;
+		if (dtype == BFS_GPU_FLOAT16) {
+			uint16_t v = (uint16_t)((rnd() & 0x8000) |
+						((rnd() % 31) << 10) |
+						(rnd() & 0x3ff));
+			memcpy(p, &v, 2);
+		} else if (dtype == BFS_GPU_FLOAT32) {
+			float v = (float)(rnd() % 100000) / 777.0f - 50.0f;
+			memcpy(p, &v, 4);
+		} else {
+			*p = (unsigned char)rnd();
+		}
+	}
+	CHECK(bfs__gpu_normalize_host(src.data(), dtype, ref.data(), n, h, w, c,
+				      ms ? mean : NULL, ms ? sd : NULL,
+				      layout) == 0, "host reference");
+	CUDA(cudaMalloc(&dsrc, src.size() + 16));
+	CUDA(cudaMalloc(&ddst, total * 4 + 16));
+	CUDA(cudaMemcpy(dsrc + misalign, src.data(), total * esize,
+			cudaMemcpyHostToDevice));
+	CUDA(cudaMemset(ddst, 0xff, total * 4 + 16));  /* NaN poison */
+	int err = bfs_gpu_normalize(dsrc + misalign, dtype, ddst, n, h, w, c,
+				    ms ? mean : NULL, ms ? sd : NULL, layout,
+				    NULL);
+	CHECK(err == 0, "normalize: %s", bfs_gpu_strerror(err));
+	CUDA(cudaDeviceSynchronize());
+	CUDA(cudaMemcpy(out.data(), ddst, total * 4, cudaMemcpyDeviceToHost));
+	cudaFree(dsrc);
+	cudaFree(ddst);
+	for (size_t i = 0; i < total; i++)
+		CHECK(memcmp(&out[i], &ref[i], 4) == 0,
+		      "(%d,%d,%d,%d) dtype %d layout %d%s off %d: element %zu: "
+		      "%.9g, want %.9g", n, h, w, c, dtype, layout,
+		      ms ? " mean/std" : "", misalign, i, out[i], ref[i]);
+	return 0;
+}
+
+static int test_normalize_kernel_matches_host_reference_for_every_dtype_and_layout()
+{
+	static const int shapes[][4] = {
+		{4, 31, 33, 3}, {1, 3, 5, 3}, {2, 7, 9, 1}, {3, 8, 8, 4},
+		{2, 4, 6, 3}, {16, 224, 224, 3},
+	};
+	static const int dtypes[] = {BFS_GPU_UINT8, BFS_GPU_FLOAT16,
+				     BFS_GPU_FLOAT32};
+
+	for (auto &s : shapes)
+		for (int d : dtypes)
+			for (int layout = 0; layout < 4; layout++)
+				for (int ms = 0; ms < 2; ms++)
+					if (host_case(s[0], s[1], s[2], s[3], d,
+						      layout, ms, 0))
+						return 1;
+	/* sources one element off alignment take the scalar paths */
+	for (int d : dtypes)
+		for (int layout = 0; layout < 4; layout++)
+			if (host_case(2, 4, 6, 3, d, layout, true,
+				      (int)bfs__gpu_dtype_size(d)))
+				return 1;
+	{
+		float *dv;
+
+		CUDA(cudaMalloc(&dv, 64));
+		CHECK(bfs_gpu_normalize(dv, BFS_GPU_FLOAT16, dv + 8, 1, 1, 1, 3,
+					NULL, NULL, 4, NULL) == -EINVAL,
+		      "layout bit 4");
+		cudaFree(dv);
+	}
+	return 0;
+}
+
+/* One loader run over `r` with `flags`; every batch as the header's table
+ * says, its bytes equal the file's or the host reference's. */
+static int loader_case(const std::string &dir, const std::vector<Batch> &r,
+		       int flags)
+{
+	float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f,
+							    0.225f};
+	bfs_gpu_opts o;
+	bfs_gpu_loader *ld;
+	bfs_gpu_batch b;
+	char errmsg[BFS_GPU_ERRMSG_MAX];
+	int err, i = 0;
+	bool norm = flags & BFS_GPU_NORMALIZE;
+
+	bfs_gpu_opts_init(&o);
+	o.flags = flags;
+	memcpy(o.mean, mean, sizeof(mean));
+	memcpy(o.std, sd, sizeof(sd));
+	err = bfs_gpu_open(dir.c_str(), &o, &ld, errmsg);
+	CHECK(err == 0, "open: %s", errmsg);
+	while ((err = bfs_gpu_next(ld, &b)) == 0) {
+		const Batch &x = r[i];
+		bool nchw = !norm ? x.nchw : (flags & BFS_GPU_NCHW) ? true
+			    : (flags & BFS_GPU_NHWC) ? false : x.nchw;
+		int64_t want[4] = {x.n, nchw ? x.c : x.h, nchw ? x.h : x.w,
+				   nchw ? x.w : x.c};
+		size_t elems = (size_t)(x.n * x.c * x.h * x.w);
+		size_t bytes = norm ? 4 * elems : x.data.size();
+		std::vector<unsigned char> got(bytes), ref(bytes);
+
+		CHECK(b.dtype == (norm ? BFS_GPU_FLOAT32 : x.dtype) &&
+		      b.nchw == (int)nchw && b.images_bytes == bytes &&
+		      b.upload_bytes == x.data.size() &&
+		      !memcmp(b.shape, want, sizeof(want)),
+		      "batch %d: dtype %d nchw %d shape (%lld,%lld,%lld,%lld)",
+		      i, b.dtype, b.nchw, (long long)b.shape[0],
+		      (long long)b.shape[1], (long long)b.shape[2],
+		      (long long)b.shape[3]);
+		if (norm)
+			CHECK(bfs__gpu_normalize_host(x.data.data(), x.dtype,
+				(float *)ref.data(), x.n, x.h, x.w, x.c, o.mean,
+				o.std, (nchw ? BFS_GPU_NORM_DST_NCHW : 0) |
+				(x.nchw ? BFS_GPU_NORM_SRC_NCHW : 0)) == 0,
+			      "host reference");
+		else
+			ref = x.data;
+		CUDA(cudaStreamSynchronize(NULL));
+		CUDA(cudaMemcpy(got.data(), b.images, bytes,
+				cudaMemcpyDeviceToHost));
+		CHECK(got == ref, "batch %d: device bytes differ", i);
+		CHECK(bfs_gpu_release(ld, &b) == 0, "release");
+		i++;
+	}
+	CHECK(err == BFS_GPU_E_END && i == (int)r.size(), "end: %d after %d",
+	      err, i);
+	bfs_gpu_close(ld);
+	return 0;
+}
+
+static int test_loader_delivers_every_dtype_and_layout_as_the_header_says()
+{
+	static const int dtypes[] = {BFS_GPU_UINT8, BFS_GPU_FLOAT16,
+				     BFS_GPU_FLOAT32};
+	static const int flags[] = {
+		0, BFS_GPU_NORMALIZE, BFS_GPU_NORMALIZE | BFS_GPU_NCHW,
+		BFS_GPU_NORMALIZE | BFS_GPU_NHWC,
+	};
+	int k = 0;
+
+	for (int d : dtypes)
+		for (int nchw = 0; nchw < 2; nchw++) {
+			std::string dir = tmp + "/every" + std::to_string(k++);
+			auto r = make_folder_as(dir, 3, 4, 6, 10, 3, d, nchw, 2);
+
+			for (int f : flags)
+				if (loader_case(dir, r, f)) {
+					char w[1024];
+					snprintf(w, sizeof(w), "%s (dtype %d %s, "
+						 "flags 0x%x)", why, d,
+						 nchw ? "NCHW" : "NHWC", f);
+					snprintf(why, sizeof(why), "%s", w);
+					return 1;
+				}
+		}
+	return 0;
+}
+
 /* ---- overlap ------------------------------------------------------------ */
 
 __global__ void spin_on(const unsigned char *batch, unsigned long long ns,
@@ -558,6 +793,12 @@ int main()
 		 test_ring_refuses_overholding_and_bad_releases},
 		{"reader_error_comes_after_the_good_batches",
 		 test_reader_error_comes_after_the_good_batches},
+		{"device_bytes_equal_file_bytes_for_float16_and_nchw",
+		 test_device_bytes_equal_file_bytes_for_float16_and_nchw},
+		{"normalize_kernel_matches_host_reference_for_every_dtype_and_layout",
+		 test_normalize_kernel_matches_host_reference_for_every_dtype_and_layout},
+		{"loader_delivers_every_dtype_and_layout_as_the_header_says",
+		 test_loader_delivers_every_dtype_and_layout_as_the_header_says},
 	};
 	char errmsg[BFS_GPU_ERRMSG_MAX] = "";
 	char dtmp[] = "/tmp/bfs-gpu-dev-XXXXXX";

@@ -203,45 +203,69 @@ static int check_common(const void *buf, size_t len, uint64_t file_size,
 	return 0;
 }
 
-int bfs__gpu_check_images(const void *buf, size_t len, uint64_t file_size,
-			  bfs__gpu_hdr *h, char *errmsg)
+int bfs__gpu_check_images_in(const void *buf, size_t len, uint64_t file_size,
+			     int files, bfs__gpu_hdr *h, char *errmsg)
 {
 	bfs_npy_info info;
-	int err, i;
+	int err, i, nchw;
 
 	err = check_common(buf, len, file_size, &info, "images", errmsg);
 	if (err)
 		return err;
 	if (strcmp(info.descr, "|u1") == 0 || strcmp(info.descr, "<u1") == 0)
 		h->dtype = BFS_GPU_UINT8;
+	else if (strcmp(info.descr, "<f2") == 0)
+		h->dtype = BFS_GPU_FLOAT16;
 	else if (strcmp(info.descr, "<f4") == 0)
 		h->dtype = BFS_GPU_FLOAT32;
 	else {
-		bfs_seterr(errmsg, "images: dtype '%s', want '|u1' or '<f4'",
-			   info.descr);
+		bfs_seterr(errmsg, "images: dtype '%s', want '|u1', '<f2' or "
+			   "'<f4'", info.descr);
 		return BFS_E_FORMAT;
 	}
 	if (info.ndim != 4) {
-		bfs_seterr(errmsg, "images: %d dimensions, want (B,H,W,C)",
-			   info.ndim);
+		bfs_seterr(errmsg, "images: %d dimensions, want (B,H,W,C) or "
+			   "(B,C,H,W)", info.ndim);
 		return BFS_E_FORMAT;
 	}
-	if (info.shape[3] < 1 || info.shape[3] > BFS_GPU_MAX_CHANNELS ||
-	    info.shape[0] < 1) {
+#define IS_C(x) ((x) >= 1 && (x) <= BFS_GPU_MAX_CHANNELS)
+	if (files == BFS_GPU_FILES_NHWC)
+		nchw = 0;
+	else if (files == BFS_GPU_FILES_NCHW)
+		nchw = 1;
+	else
+		nchw = !IS_C(info.shape[3]) && IS_C(info.shape[1]);
+	if (info.shape[0] < 1 || !IS_C(info.shape[nchw ? 1 : 3])) {
 		bfs_seterr(errmsg, "images: shape (%llu,%llu,%llu,%llu): want "
-			   "B >= 1 and 1..%d channels",
+			   "B >= 1 and 1..%d channels (%s)",
 			   (unsigned long long)info.shape[0],
 			   (unsigned long long)info.shape[1],
 			   (unsigned long long)info.shape[2],
 			   (unsigned long long)info.shape[3],
-			   BFS_GPU_MAX_CHANNELS);
+			   BFS_GPU_MAX_CHANNELS,
+			   files == BFS_GPU_FILES_NHWC ? "the files are NHWC"
+			   : files == BFS_GPU_FILES_NCHW ? "the files are NCHW"
+			   : "NHWC or NCHW");
 		return BFS_E_FORMAT;
 	}
+#undef IS_C
 	for (i = 0; i < 4; i++)
 		h->shape[i] = (int64_t)info.shape[i];
+	h->nchw = nchw;
+	h->n = h->shape[0];
+	h->c = h->shape[nchw ? 1 : 3];
+	h->h = h->shape[nchw ? 2 : 1];
+	h->w = h->shape[nchw ? 3 : 2];
 	h->header_len = info.header_len;
 	h->data_len = info.data_len;
 	return 0;
+}
+
+int bfs__gpu_check_images(const void *buf, size_t len, uint64_t file_size,
+			  bfs__gpu_hdr *h, char *errmsg)
+{
+	return bfs__gpu_check_images_in(buf, len, file_size, BFS_GPU_FILES_NHWC,
+					h, errmsg);
 }
 
 int bfs__gpu_check_labels(const void *buf, size_t len, uint64_t file_size,

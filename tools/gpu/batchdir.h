@@ -35,19 +35,30 @@ int bfs__gpu_dir_scan(const char *dir, bfs__gpu_dir *d, char *errmsg);
 void bfs__gpu_dir_free(bfs__gpu_dir *d);
 
 typedef struct {
-	int64_t shape[4];     /* images: (B,H,W,C); labels: (B,0,0,0) */
+	int64_t shape[4];     /* images: as stored, (B,H,W,C) or (B,C,H,W);
+	                         labels: (B,0,0,0) */
 	int dtype;            /* bfs_gpu_dtype */
+	int nchw;             /* images: 1 when shape is (B,C,H,W) */
+	int64_t n, c, h, w;   /* images: batch, channels, height, width */
 	size_t header_len;    /* data start in the file */
 	size_t data_len;      /* data bytes */
 } bfs__gpu_hdr;
 
 /*
  * Check the images file whose first `len` bytes are at buf and whose size is
- * file_size: NPY (any version), C order, 4 dimensions, dtype '|u1' or '<f4',
- * 1 <= C <= 4, and header_len + data_len == file_size.  Fills *h.
+ * file_size: NPY (any version), C order, 4 dimensions, dtype '|u1', '<f2' or
+ * '<f4', B >= 1, and header_len + data_len == file_size.  `files` is
+ * BFS_GPU_FILES_NHWC (shape (B,H,W,C)), BFS_GPU_FILES_NCHW ((B,C,H,W)) or 0:
+ * NHWC when the last dimension is 1..BFS_GPU_MAX_CHANNELS, else NCHW when
+ * the second one is (the rule of batchfs_gpu.h).  C must be
+ * 1..BFS_GPU_MAX_CHANNELS.  Fills *h.
  * Errors: BFS_E_FORMAT (with the reason), BFS_E_TRUNCATED (file shorter
  * than its header says).
  */
+int bfs__gpu_check_images_in(const void *buf, size_t len, uint64_t file_size,
+			     int files, bfs__gpu_hdr *h, char *errmsg);
+
+/* bfs__gpu_check_images_in with files = BFS_GPU_FILES_NHWC. */
 int bfs__gpu_check_images(const void *buf, size_t len, uint64_t file_size,
 			  bfs__gpu_hdr *h, char *errmsg);
 

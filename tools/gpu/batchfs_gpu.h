@@ -11,28 +11,50 @@
  *
  * Folder contract.  The loader serves every `batch-*.npy` file of the folder
  * that is not a `*.labels.npy`, sorted by name (batch-000000.npy,
- * batch-000001.npy, ...).  Each one is an NPY array of shape (B,H,W,C),
- * C order, dtype '|u1' (uint8) or '<f4' (float32), next to its labels file
- * batch-NNNNNN.labels.npy of dtype '<i8' and shape (B,).  B may differ from
- * file to file (the last batch of an epoch is usually smaller); H, W, C and
- * the dtype may too, within the largest file sizes seen at open.
+ * batch-000001.npy, ...).  Each one is an NPY array, C order, of dtype
+ * '|u1' (uint8), '<f2' (float16) or '<f4' (float32) and of shape
+ * (B,H,W,C) (NHWC) or (B,C,H,W) (NCHW), 1 <= C <= BFS_GPU_MAX_CHANNELS:
+ * everything `batchfs mount --dtype --layout` serves.  Each sits next to its
+ * labels file batch-NNNNNN.labels.npy of dtype '<i8' and shape (B,).  B may
+ * differ from file to file (the last batch of an epoch is usually smaller);
+ * H, W, C, the dtype and the layout may too, within the largest file sizes
+ * seen at open.
+ *
+ * Layout of a file.  BFS_GPU_FILES_NHWC or BFS_GPU_FILES_NCHW in
+ * bfs_gpu_opts.flags says it; without either it is read from the shape:
+ * NHWC when the last dimension is 1..BFS_GPU_MAX_CHANNELS, else NCHW when
+ * the second one is.  (A batchfs mount has C = 3: only an NCHW mount of
+ * width 1..4 needs the flag.)
+ *
+ * What a batch is delivered as (bfs_gpu_batch.dtype, .shape, .nchw):
+ *
+ *   file dtype    without NORMALIZE        with NORMALIZE
+ *   uint8         uint8, as stored         float32 x/255, then (x-mean)/std
+ *   float16       float16, as stored       float32 x (exact), then (x-mean)/std
+ *   float32       float32, as stored       float32 x, then (x-mean)/std
+ *
+ * Without NORMALIZE the device holds the file's array bytes, in the file's
+ * layout.  With NORMALIZE the layout is the file's too, unless BFS_GPU_NCHW
+ * or BFS_GPU_NHWC asks for the other one (the kernel transposes while it
+ * converts); an NCHW file needs no transpose for NCHW output.
  *
  * Errors.  Every function that can fail returns 0 or a negative code: a
  * negated errno (-ENOENT, -ENOMEM, ...), one of the core's BFS_E_* codes
  * from engine/error.h (BFS_E_FORMAT for a file that is not a batch we
  * understand, BFS_E_EMPTY for a folder with no batch file, BFS_E_TRUNCATED
  * for a file shorter than its header says), or one of the BFS_GPU_E_* codes
- * below.  bfs_gpu_strerror() names any of them.  Details (which file, what
- * CUDA said) are kept in the loader (bfs_gpu_errmsg) or written to the
- * caller's errmsg buffer of BFS_GPU_ERRMSG_MAX bytes.  The library never
- * prints and never exits.
+ * below.  bfs_gpu_strerror() gives the text of any of them, bfs_gpu_codes()
+ * the name and value of every library code, so that bindings copy none.
+ * Details (which file, what CUDA said) are kept in the loader
+ * (bfs_gpu_errmsg) or written to the caller's errmsg buffer of
+ * BFS_GPU_ERRMSG_MAX bytes.  The library never prints and never exits.
  *
  * Threads.  A loader is driven by one consumer thread at a time: open, next,
  * release, errmsg and close must not run concurrently on the same loader
  * (calls from different threads are fine if the caller orders them).  The
  * loader runs its own reader threads internally.  bfs_gpu_strerror,
- * bfs_gpu_opts_init, bfs_gpu_abi and bfs_gpu_device_count may be called from
- * any thread; bfs_gpu_normalize and bfs_gpu_stream_wait from any thread that
+ * bfs_gpu_codes, bfs_gpu_version, bfs_gpu_opts_init, bfs_gpu_abi and
+ * bfs_gpu_device_count may be called from any thread; bfs_gpu_normalize and bfs_gpu_stream_wait from any thread that
  * may use the device.
  *
  * Ownership of the buffers (one owner at every hand-off):
@@ -62,7 +84,7 @@ extern "C" {
 #define BFS_GPU_API
 #endif
 
-#define BFS_GPU_ABI_VERSION 1
+#define BFS_GPU_ABI_VERSION 2 /* 2: float16, NCHW files, bfs_gpu_codes */
 #define BFS_GPU_ERRMSG_MAX 512 /* at least BFS_ERRMSG_MAX (engine/error.h) */
 #define BFS_GPU_MAX_DEPTH 64
 #define BFS_GPU_MAX_READERS 16
@@ -83,6 +105,7 @@ typedef enum {
 	BFS_GPU_FLOAT32 = 0, /* '<f4' */
 	BFS_GPU_UINT8 = 1,   /* '|u1' */
 	BFS_GPU_INT64 = 2,   /* '<i8' (labels) */
+	BFS_GPU_FLOAT16 = 3, /* '<f2' (IEEE half) */
 } bfs_gpu_dtype;
 
 /* How a batch file gets into host memory the GPU can copy from. */
@@ -91,10 +114,18 @@ typedef enum {
 	BFS_GPU_IO_MMAP = 1,  /* mmap() the file, cudaHostRegister the mapping */
 } bfs_gpu_io;
 
-/* bfs_gpu_opts.flags */
-#define BFS_GPU_NORMALIZE 0x1 /* deliver float32 (x/255 - mean) / std      */
-#define BFS_GPU_NCHW      0x2 /* with NORMALIZE: deliver (B,C,H,W), not NHWC */
-#define BFS_GPU_TIMING    0x4 /* record timed events around every upload     */
+/* bfs_gpu_opts.flags (see "What a batch is delivered as" above) */
+#define BFS_GPU_NORMALIZE  0x1  /* deliver float32 (x*k - mean) / std,
+                                   k = 1/255 for uint8 files, else 1     */
+#define BFS_GPU_NCHW       0x2  /* with NORMALIZE: deliver (B,C,H,W)     */
+#define BFS_GPU_TIMING     0x4  /* record timed events around uploads    */
+#define BFS_GPU_NHWC       0x8  /* with NORMALIZE: deliver (B,H,W,C)     */
+#define BFS_GPU_FILES_NHWC 0x10 /* the files are (B,H,W,C)               */
+#define BFS_GPU_FILES_NCHW 0x20 /* the files are (B,C,H,W)               */
+
+/* bfs_gpu_normalize's `layout` bits; 0 is NHWC in and out. */
+#define BFS_GPU_NORM_DST_NCHW 0x1 /* dst is (n,c,h,w), else (n,h,w,c) */
+#define BFS_GPU_NORM_SRC_NCHW 0x2 /* src is (n,c,h,w), else (n,h,w,c) */
 
 typedef struct bfs_gpu_opts {
 	int device;     /* CUDA device ordinal; default 0 */
@@ -114,7 +145,9 @@ typedef struct bfs_gpu_opts {
 	                   mmap + cudaHostRegister is faster with one
 	                   reader but does not scale with readers and
 	                   slows the copies themselves (BENCHMARKS.md) */
-	int flags;      /* BFS_GPU_NORMALIZE | BFS_GPU_NCHW | BFS_GPU_TIMING */
+	int flags;      /* BFS_GPU_NORMALIZE, at most one of BFS_GPU_NCHW and
+	                   BFS_GPU_NHWC (both need NORMALIZE), BFS_GPU_TIMING,
+	                   at most one of BFS_GPU_FILES_NHWC/_NCHW */
 	void *stream;   /* cudaStream_t of the consumer, or NULL for the legacy
 	                   default stream.  bfs_gpu_next makes it wait for each
 	                   batch, bfs_gpu_release records on it, and
@@ -131,17 +164,19 @@ typedef struct bfs_gpu_batch {
 	int64_t index;        /* position of the file in the sorted folder */
 	void *images;         /* device pointer to the images */
 	void *labels;         /* device pointer to `labels_len` int64 labels */
-	int64_t shape[4];     /* images shape: (B,H,W,C), or (B,C,H,W) with
-	                         NORMALIZE|NCHW */
+	int64_t shape[4];     /* images shape as delivered: (B,H,W,C), or
+	                         (B,C,H,W) when nchw */
 	int32_t ndim;         /* 4 */
 	int32_t dtype;        /* bfs_gpu_dtype of the images as delivered:
-	                         FLOAT32 with NORMALIZE, else the file's */
+	                         FLOAT32 with NORMALIZE, else the file's
+	                         (UINT8, FLOAT16 or FLOAT32) */
 	int64_t labels_len;   /* B */
 	uint64_t images_bytes; /* bytes at `images` */
 	uint64_t labels_bytes; /* bytes at `labels` (8 * B) */
 	uint64_t upload_bytes; /* images bytes copied host to device: the
 	                          file's array data (differs from
-	                          images_bytes with NORMALIZE of uint8) */
+	                          images_bytes with NORMALIZE of uint8 or
+	                          float16) */
 	void *ready;          /* cudaEvent_t: completes when images and labels
 	                         are on the device.  opts.stream already waits
 	                         on it; another stream must cudaStreamWaitEvent
@@ -155,7 +190,9 @@ typedef struct bfs_gpu_batch {
 	const char *path;     /* path of the images file; owned by the loader,
 	                         valid until bfs_gpu_close */
 	int32_t slot;         /* ring slot, 0..depth-1 */
-	int32_t nchw;         /* 1 when shape is (B,C,H,W) */
+	int32_t nchw;         /* 1 when shape is (B,C,H,W): an NCHW file
+	                         without NORMALIZE, or NORMALIZE's output
+	                         layout (the file's, or NCHW/NHWC) */
 } bfs_gpu_batch;
 
 typedef struct bfs_gpu_loader bfs_gpu_loader;
@@ -194,7 +231,8 @@ int bfs_gpu_open(const char *dir, const bfs_gpu_opts *o,
  * Returns 0; BFS_GPU_E_END after the last batch of the last pass (again on
  * every later call); -EBUSY when the caller already holds depth batches
  * (release one first); or the error the reader met on this batch:
- * BFS_E_FORMAT (not a (B,H,W,C) '|u1'/'<f4' array, labels not (B,) '<i8',
+ * BFS_E_FORMAT (not a (B,H,W,C) or (B,C,H,W) '|u1'/'<f2'/'<f4' array,
+ * or not of the layout FILES_NHWC/_NCHW says; labels not (B,) '<i8';
  * fortran order), BFS_E_TRUNCATED or -EFBIG (the file changed size since
  * open), an errno from open/pread/mmap, BFS_GPU_E_CUDA.  A reader error is
  * final: this and every later call return it; bfs_gpu_errmsg says which
@@ -243,6 +281,26 @@ const char *bfs_gpu_errmsg(const bfs_gpu_loader *ld);
 BFS_GPU_API
 const char *bfs_gpu_strerror(int err);
 
+/* One of the library's own error codes: its value and its C name
+ * ("BFS_E_FORMAT", "BFS_GPU_E_END"). */
+typedef struct bfs_gpu_code {
+	int code;
+	const char *name;
+} bfs_gpu_code;
+
+/* Every code of engine/error.h (BFS_E_*) and of this header (BFS_GPU_E_*)
+ * that the library can return, besides negated errno values: a static
+ * table of *n (out, may be NULL) entries, ordered by value, never NULL.
+ * Text via bfs_gpu_strerror.  Bindings read their codes from here instead
+ * of copying them.  Any thread. */
+BFS_GPU_API
+const bfs_gpu_code *bfs_gpu_codes(size_t *n);
+
+/* The batchfs release this library was built from (BFS_VERSION of
+ * engine/version.h, e.g. "0.1.0").  Static string.  Any thread. */
+BFS_GPU_API
+const char *bfs_gpu_version(void);
+
 /* Number of CUDA devices in *n (out, may be NULL).  Returns 0 when there is
  * at least one, BFS_GPU_E_NODEV (with the runtime's reason in errmsg) when
  * there is none or no driver. */
@@ -251,22 +309,27 @@ int bfs_gpu_device_count(int *n, char *errmsg);
 
 /*
  * Queue on `stream` (cudaStream_t; NULL = legacy default) a kernel that
- * turns `src`, a device array of shape (n,h,w,c) in NHWC order of dtype
- * `src_dtype` (BFS_GPU_UINT8 or BFS_GPU_FLOAT32), into float32 at `dst`:
- *     dst = (x * k - mean[ch]) / std[ch],  k = 1/255 for uint8, 1 for float32
+ * turns `src`, a device array of n images of h x w pixels of c channels of
+ * dtype `src_dtype` (BFS_GPU_UINT8, BFS_GPU_FLOAT16 or BFS_GPU_FLOAT32),
+ * into float32 at `dst`:
+ *     dst = (x * k - mean[ch]) / std[ch],  k = 1/255 for uint8, else 1
  * computed as IEEE (x / 255.0f - mean) / std in float32, with the division by
- * 255 skipped for float32 input and the mean/std step skipped when mean and
- * std are NULL.  With nchw, dst is (n,c,h,w); else (n,h,w,c).  mean and std
- * are host arrays of c floats (copied during the call) or both NULL.  dst
- * must not overlap src.  Does not wait for the kernel.
+ * 255 skipped for float input (float16 is widened exactly) and the mean/std
+ * step skipped when mean and std are NULL.  `layout` says how src and dst
+ * are laid out: BFS_GPU_NORM_SRC_NCHW for an (n,c,h,w) src, else
+ * (n,h,w,c); BFS_GPU_NORM_DST_NCHW for an (n,c,h,w) dst, else (n,h,w,c).
+ * (ABI 1 callers' nchw = 0 or 1 mean the same as before: NHWC src.)  mean
+ * and std are host arrays of c floats (copied during the call) or both
+ * NULL.  dst must not overlap src.  Does not wait for the kernel.
  * Errors: -EINVAL (NULL pointers, c outside 1..BFS_GPU_MAX_CHANNELS, a
- * negative dimension, a dtype other than the two, only one of mean/std, a
- * std of 0), BFS_GPU_E_CUDA (launch failed).
+ * negative dimension, a dtype other than the three, layout bits other than
+ * the two, only one of mean/std, a std of 0), BFS_GPU_E_CUDA (launch
+ * failed).
  */
 BFS_GPU_API
 int bfs_gpu_normalize(const void *src, int src_dtype, float *dst,
 		      int64_t n, int64_t h, int64_t w, int64_t c,
-		      const float *mean, const float *std, int nchw,
+		      const float *mean, const float *std, int layout,
 		      void *stream);
 
 /* cudaStreamWaitEvent(stream, event, 0) for callers without the CUDA

@@ -20,10 +20,14 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: %s bench EPOCH_DIR [--depth N] [--readers N (0: min(depth,4))] [--passes N]\n"
-		"                  [--normalize] [--nchw] [--io pread|mmap] [--device N]\n"
-		"  Streams every batch-*.npy of EPOCH_DIR to the GPU through the\n"
-		"  loader and reports its H2D GB/s against raw pinned cudaMemcpyAsync\n"
-		"  of the same sizes, and batches/s end to end.\n", prog);
+		"                  [--normalize] [--nchw|--nhwc] [--files-nhwc|--files-nchw]\n"
+		"                  [--io pread|mmap] [--device N]\n"
+		"  Streams every batch-*.npy of EPOCH_DIR (uint8, float16 or float32,\n"
+		"  NHWC or NCHW) to the GPU through the loader and reports its H2D GB/s\n"
+		"  against raw pinned cudaMemcpyAsync of the same sizes, and batches/s\n"
+		"  end to end.  --normalize delivers float32 in the files' layout, or\n"
+		"  in the one --nchw/--nhwc names; --files-* says the files' layout\n"
+		"  where their shape does not (see batchfs_gpu.h).\n", prog);
 }
 
 static double now_s(void)
@@ -80,8 +84,8 @@ static double union_ms(struct span *v, int64_t n)
 
 static const char *dtype_name(int d)
 {
-	return d == BFS_GPU_UINT8 ? "uint8" : d == BFS_GPU_FLOAT32 ? "float32"
-							    : "int64";
+	return d == BFS_GPU_UINT8 ? "uint8" : d == BFS_GPU_FLOAT16 ? "float16"
+	       : d == BFS_GPU_FLOAT32 ? "float32" : "int64";
 }
 
 /* Time raw pinned H2D copies of the given sizes (images, labels pairs) with
@@ -164,7 +168,7 @@ static int bench(int argc, char **argv)
 	int64_t n = 0, cap = 0;
 	double copy_ms = 0, raw_ms = 0, raw_stream_ms = 0;
 	double t_open, t_first, t_end;
-	int i, err, ndev, rc = 1, ex_dtype = -1;
+	int i, err, ndev, rc = 1, ex_dtype = -1, ex_nchw = 0;
 	int64_t ex_shape[4] = {0};
 
 	bfs_gpu_opts_init(&o);
@@ -175,6 +179,12 @@ static int bench(int argc, char **argv)
 			o.flags |= BFS_GPU_NORMALIZE;
 		} else if (!strcmp(a, "--nchw")) {
 			o.flags |= BFS_GPU_NORMALIZE | BFS_GPU_NCHW;
+		} else if (!strcmp(a, "--nhwc")) {
+			o.flags |= BFS_GPU_NORMALIZE | BFS_GPU_NHWC;
+		} else if (!strcmp(a, "--files-nhwc")) {
+			o.flags |= BFS_GPU_FILES_NHWC;
+		} else if (!strcmp(a, "--files-nchw")) {
+			o.flags |= BFS_GPU_FILES_NCHW;
 		} else if (i + 1 < argc && (!strcmp(a, "--depth") ||
 			   !strcmp(a, "--readers") || !strcmp(a, "--passes") ||
 			   !strcmp(a, "--device") || !strcmp(a, "--io"))) {
@@ -267,6 +277,7 @@ bad:
 		images += (uint64_t)b.labels_len;
 		if (ex_dtype < 0) {
 			ex_dtype = b.dtype;
+			ex_nchw = b.nchw;
 			memcpy(ex_shape, b.shape, sizeof(ex_shape));
 		}
 		n++;
@@ -292,11 +303,11 @@ bad:
 	printf("device      %s (sm_%d%d, %d SMs)\n", prop.name, prop.major,
 	       prop.minor, prop.multiProcessorCount);
 	printf("folder      %s: %lld batch files, %d pass(es), first batch "
-	       "(%lld,%lld,%lld,%lld) %s%s\n", dir,
+	       "delivered (%lld,%lld,%lld,%lld) %s %s%s\n", dir,
 	       (long long)bfs_gpu_count(ld), o.passes,
 	       (long long)ex_shape[0], (long long)ex_shape[1],
 	       (long long)ex_shape[2], (long long)ex_shape[3],
-	       dtype_name(ex_dtype),
+	       dtype_name(ex_dtype), ex_nchw ? "NCHW" : "NHWC",
 	       (o.flags & BFS_GPU_NORMALIZE) ? " (normalized on GPU)" : "");
 	printf("loader      depth %d, readers %d, io %s\n", o.depth,
 	       o.readers ? o.readers : (o.depth < 4 ? o.depth : 4),

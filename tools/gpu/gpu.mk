@@ -21,18 +21,30 @@ GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90 \
 GPU_DIR   := $(BUILD)/gpu
 GPU_LIB   := $(BUILD)/libbatchfs_gpu.so
 GPU_CLI   := $(BUILD)/batchfs-gpu
-GPU_HDRS  := tools/gpu/batchfs_gpu.h tools/gpu/batchdir.h engine/npy.h \
-             engine/error.h
-# CUDA-free objects, shared by the library, the CLI and the unit test.
-GPU_COBJ  := $(GPU_DIR)/batchdir.o $(GPU_DIR)/npy.o $(GPU_DIR)/error.o
+GPU_HDRS  := tools/gpu/batchfs_gpu.h tools/gpu/batchdir.h tools/gpu/convert.h \
+             engine/npy.h engine/error.h engine/version.h
+# CUDA-free sources and objects, shared by the library, the CLI, the unit
+# test and the host-reference tool.
+GPU_CSRC  := tools/gpu/batchdir.c tools/gpu/convert.c tools/gpu/info.c \
+             engine/npy.c engine/error.c
+GPU_COBJ  := $(GPU_DIR)/batchdir.o $(GPU_DIR)/convert.o $(GPU_DIR)/info.o \
+             $(GPU_DIR)/npy.o $(GPU_DIR)/error.o
 GPU_CFLAGS = $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fvisibility=hidden
 GPU_NVFLAGS = -O3 -std=c++17 -lineinfo $(GPU_ARCH) -I. \
               -Xcompiler -fPIC,-fvisibility=hidden
 # tests/run.sh runs every $(BUILD)/tests/test_* binary as a unit test.
 GPU_TEST_UNIT := $(BUILD)/tests/test_gpu_batchdir
 GPU_TEST_DEV  := $(BUILD)/tests/gpu/test_gpu_device
+# What the loader would deliver, computed on the CPU (tests/gpu/hostref.c).
+GPU_HOSTREF   := $(BUILD)/tests/gpu/hostref
 
 $(GPU_DIR)/batchdir.o: tools/gpu/batchdir.c $(GPU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_CFLAGS) -c $< -o $@
+$(GPU_DIR)/convert.o: tools/gpu/convert.c $(GPU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(GPU_CFLAGS) -c $< -o $@
+$(GPU_DIR)/info.o: tools/gpu/info.c $(GPU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_CFLAGS) -c $< -o $@
 $(GPU_DIR)/npy.o: engine/npy.c engine/npy.h engine/error.h
@@ -42,12 +54,15 @@ $(GPU_DIR)/error.o: engine/error.c engine/error.h
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_CFLAGS) -c $< -o $@
 
-# The unit test compiles the same sources itself so that SAN applies.
-$(GPU_TEST_UNIT): tests/gpu/test_batchdir.c tools/gpu/batchdir.c engine/npy.c \
-                  engine/error.c $(GPU_HDRS)
+# The unit test and the host-reference tool compile the same sources
+# themselves so that SAN applies.
+$(GPU_TEST_UNIT): tests/gpu/test_batchdir.c $(GPU_CSRC) $(GPU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/gpu/test_batchdir.c \
-		tools/gpu/batchdir.c engine/npy.c engine/error.c -lcmocka
+		$(GPU_CSRC) -lcmocka -lm
+$(GPU_HOSTREF): tests/gpu/hostref.c $(GPU_CSRC) $(GPU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tests/gpu/hostref.c $(GPU_CSRC)
 
 ifneq ($(NVCC),)
 
@@ -77,7 +92,7 @@ $(GPU_TEST_DEV): tests/gpu/test_gpu_device.cu $(GPU_OBJ) $(GPU_HDRS)
 	$(NVCC) $(GPU_NVFLAGS) -cudart static -o $@ $< $(GPU_OBJ) -lpthread
 
 gpu: $(GPU_LIB) $(GPU_CLI)
-gpu-tests: $(GPU_TEST_UNIT) $(GPU_TEST_DEV) gpu
+gpu-tests: $(GPU_TEST_UNIT) $(GPU_HOSTREF) $(GPU_TEST_DEV) gpu
 gpu-python: $(GPU_LIB)
 	cp $(GPU_LIB) tools/python/batchfs/
 
@@ -86,7 +101,7 @@ else
 gpu:
 	@echo "gpu.mk: no CUDA toolkit (set CUDA_HOME or install /usr/local/cuda);" \
 	      "skipping libbatchfs_gpu.so and batchfs-gpu"
-gpu-tests: $(GPU_TEST_UNIT) gpu
+gpu-tests: $(GPU_TEST_UNIT) $(GPU_HOSTREF) gpu
 gpu-python: gpu
 
 endif

@@ -32,6 +32,7 @@
 
 #include "engine/error.h"
 #include "tools/gpu/batchdir.h"
+#include "tools/gpu/convert.h"
 
 #include <cuda_runtime_api.h>
 
@@ -137,25 +138,6 @@ static int cuda_fail(cudaError_t e, char *errmsg, const char *what)
 		}                                                          \
 	} while (0)
 
-const char *bfs_gpu_strerror(int err)
-{
-	switch (err) {
-	case BFS_GPU_E_NODEV: return "no CUDA device";
-	case BFS_GPU_E_CUDA:  return "CUDA runtime error";
-	case BFS_GPU_E_END:   return "end of batches";
-	}
-	return bfs_strerror(err);
-}
-
-int bfs_gpu_abi(size_t *opts_size, size_t *batch_size)
-{
-	if (opts_size)
-		*opts_size = sizeof(bfs_gpu_opts);
-	if (batch_size)
-		*batch_size = sizeof(bfs_gpu_batch);
-	return BFS_GPU_ABI_VERSION;
-}
-
 void bfs_gpu_opts_init(bfs_gpu_opts *o)
 {
 	int i;
@@ -234,6 +216,7 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 	const char *ipath = ld->dir.images[idx], *lpath = ld->dir.labels[idx];
 	const unsigned char *img;
 	bfs__gpu_hdr ih, lh;
+	bfs__gpu_plan plan;
 	struct stat st;
 	int fd = -1, err = 0;
 	uint64_t isize;
@@ -320,7 +303,9 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 	}
 	close(fd);
 	fd = -1;
-	err = bfs__gpu_check_images(img, isize, isize, &ih, errmsg);
+	err = bfs__gpu_check_images_in(img, isize, isize, ld->o.flags &
+				       (BFS_GPU_FILES_NHWC | BFS_GPU_FILES_NCHW),
+				       &ih, errmsg);
 	if (err)
 		goto prefix;
 	if (ih.data_len > ld->raw_len) {
@@ -385,33 +370,23 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 	b->ready = s->ready;
 	b->copy_start = s->copy_start;
 	b->copy_end = s->copy_end;
-	memcpy(b->shape, ih.shape, sizeof(b->shape));
-	if (ld->o.flags & BFS_GPU_NORMALIZE) {
-		int nchw = !!(ld->o.flags & BFS_GPU_NCHW);
-		int64_t c = ih.shape[3];
-
+	bfs__gpu_plan_batch(&ih, ld->o.flags, &plan);
+	memcpy(b->shape, plan.shape, sizeof(b->shape));
+	b->dtype = plan.dtype;
+	b->nchw = plan.nchw;
+	b->images_bytes = plan.bytes;
+	if (plan.normalize) {
 		err = bfs_gpu_normalize(s->dev_raw, ih.dtype, s->dev_norm,
-					ih.shape[0], ih.shape[1], ih.shape[2], c,
-					ld->o.mean, ld->o.std, nchw, r->stream);
+					ih.n, ih.h, ih.w, ih.c, ld->o.mean,
+					ld->o.std, plan.layout, r->stream);
 		if (err) {
 			bfs_seterr(errmsg, "%s: normalize kernel: %s", ipath,
 				   bfs_gpu_strerror(err));
 			goto out;
 		}
 		b->images = s->dev_norm;
-		b->dtype = BFS_GPU_FLOAT32;
-		b->images_bytes = (uint64_t)(ih.data_len /
-			(ih.dtype == BFS_GPU_UINT8 ? 1 : 4)) * 4;
-		if (nchw) {
-			b->shape[1] = c;
-			b->shape[2] = ih.shape[1];
-			b->shape[3] = ih.shape[2];
-			b->nchw = 1;
-		}
 	} else {
 		b->images = s->dev_raw;
-		b->dtype = ih.dtype;
-		b->images_bytes = ih.data_len;
 	}
 	CU(cudaEventRecord(s->ready, r->stream), errmsg);
 	return 0;
@@ -579,12 +554,26 @@ static int check_opts(const bfs_gpu_opts *o, char *errmsg)
 		bfs_seterr(errmsg, "io %d: want pread (0) or mmap (1)", o->io);
 		return -EINVAL;
 	}
-	if (o->flags & ~(BFS_GPU_NORMALIZE | BFS_GPU_NCHW | BFS_GPU_TIMING)) {
+	if (o->flags & ~(BFS_GPU_NORMALIZE | BFS_GPU_NCHW | BFS_GPU_TIMING |
+			 BFS_GPU_NHWC | BFS_GPU_FILES_NHWC |
+			 BFS_GPU_FILES_NCHW)) {
 		bfs_seterr(errmsg, "unknown flags 0x%x", o->flags);
 		return -EINVAL;
 	}
-	if ((o->flags & BFS_GPU_NCHW) && !(o->flags & BFS_GPU_NORMALIZE)) {
-		bfs_seterr(errmsg, "NCHW needs NORMALIZE");
+	if ((o->flags & (BFS_GPU_NCHW | BFS_GPU_NHWC)) &&
+	    !(o->flags & BFS_GPU_NORMALIZE)) {
+		bfs_seterr(errmsg, "%s needs NORMALIZE (without it batches come "
+			   "in the files' layout)",
+			   (o->flags & BFS_GPU_NCHW) ? "NCHW" : "NHWC");
+		return -EINVAL;
+	}
+	if ((o->flags & BFS_GPU_NCHW) && (o->flags & BFS_GPU_NHWC)) {
+		bfs_seterr(errmsg, "NCHW and NHWC: give one output layout");
+		return -EINVAL;
+	}
+	if ((o->flags & BFS_GPU_FILES_NHWC) && (o->flags & BFS_GPU_FILES_NCHW)) {
+		bfs_seterr(errmsg, "FILES_NHWC and FILES_NCHW: give one file "
+			   "layout");
 		return -EINVAL;
 	}
 	for (i = 0; (o->flags & BFS_GPU_NORMALIZE) &&

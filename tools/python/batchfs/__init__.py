@@ -7,13 +7,36 @@ libbatchfs_gpu.so, bound with ctypes: no compiler needed to install).
         ...
 """
 
-from ._npy import BatchfsError, NpyHeader, list_batches, read_batch, \
-    read_header, read_npy
+from ._npy import BatchfsError, NpyHeader, image_layout, list_batches, \
+    read_batch, read_header, read_npy
 from ._lib import device_count, find_library
 from .loader import DeviceArray, GpuLoader, IMAGENET_MEAN, IMAGENET_STD
 
-__version__ = "0.1.0"
+
+def _checkout_version():
+    """BFS_VERSION of engine/version.h, for a source checkout where make
+    has not written _version.py yet."""
+    import os
+    import re
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                     os.pardir, os.pardir, "engine", "version.h")
+    try:
+        with open(h) as f:
+            m = re.search(r'^#define BFS_VERSION "([^"]*)"', f.read(), re.M)
+    except OSError:
+        m = None
+    if m is None:
+        raise ImportError("batchfs/_version.py is missing: `make python` "
+                          "writes it from engine/version.h")
+    return m.group(1)
+
+
+try:  # written by make from engine/version.h (tools/python/python.mk)
+    from ._version import __version__
+except ImportError:
+    __version__ = _checkout_version()
 
 __all__ = ["GpuLoader", "DeviceArray", "BatchfsError", "NpyHeader",
-           "list_batches", "read_batch", "read_header", "read_npy",
-           "device_count", "find_library", "IMAGENET_MEAN", "IMAGENET_STD"]
+           "image_layout", "list_batches", "read_batch", "read_header",
+           "read_npy", "device_count", "find_library", "IMAGENET_MEAN",
+           "IMAGENET_STD"]

@@ -1,25 +1,26 @@
 """ctypes binding of libbatchfs_gpu.so (tools/gpu/batchfs_gpu.h).
 
-The structs below mirror the header; ``load()`` checks their sizes against
+The structs, enums and flags below are the binding's copy of the header's
+ABI; ``load()`` checks the ABI version and the struct sizes against
 ``bfs_gpu_abi`` so a mismatch fails loudly instead of corrupting memory.
+Error codes are not copied: ``E_END``, ``E_NODEV``, ``E_FORMAT``, ... are
+looked up by name in the library's own table (``bfs_gpu_codes``) on first
+use, and ``version()`` is the library's ``bfs_gpu_version``.
 """
 
 import ctypes
 import os
 
-from ._npy import BatchfsError
+from ._npy import BatchfsError, MAX_CHANNELS
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 ERRMSG_MAX = 512
-MAX_CHANNELS = 4
 
-E_NODEV = -10099
-E_CUDA = -10098
-E_END = -10097
-
-FLOAT32, UINT8, INT64 = 0, 1, 2
+FLOAT32, UINT8, INT64, FLOAT16 = 0, 1, 2, 3
 IO_PREAD, IO_MMAP = 0, 1
-NORMALIZE, NCHW, TIMING = 0x1, 0x2, 0x4
+NORMALIZE, NCHW, TIMING, NHWC = 0x1, 0x2, 0x4, 0x8
+FILES_NHWC, FILES_NCHW = 0x10, 0x20
+NORM_DST_NCHW, NORM_SRC_NCHW = 0x1, 0x2
 
 
 class Opts(ctypes.Structure):
@@ -34,6 +35,10 @@ class Opts(ctypes.Structure):
         ("mean", ctypes.c_float * MAX_CHANNELS),
         ("std", ctypes.c_float * MAX_CHANNELS),
     ]
+
+
+class Code(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("name", ctypes.c_char_p)]
 
 
 class Batch(ctypes.Structure):
@@ -123,9 +128,16 @@ def load():
         "bfs_gpu_stream_wait": (c_int, [c_void_p, c_void_p]),
         "bfs_gpu_abi": (c_int, [ctypes.POINTER(ctypes.c_size_t),
                                 ctypes.POINTER(ctypes.c_size_t)]),
+        "bfs_gpu_codes": (ctypes.POINTER(Code),
+                          [ctypes.POINTER(ctypes.c_size_t)]),
+        "bfs_gpu_version": (c_char_p, []),
     }
     for name, (res, args) in sig.items():
-        fn = getattr(lib, name)
+        fn = getattr(lib, name, None)
+        if fn is None:  # an older library
+            raise BatchfsError("libbatchfs_gpu.so lacks %s: it does not "
+                               "match this package (ABI %d); rebuild it "
+                               "with `make gpu`" % (name, ABI_VERSION))
         fn.restype = res
         fn.argtypes = args
     osz, bsz = ctypes.c_size_t(), ctypes.c_size_t()
@@ -139,6 +151,36 @@ def load():
              ctypes.sizeof(Batch)))
     _lib = lib
     return lib
+
+
+_codes = None
+
+
+def codes():
+    """{name: code} of every code the library defines itself
+    ("BFS_E_FORMAT", "BFS_GPU_E_END", ...), from bfs_gpu_codes."""
+    global _codes
+    if _codes is None:
+        n = ctypes.c_size_t()
+        t = load().bfs_gpu_codes(ctypes.byref(n))
+        _codes = {t[i].name.decode(): t[i].code for i in range(n.value)}
+    return _codes
+
+
+def __getattr__(name):
+    """E_END, E_NODEV, E_FORMAT, ...: BFS_GPU_E_* or BFS_E_* of the
+    library's table (loads the library; BatchfsError without it)."""
+    if name.startswith("E_"):
+        c = codes()
+        for full in ("BFS_GPU_" + name, "BFS_" + name):
+            if full in c:
+                return c[full]
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+def version():
+    """The batchfs release the library was built from (bfs_gpu_version)."""
+    return load().bfs_gpu_version().decode()
 
 
 def strerror(code):

@@ -1,29 +1,35 @@
-"""NPY headers and the CPU reader of batch folders (no CUDA, NumPy only).
+"""The CPU reader of batch folders (no CUDA, NumPy only).
 
 The same folder contract as tools/gpu/batchfs_gpu.h: every ``batch-*.npy``
-that is not ``*.labels.npy``, sorted by name, each an NPY array of shape
-(B,H,W,C) of dtype ``|u1`` or ``<f4``, next to ``batch-*.labels.npy``
-(``<i8``, shape (B,)).
+that is not ``*.labels.npy``, sorted by name, each an NPY array of dtype
+``|u1``, ``<f2`` or ``<f4`` and of shape (B,H,W,C) or (B,C,H,W), C in 1..4
+(everything ``batchfs mount --dtype --layout`` serves), next to
+``batch-*.labels.npy`` (``<i8``, shape (B,)).  NPY headers are read with
+``numpy.lib.format``; the data with one ``readinto`` into a fresh array,
+checked against the file's size.
 """
 
-import ast
 import os
-import struct
 
 import numpy as np
+from numpy.lib import format as npformat
 
 __all__ = ["BatchfsError", "NpyHeader", "list_batches", "read_header",
-           "read_npy", "read_batch"]
+           "read_npy", "read_batch", "image_layout"]
 
-_MAGIC = b"\x93NUMPY"
-_IMAGE_DTYPES = {"|u1": np.uint8, "<u1": np.uint8, "<f4": np.float32}
+# BFS_GPU_MAX_CHANNELS: the binding's copy, as the ctypes structs in _lib
+# are (checked against batchfs_gpu.h by tests/gpu/check_cpu.py).
+MAX_CHANNELS = 4
+IMAGE_DESCRS = ("|u1", "<f2", "<f4")
+LAYOUTS = ("NHWC", "NCHW")
 
 
 class BatchfsError(Exception):
     """A batch folder or file that batchfs cannot serve.
 
     ``code`` is the library's negative error code when it came from the C
-    library, else None.
+    library (compare it with ``batchfs._lib.E_FORMAT`` and so on), else
+    None.
     """
 
     def __init__(self, message, code=None):
@@ -32,16 +38,18 @@ class BatchfsError(Exception):
 
 
 class NpyHeader:
-    """Parsed NPY header: ``descr``, ``shape``, ``header_len``, ``data_len``."""
+    """Parsed NPY header: ``descr`` (the dtype's ``str``, e.g. ``'<f2'``),
+    ``dtype``, ``shape``, ``header_len``, ``data_len``."""
 
-    __slots__ = ("descr", "shape", "header_len", "data_len")
+    __slots__ = ("descr", "dtype", "shape", "header_len", "data_len")
 
-    def __init__(self, descr, shape, header_len):
-        self.descr = descr
+    def __init__(self, dtype, shape, header_len):
+        self.dtype = np.dtype(dtype)
+        self.descr = self.dtype.str
         self.shape = shape
         self.header_len = header_len
         self.data_len = int(np.prod(shape, dtype=np.int64)) * \
-            np.dtype(descr).itemsize
+            self.dtype.itemsize
 
     def __repr__(self):
         return "NpyHeader(descr=%r, shape=%r, header_len=%d)" % (
@@ -71,50 +79,42 @@ def list_batches(folder):
     return out
 
 
-def _parse(prefix, path):
-    if len(prefix) < 10 or prefix[:6] != _MAGIC:
-        raise BatchfsError("%s: not an .npy file (bad magic)" % path)
-    major = prefix[6]
-    if major == 1:
-        hlen, start = struct.unpack("<H", prefix[8:10])[0], 10
-    elif major in (2, 3):
-        if len(prefix) < 12:
-            raise BatchfsError("%s: truncated header" % path)
-        hlen, start = struct.unpack("<I", prefix[8:12])[0], 12
-    else:
-        raise BatchfsError("%s: unknown .npy version %d" % (path, major))
-    return start, hlen
-
-
 def read_header(f, path="<file>"):
-    """Parse the NPY header at the start of the binary file object f.
+    """Parse the NPY header (v1.0, v2.0 or v3.0) at the start of the binary
+    file object f with numpy.lib.format.
 
-    Leaves f positioned at the first data byte.  Raises BatchfsError.
+    Leaves f positioned at the first data byte.  Raises BatchfsError: bad
+    magic, unknown version, truncated or malformed header, fortran order.
     """
     f.seek(0)
-    prefix = f.read(12)
-    start, hlen = _parse(prefix, path)
-    f.seek(start)
-    text = f.read(hlen)
-    if len(text) != hlen:
-        raise BatchfsError("%s: truncated header" % path)
     try:
-        d = ast.literal_eval(text.decode("latin1"))
-    except (ValueError, SyntaxError) as e:
-        raise BatchfsError("%s: malformed header dict (%s)" % (path, e))
-    if (not isinstance(d, dict) or
-            set(d) != {"descr", "fortran_order", "shape"} or
-            not isinstance(d["descr"], str) or
-            not isinstance(d["shape"], tuple) or
-            not all(isinstance(x, int) and x >= 0 for x in d["shape"])):
-        raise BatchfsError("%s: malformed header dict" % path)
-    if d["fortran_order"]:
+        major, minor = npformat.read_magic(f)
+    except ValueError as e:
+        raise BatchfsError("%s: not an .npy file (bad magic: %s)" % (path, e))
+    if major == 1:
+        read = npformat.read_array_header_1_0
+    elif major in (2, 3):
+        # 3.0 differs from 2.0 only in the header's encoding (UTF-8, for
+        # structured field names, which no image or label array has):
+        # numpy has no public reader for it, and the ASCII dicts we
+        # accept read the same either way.
+        read = npformat.read_array_header_2_0
+    else:
+        raise BatchfsError("%s: unknown .npy version %d.%d" %
+                           (path, major, minor))
+    try:
+        shape, fortran, dtype = read(f)
+    except ValueError as e:
+        text = str(e).splitlines()[0]
+        if text.startswith("EOF"):
+            raise BatchfsError("%s: truncated header (%s)" % (path, text))
+        raise BatchfsError("%s: malformed header dict (%s)" % (path, text))
+    if not all(x >= 0 for x in shape):
+        raise BatchfsError("%s: malformed header dict (negative dimension "
+                           "in shape %r)" % (path, shape))
+    if fortran:
         raise BatchfsError("%s: fortran_order arrays are not served" % path)
-    try:
-        h = NpyHeader(d["descr"], d["shape"], start + hlen)
-    except TypeError:
-        raise BatchfsError("%s: unsupported dtype %r" % (path, d["descr"]))
-    return h
+    return NpyHeader(dtype, shape, f.tell())
 
 
 def _readinto_exact(f, view, path):
@@ -133,14 +133,15 @@ def _readinto_exact(f, view, path):
 def read_npy(path, expect=None):
     """Read one .npy file into a fresh C-order array (one copy: readinto).
 
-    ``expect`` may be a dict of descr set / ndim to check.  Raises
-    BatchfsError for a file that is not what the header says.
+    ``expect(header, path)``, if given, may raise to refuse the file before
+    its data are read.  Raises BatchfsError for a file that is not what the
+    header says.
     """
     with open(path, "rb", buffering=0) as f:
         h = read_header(f, path)
         if expect is not None:
             expect(h, path)
-        arr = np.empty(h.shape, dtype=np.dtype(h.descr))
+        arr = np.empty(h.shape, dtype=h.dtype)
         if arr.nbytes:
             _readinto_exact(f, memoryview(arr.reshape(-1)).cast("B"), path)
         elif f.read(1):
@@ -148,18 +149,48 @@ def read_npy(path, expect=None):
     return arr
 
 
-def _expect_images(h, path):
-    if h.descr not in _IMAGE_DTYPES:
-        raise BatchfsError("%s: images dtype '%s', want '|u1' or '<f4'" %
-                           (path, h.descr))
-    if len(h.shape) != 4 or h.shape[0] < 1 or not 1 <= h.shape[3] <= 4:
-        raise BatchfsError("%s: images shape %r, want (B,H,W,C), C in 1..4"
-                           % (path, h.shape))
+def image_layout(shape, files_layout=None):
+    """"NHWC" or "NCHW": how an images array of this 4-D shape is laid out.
+
+    ``files_layout`` ("NHWC"/"NCHW") says it; None reads it from the shape
+    as the C library does: NHWC when the last dimension is 1..4 channels,
+    else NCHW when the second is.  (A batchfs mount has 3 channels: only an
+    NCHW mount of width 1..4 needs ``files_layout``.)  None if the shape
+    fits neither.
+    """
+    def is_c(x):
+        return 1 <= x <= MAX_CHANNELS
+
+    if files_layout is not None:
+        c = shape[3] if files_layout == "NHWC" else shape[1]
+        return files_layout if is_c(c) else None
+    if is_c(shape[3]):
+        return "NHWC"
+    if is_c(shape[1]):
+        return "NCHW"
+    return None
 
 
-def read_batch(images_path, labels_path):
-    """Read one batch: (images (B,H,W,C) uint8/float32, labels (B,) int64)."""
-    images = read_npy(images_path, _expect_images)
+def _expect_images(files_layout):
+    def expect(h, path):
+        if h.descr not in IMAGE_DESCRS:
+            raise BatchfsError("%s: images dtype '%s', want '|u1', '<f2' "
+                               "or '<f4'" % (path, h.descr))
+        if len(h.shape) != 4 or h.shape[0] < 1 or \
+                image_layout(h.shape, files_layout) is None:
+            raise BatchfsError(
+                "%s: images shape %r, want %s, C in 1..%d" %
+                (path, h.shape,
+                 {"NHWC": "(B,H,W,C)", "NCHW": "(B,C,H,W)"}.get(
+                     files_layout, "(B,H,W,C) or (B,C,H,W)"), MAX_CHANNELS))
+    return expect
+
+
+def read_batch(images_path, labels_path, files_layout=None):
+    """Read one batch as stored: (images (B,H,W,C) or (B,C,H,W) of uint8,
+    float16 or float32, labels (B,) int64).  ``files_layout``: see
+    image_layout."""
+    images = read_npy(images_path, _expect_images(files_layout))
 
     def expect_labels(h, path):
         if h.descr != "<i8" or h.shape != (images.shape[0],):

@@ -21,16 +21,19 @@ import threading
 import numpy as np
 
 from . import _lib
-from ._npy import BatchfsError, list_batches, read_batch
+from ._npy import BatchfsError, LAYOUTS, image_layout, list_batches, \
+    read_batch
 
 __all__ = ["GpuLoader", "DeviceArray"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
-_TYPESTR = {_lib.UINT8: "|u1", _lib.FLOAT32: "<f4", _lib.INT64: "<i8"}
+_TYPESTR = {_lib.UINT8: "|u1", _lib.FLOAT16: "<f2", _lib.FLOAT32: "<f4",
+            _lib.INT64: "<i8"}
 # DLPack: (type code, bits): kDLInt 0, kDLUInt 1, kDLFloat 2
-_DLTYPE = {_lib.UINT8: (1, 8), _lib.FLOAT32: (2, 32), _lib.INT64: (0, 64)}
+_DLTYPE = {_lib.UINT8: (1, 8), _lib.FLOAT16: (2, 16), _lib.FLOAT32: (2, 32),
+           _lib.INT64: (0, 64)}
 _KDLCUDA = 2
 
 
@@ -180,13 +183,21 @@ class GpuLoader:
     """Iterate over the batches of ``epoch_dir`` as (images, labels).
 
     epoch_dir   an epoch folder of a batchfs mount, or any folder of
-                batch-NNNNNN.npy + batch-NNNNNN.labels.npy files
+                batch-NNNNNN.npy + batch-NNNNNN.labels.npy files: uint8,
+                float16 or float32, (B,H,W,C) or (B,C,H,W)
     device      CUDA ordinal (int) or "cpu": NumPy arrays, no CUDA at all
     depth       ring slots (pinned + device buffers) in GPU mode, or batches
                 read ahead by a background thread in CPU mode (0: none)
-    normalize   deliver float32 (x/255 - mean)/std (x/255 when mean/std are
-                None; "imagenet" for the usual constants)
-    layout      "NHWC" (as stored) or "NCHW" (with normalize)
+    normalize   deliver float32 (x/255 - mean)/std for uint8 files,
+                (x - mean)/std for float16 (widened exactly) and float32
+                ones; without mean/std just x/255 or x ("imagenet" for the
+                usual constants)
+    layout      with normalize: "NHWC" or "NCHW" output; None (the default)
+                keeps the files' layout.  Without normalize batches come as
+                stored, and layout must be None.
+    files_layout  "NHWC" or "NCHW": how the files are laid out; None reads
+                it from each file's shape (NHWC when the last dimension is
+                1..4, else NCHW).  Needed only for NCHW files of width 1..4.
     readers     reader threads in GPU mode; 0: min(depth, 4)
     io          "pread" (into pinned memory) or "mmap" (mmap +
                 cudaHostRegister)
@@ -197,14 +208,22 @@ class GpuLoader:
                 torch.cuda.current_stream() when torch is present, else
                 the legacy default stream
 
-    Yields (images, labels): images (B,H,W,C) uint8/float32 or (B,C,H,W)
-    float32, labels (B,) int64.  See the module doc for their lifetime.
-    Each ``iter()`` is one pass (``passes``) from the first batch.
+    Yields (images, labels), labels (B,) int64 and images:
+
+        file      without normalize     with normalize
+        uint8     uint8, as stored      float32 x/255, (x/255-mean)/std
+        float16   float16, as stored    float32 x, (x-mean)/std
+        float32   float32, as stored    float32 x, (x-mean)/std
+
+    "as stored" keeps the file's layout; normalize writes ``layout``, or
+    the file's.  CPU and GPU mode give the same bits.  See the module doc
+    for their lifetime.  Each ``iter()`` is one pass (``passes``) from the
+    first batch.
     """
 
     def __init__(self, epoch_dir, device=0, depth=3, normalize=False,
-                 mean=None, std=None, layout="NHWC", readers=0, io="pread",
-                 passes=1, output=None, stream=None):
+                 mean=None, std=None, layout=None, readers=0, io="pread",
+                 passes=1, output=None, stream=None, files_layout=None):
         self.epoch_dir = str(epoch_dir)
         self.cpu = isinstance(device, str) and device.lower() == "cpu"
         if not self.cpu:
@@ -227,12 +246,20 @@ class GpuLoader:
                 not 1 <= len(self.mean) <= _lib.MAX_CHANNELS or
                 0.0 in self.std):
             raise ValueError("mean/std: 1..4 values each, std non-zero")
-        layout = layout.upper()
-        if layout not in ("NHWC", "NCHW"):
-            raise ValueError("layout must be 'NHWC' or 'NCHW'")
-        if layout == "NCHW" and not self.normalize:
-            raise ValueError("layout='NCHW' needs normalize=True")
+        if layout is not None:
+            layout = layout.upper()
+            if layout not in LAYOUTS:
+                raise ValueError("layout must be 'NHWC', 'NCHW' or None")
+            if not self.normalize:
+                raise ValueError("layout=%r needs normalize=True (without "
+                                 "it batches come as stored)" % layout)
         self.layout = layout
+        if files_layout is not None:
+            files_layout = files_layout.upper()
+            if files_layout not in LAYOUTS:
+                raise ValueError("files_layout must be 'NHWC', 'NCHW' or "
+                                 "None")
+        self.files_layout = files_layout
         self.readers = int(readers)
         if io not in ("pread", "mmap"):
             raise ValueError("io must be 'pread' or 'mmap'")
@@ -290,15 +317,23 @@ class GpuLoader:
     def _cpu_post(self, images, labels):
         if not self.normalize:
             return images, labels
+        # read_batch accepted the shape, so it has a layout
+        src = image_layout(images.shape, self.files_layout)
         x = images.astype(np.float32)
         if images.dtype == np.uint8:
             x /= np.float32(255)
         if self.mean is not None:
-            c = x.shape[3]
-            x -= np.asarray(self.mean[:c], dtype=np.float32)
-            x /= np.asarray(self.std[:c], dtype=np.float32)
-        if self.layout == "NCHW":
-            x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+            c = x.shape[3] if src == "NHWC" else x.shape[1]
+            # channels past the given values: mean 0, std 1, as in GPU mode
+            mean = (self.mean + (0.0,) * c)[:c]
+            std = (self.std + (1.0,) * c)[:c]
+            shape = (c,) if src == "NHWC" else (c, 1, 1)
+            x -= np.asarray(mean, dtype=np.float32).reshape(shape)
+            x /= np.asarray(std, dtype=np.float32).reshape(shape)
+        dst = self.layout or src
+        if dst != src:
+            x = np.ascontiguousarray(x.transpose(
+                (0, 3, 1, 2) if dst == "NCHW" else (0, 2, 3, 1)))
         return x, labels
 
     def _cpu_order(self):
@@ -311,7 +346,8 @@ class GpuLoader:
     def _iter_cpu(self):
         if self.depth <= 0:
             for img, lbl in self._cpu_order():
-                yield self._cpu_post(*read_batch(img, lbl))
+                yield self._cpu_post(*read_batch(img, lbl,
+                                                 self.files_layout))
             return
         # A reader thread keeps up to `depth` batches ready; file reads
         # release the GIL, so they overlap the consumer's work.
@@ -321,7 +357,7 @@ class GpuLoader:
         def reader():
             try:
                 for img, lbl in self._cpu_order():
-                    item = ("ok", read_batch(img, lbl))
+                    item = ("ok", read_batch(img, lbl, self.files_layout))
                     while not stop.is_set():
                         try:
                             q.put(item, timeout=0.1)
@@ -375,10 +411,13 @@ class GpuLoader:
         o.passes = self.passes
         o.io = _lib.IO_MMAP if self.io == "mmap" else _lib.IO_PREAD
         o.stream = self._consumer_stream() or None
+        if self.files_layout is not None:
+            o.flags |= (_lib.FILES_NCHW if self.files_layout == "NCHW"
+                        else _lib.FILES_NHWC)
         if self.normalize:
             o.flags |= _lib.NORMALIZE
-            if self.layout == "NCHW":
-                o.flags |= _lib.NCHW
+            if self.layout is not None:
+                o.flags |= _lib.NCHW if self.layout == "NCHW" else _lib.NHWC
             if self.mean is not None:
                 for i, (m, s) in enumerate(zip(self.mean, self.std)):
                     o.mean[i], o.std[i] = m, s
