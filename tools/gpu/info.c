@@ -26,6 +26,7 @@ static const bfs_gpu_code codes[] = {
 	CODE(BFS_E_NOKEY),
 	CODE(BFS_E_FORMAT),
 	CODE(BFS_E_EMPTY),
+	CODE(BFS_E_MEMORY),
 };
 
 _Static_assert(sizeof(codes) / sizeof(codes[0]) ==
