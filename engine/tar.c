@@ -18,6 +18,7 @@
 #include "engine/tar.h"
 
 #include "engine/error.h"
+#include "engine/filekind.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -821,6 +822,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 
 	for (;;) {
 		const uint8_t *h;
+		const char *kind;
 		uint64_t left = file_size - pos, size, data, stored, computed;
 		uint64_t hdr;
 		char type;
@@ -852,6 +854,18 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 				goto read_error;
 			if (all_zero(h, (size_t)left) && !sc->x.have_ext)
 				break; /* a cut end-of-archive marker */
+			/* (a file this short may be anything, so nothing
+			 * of it is quoted: its size, and what it looks like
+			 * when that is something else) */
+			kind = pos == 0 ? bfs_filekind(h, (size_t)left) : NULL;
+			if (kind && strcmp(kind, "a tar archive")) {
+				bfs_seterr(errmsg, "not a tar file: it is shorter "
+					   "than one 512-byte header; it looks "
+					   "like %s", kind);
+				err = BFS_E_TRUNCATED;
+				damaged = 1;
+				break;
+			}
 			bfs_seterr(errmsg, "member %llu at offset %llu: file "
 				   "ends inside the 512-byte header (%llu "
 				   "bytes left)", (unsigned long long)index,
@@ -876,7 +890,22 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			break;
 		}
 		if (check_header(h, &stored, &computed)) {
-			if (stored == UINT64_MAX)
+			/* The first block: the file may be anything, so say
+			 * what it looks like, never what it holds. */
+			kind = pos == 0 ? bfs_filekind(h, BFS_TAR_BLOCK) : NULL;
+			if (pos == 0 && kind && !strcmp(kind, "a tar archive"))
+				bfs_seterr(errmsg, "member 0 at offset 0: "
+					   "header checksum does not match "
+					   "(a damaged tar archive)");
+			else if (pos == 0 && kind)
+				bfs_seterr(errmsg, "not a tar file: its first "
+					   "512 bytes are not a tar header; it "
+					   "looks like %s", kind);
+			else if (pos == 0)
+				bfs_seterr(errmsg, "not a TFRecord, tar or JPEG "
+					   "file: its first 512 bytes are not "
+					   "a tar header");
+			else if (stored == UINT64_MAX)
 				bfs_seterr(errmsg, "member %llu at offset %llu: "
 					   "not a tar header (checksum field "
 					   "is not a number)",

@@ -938,6 +938,44 @@ static void test_tar_reports_samples_before_a_bad_checksum_then_fails(void **sta
 	free(c);
 }
 
+static void test_tar_names_a_file_that_is_not_a_tar_without_quoting_it(void **state)
+{
+	static const char line[] = "SECRET-TOKEN-1234 root:$6$salt$hash:19000:0:99999:7:::\n";
+	tb b = { 0 }, z = { 0 }, d = { 0 };
+	coll *c = new_coll();
+	char err[BFS_ERRMSG_MAX];
+
+	/* 1 KiB of secret text: it used to be "member 0 at offset 0: header
+	 * checksum 0o... does not match the computed 0o...", its digits and
+	 * the sum of its first 512 bytes */
+	while (b.len < 1024)
+		tb_put(&b, line, sizeof(line) - 1);
+	assert_int_equal(scan_tb(&b, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a TFRecord, tar or JPEG file: its first "
+			    "512 bytes are not a tar header");
+	memcpy(b.p + 148, "0000644", 7); /* a number where the checksum goes */
+	assert_int_equal(scan_tb(&b, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a TFRecord, tar or JPEG file: its first "
+			    "512 bytes are not a tar header");
+	/* gzip data, as a .tar.gz renamed .tar */
+	tb_put(&z, "\x1f\x8b\x08\x00", 4);
+	tb_put(&z, NULL, 1020);
+	assert_int_equal(scan_tb(&z, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a tar file: its first 512 bytes are not a "
+			    "tar header; it looks like gzip data");
+	/* a tar whose first header is damaged is still called one */
+	four_samples(&d);
+	tb_end(&d);
+	d.p[10] ^= 1;
+	assert_int_equal(scan_tb(&d, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "member 0 at offset 0: header checksum does not "
+			    "match (a damaged tar archive)");
+	free(b.p);
+	free(z.p);
+	free(d.p);
+	free(c);
+}
+
 static void test_tar_keeps_the_sample_in_progress_when_its_cls_is_lost(void **state)
 {
 	tb b = { 0 };
@@ -1403,6 +1441,7 @@ int main(void)
 		cmocka_unit_test(test_tar_reads_v7_and_gnu_headers_and_base256_sizes),
 		cmocka_unit_test(test_tar_accepts_a_signed_checksum_and_number_fields_ended_by_space),
 		cmocka_unit_test(test_tar_reports_samples_before_a_bad_checksum_then_fails),
+		cmocka_unit_test(test_tar_names_a_file_that_is_not_a_tar_without_quoting_it),
 		cmocka_unit_test(test_tar_keeps_the_sample_in_progress_when_its_cls_is_lost),
 		cmocka_unit_test(test_tar_reports_a_file_cut_mid_member_and_mid_header),
 		cmocka_unit_test(test_tar_survives_a_cut_at_every_byte),
