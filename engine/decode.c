@@ -16,6 +16,7 @@
 #include <turbojpeg.h>
 
 #include "engine/error.h"
+#include "engine/filekind.h"
 
 /*
  * TF's defaults: dct_method "" = JDCT_IFAST, fancy_upscaling = true (so no
@@ -67,29 +68,19 @@ void bfs_decoder_destroy(bfs_decoder *d)
 	free(d);
 }
 
-/* NULL when p starts like a JPEG, else what it looks like instead. */
-static const char *sniff(const uint8_t *p, size_t len)
+/* NULL when p starts like a JPEG (SOI), else what to say instead: what it
+ * looks like, never what it holds (a folder image may be a symlink to any
+ * file, and the message reaches stats.json and the log). */
+static const char *sniff(const uint8_t *p, size_t len, char *buf, size_t cap)
 {
-	static const uint8_t png[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
-	static const uint8_t jp2[8] = { 0, 0, 0, 0x0c, 'j', 'P', ' ', ' ' };
+	const char *kind;
 
 	if (len >= 2 && p[0] == 0xFF && p[1] == 0xD8)
 		return NULL;
-	if (len >= 8 && !memcmp(p, png, 8))
-		return "PNG signature";
-	if (len >= 6 && (!memcmp(p, "GIF87a", 6) || !memcmp(p, "GIF89a", 6)))
-		return "GIF signature";
-	if (len >= 12 && !memcmp(p, "RIFF", 4) && !memcmp(p + 8, "WEBP", 4))
-		return "WebP signature";
-	if (len >= 4 && (!memcmp(p, "II*\0", 4) || !memcmp(p, "MM\0*", 4)))
-		return "TIFF signature";
-	if (len >= 8 && !memcmp(p, jp2, 8))
-		return "JPEG 2000 signature";
-	if (len >= 12 && !memcmp(p + 4, "ftyp", 4))
-		return "ISO media (HEIF/AVIF/MP4) signature";
-	if (len >= 2 && p[0] == 'B' && p[1] == 'M')
-		return "BMP signature";
-	return "no JPEG SOI marker";
+	if (!(kind = bfs_filekind(p, len)))
+		return "no JPEG SOI marker";
+	snprintf(buf, cap, "looks like %s", kind);
+	return buf;
 }
 
 /*
@@ -145,19 +136,16 @@ static int read_header(bfs_decoder *d, const uint8_t *jpeg, size_t len,
                        struct jpeg_info *info, char *errmsg)
 {
 	const char *what, *tjmsg;
+	char kind[64];
 	int subsamp, cs, ncomp = 0, sof_w = 0, sof_h = 0, subsamp_refused;
 
 	if (len == 0) {
 		bfs_seterr(errmsg, "empty input (0 bytes)");
 		return BFS_E_DECODE;
 	}
-	what = sniff(jpeg, len);
+	what = sniff(jpeg, len, kind, sizeof(kind));
 	if (what) {
-		char head[16] = "";
-
-		for (size_t i = 0; i < len && i < 4; i++)
-			snprintf(head + 3 * i, sizeof(head) - 3 * i, " %02X", jpeg[i]);
-		bfs_seterr(errmsg, "not a JPEG: %s (starts%s)", what, head);
+		bfs_seterr(errmsg, "not a JPEG: %s", what);
 		return BFS_E_DECODE;
 	}
 	if (len > ULONG_MAX) {

@@ -46,6 +46,7 @@
 #include "engine/augment.h"
 #include "engine/badset.h"
 #include "engine/decode.h"
+#include "engine/label.h"
 #include "engine/npy.h"
 #include "engine/permute.h"
 #include "engine/resize.h"
@@ -665,6 +666,8 @@ static int try_sample(struct worker *w, uint64_t i, void *s1, int64_t *label,
 	pthread_mutex_unlock(&e->lock);
 
 	err = make_sample(w, i, s1, label, rec, msg);
+	if (!err) /* a label the offset overflows makes the sample bad */
+		err = bfs_label_add_offset(label, e->o.label_offset, msg);
 	trim(w);
 
 	pthread_mutex_lock(&e->lock);
@@ -704,6 +707,9 @@ static int replace(struct worker *w, uint64_t i, int err, void *s1,
 		pthread_mutex_unlock(&e->lock);
 
 		rerr = make_sample(w, c, s1, label, rec, rmsg);
+		if (!rerr)
+			rerr = bfs_label_add_offset(label, e->o.label_offset,
+						    rmsg);
 		trim(w);
 
 		pthread_mutex_lock(&e->lock);
@@ -736,7 +742,6 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	long at;
 
 	if (!err) {
-		*label += e->o.label_offset;
 		finish(e, id, i, s1, dst);
 		return 0;
 	}
@@ -749,7 +754,6 @@ static int produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 	if (replace(w, i, err, s1, label, rec, &r) != 0)
 		return err;
 	note_replacement(e, at, r);
-	*label += e->o.label_offset;
 	finish(e, id, i, s1, dst);
 	return 0;
 }

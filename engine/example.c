@@ -265,15 +265,16 @@ static void on_list(void *ctx, const uint8_t *buf, size_t koff, size_t klen,
 
 /*
  * In the Feature buf[voff..voff+vlen): which kind it holds (the last
- * oneof field set wins) and the first value of that kind.  Lists of the
- * same kind that follow each other are merged, as protobuf does, so the
- * first value is the first one after the kind last changed.  Returns 1 with
- * the value, 0 when the list is empty, or BFS_E_CORRUPT.  *kind is set in
- * every non-error case.
+ * oneof field set wins), how many values of that kind it holds, and the
+ * first of them.  Lists of the same kind that follow each other are
+ * merged, as protobuf does, so the values counted are those after the kind
+ * last changed.  Returns 0 with *kind and *count set (and the first value
+ * when *count > 0), or BFS_E_CORRUPT.  For a float_list *count is 0 or 1:
+ * callers only need its kind.
  */
 static int find_in_feature(const uint8_t *buf, size_t voff, size_t vlen,
-			   int *kind, size_t *off, size_t *len, uint64_t *v,
-			   char *errmsg)
+			   int *kind, size_t *count, size_t *off, size_t *len,
+			   uint64_t *v, char *errmsg)
 {
 	pb feat = { buf, voff, voff + vlen }, m;
 	pbfield f, g;
@@ -281,6 +282,7 @@ static int find_in_feature(const uint8_t *buf, size_t voff, size_t vlen,
 	int r;
 
 	*kind = KIND_NONE;
+	*count = 0;
 	while ((r = pb_next(&feat, &f, errmsg)) > 0) {
 		if (f.field < 1 || f.field > 3)
 			continue;
@@ -306,35 +308,36 @@ static int find_in_feature(const uint8_t *buf, size_t voff, size_t vlen,
 				if (g.wt != WT_LEN)
 					return corrupt(errmsg, g.at, "BytesList value "
 						       "is not length-delimited");
-				*off = g.off;
-				*len = g.len;
-				return 1;
+				if ((*count)++ == 0) {
+					*off = g.off;
+					*len = g.len;
+				}
+				continue;
 			}
 			if (*kind == KIND_INT64) {
 				if (g.wt == WT_VARINT) {
-					*v = g.v;
-					return 1;
+					if ((*count)++ == 0)
+						*v = g.v;
+					continue;
 				}
 				if (g.wt != WT_LEN)
 					return corrupt(errmsg, g.at, "Int64List value "
 						       "has a bad wire type");
-				/* Packed: validate the whole run, keep the first. */
+				/* Packed: every value counts. */
 				size_t p = g.off, e = g.off + g.len;
 				uint64_t x;
-				int have = 0;
 
 				while (p < e) {
 					if (read_varint(buf, &p, e, &x))
 						return corrupt(errmsg, p, "truncated "
 							       "or overlong packed varint");
-					if (!have++)
+					if ((*count)++ == 0)
 						*v = x;
 				}
-				if (have)
-					return 1;
 				continue;
 			}
-			return 1; /* KIND_FLOAT: callers only need the kind */
+			*count = 1; /* KIND_FLOAT: callers only need the kind */
+			return 0;
 		}
 		if (r < 0)
 			return r;
@@ -347,7 +350,7 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 		     size_t *image_len, int64_t *label, char *errmsg)
 {
 	find_ctx c;
-	size_t off = 0, vlen = 0;
+	size_t off = 0, vlen = 0, count;
 	uint64_t v = 0;
 	int r, kind;
 
@@ -369,8 +372,8 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 			   k.count ? k.text : "(none)");
 		return BFS_E_NOKEY;
 	}
-	r = find_in_feature(buf, c.image.voff, c.image.vlen, &kind, &off, &vlen,
-			    &v, errmsg);
+	r = find_in_feature(buf, c.image.voff, c.image.vlen, &kind, &count,
+			    &off, &vlen, &v, errmsg);
 	if (r < 0)
 		return r;
 	if (kind != KIND_BYTES && kind != KIND_NONE) {
@@ -378,16 +381,23 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 			   image_key, kind_name[kind]);
 		return BFS_E_FORMAT;
 	}
-	if (r == 0) {
+	if (count == 0) {
 		bfs_seterr(errmsg, "feature '%s' holds no bytes value", image_key);
 		return BFS_E_NOKEY;
+	}
+	if (count > 1) {
+		bfs_seterr(errmsg, "feature '%s' holds %zu bytes values, expected "
+			   "1 (one image per record, as TensorFlow's "
+			   "FixedLenFeature([], tf.string) requires)", image_key,
+			   count);
+		return BFS_E_FORMAT;
 	}
 
 	if (c.label.found) {
 		size_t loff, llen;
 
-		r = find_in_feature(buf, c.label.voff, c.label.vlen, &kind, &loff,
-				    &llen, &v, errmsg);
+		r = find_in_feature(buf, c.label.voff, c.label.vlen, &kind,
+				    &count, &loff, &llen, &v, errmsg);
 		if (r < 0)
 			return r;
 		if (kind != KIND_INT64 && kind != KIND_NONE) {
@@ -395,7 +405,14 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 				   "int64_list", label_key, kind_name[kind]);
 			return BFS_E_FORMAT;
 		}
-		if (r == 1 && kind == KIND_INT64)
+		if (count > 1) {
+			bfs_seterr(errmsg, "feature '%s' holds %zu int64 values, "
+				   "expected 1 (one label per record, as "
+				   "TensorFlow's FixedLenFeature([], tf.int64) "
+				   "requires)", label_key, count);
+			return BFS_E_FORMAT;
+		}
+		if (count == 1)
 			*label = (int64_t)v;
 	}
 	*image = buf + off;
@@ -521,15 +538,32 @@ static uint8_t *begin_entry(bfs_example_builder *b, const char *key,
 int bfs_example_builder_add_bytes(bfs_example_builder *b, const char *key,
 				  const void *data, size_t len)
 {
-	size_t list_len = 1 + varint_len(len) + len;
-	uint8_t *p = begin_entry(b, key, KIND_BYTES, list_len);
+	return bfs_example_builder_add_bytes_list(b, key, &data, &len, 1);
+}
 
+int bfs_example_builder_add_bytes_list(bfs_example_builder *b,
+				       const char *key,
+				       const void *const *data,
+				       const size_t *len, size_t n)
+{
+	size_t list_len = 0;
+	uint8_t *p;
+
+	for (size_t i = 0; i < n; i++) {
+		if (len[i] > SIZE_MAX / 4 || list_len > SIZE_MAX / 4)
+			return -ENOMEM;
+		list_len += 1 + varint_len(len[i]) + len[i];
+	}
+	p = begin_entry(b, key, KIND_BYTES, list_len);
 	if (!p)
 		return -ENOMEM;
-	*p++ = 0x0a; /* BytesList.value */
-	p = put_varint(p, len);
-	if (len)
-		memcpy(p, data, len);
+	for (size_t i = 0; i < n; i++) {
+		*p++ = 0x0a; /* BytesList.value */
+		p = put_varint(p, len[i]);
+		if (len[i])
+			memcpy(p, data[i], len[i]);
+		p += len[i];
+	}
 	return 0;
 }
 

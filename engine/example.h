@@ -20,8 +20,12 @@
 #include <stdint.h>
 
 /*
- * Find the first bytes value of feature `image_key` and the first int64 of
- * feature `label_key` in the serialized Example buf[0..len).
+ * Find the bytes value of feature `image_key` and the int64 of feature
+ * `label_key` in the serialized Example buf[0..len).  Each must hold
+ * exactly one value, as TensorFlow's parsing with FixedLenFeature([],
+ * tf.string) / FixedLenFeature([], tf.int64) requires ("Number of int64
+ * values != expected.  Values size: 2 but output shape: []"): a list of two
+ * or more is refused, never read as its first value.
  *
  * The whole message is walked and fully bounds-checked, so any bytes are
  * safe input.  Unknown fields of wire type varint, fixed64,
@@ -32,16 +36,22 @@
  * than the two asked for are not examined.
  *
  * label_key may be NULL; *label is then never touched.  A label feature
- * that is absent or holds an empty Int64List is not an error either: *label
- * keeps whatever the caller put there (callers preset it, e.g. to -1).
+ * that is absent or holds an empty Int64List is not an error here: *label
+ * keeps whatever the caller put there (callers preset it, e.g. to -1, or
+ * to a value that says "missing" and refuse it themselves).
  *
  * On success returns 0 and sets *image / *image_len (pointing into buf, so
  * valid as long as buf is; the value may be empty) and possibly *label.
+ * On failure neither *image nor *label is touched.
  * Errors, each with errmsg (BFS_ERRMSG_MAX bytes, may be NULL):
  *   BFS_E_NOKEY   no feature image_key, or it holds no bytes value:
  *                 "no feature 'image/encoded'; keys present: 'a', 'b'";
  *   BFS_E_FORMAT  image_key is not a BytesList, or label_key holds a
- *                 BytesList or FloatList;
+ *                 BytesList or FloatList; or either holds two or more
+ *                 values: "feature 'image/class/label' holds 2 int64
+ *                 values, expected 1 (...)" (the count of the list that
+ *                 wins the merge rules above, packed and unpacked values
+ *                 alike);
  *   BFS_E_CORRUPT malformed protobuf, naming the byte offset.
  * Pure function: any thread.
  */
@@ -80,6 +90,12 @@ int bfs_example_builder_add_float(bfs_example_builder *b, const char *key,
  * (one tag per value) when packed is 0. */
 int bfs_example_builder_add_int64s(bfs_example_builder *b, const char *key,
 				   const int64_t *v, size_t n, int packed);
+/* A BytesList of n values (n may be 0): value i is data[i][0..len[i]);
+ * data[i] may be NULL when len[i] is 0. */
+int bfs_example_builder_add_bytes_list(bfs_example_builder *b,
+				       const char *key,
+				       const void *const *data,
+				       const size_t *len, size_t n);
 
 /*
  * Serialize the Example built so far.  *data points into the builder and

@@ -283,8 +283,10 @@ static int on_record(void *ctx, const bfs_tfrecord_entry *e)
 }
 
 /* A shard's index as stored by opts.index_put: a header, the scan error
- * (if the shard is cut or damaged), then one packed entry per record. */
-#define INDEX_MAGIC "BFSIDX01"
+ * (if the shard is cut or damaged), then one packed entry per record.
+ * 02: scan errors no longer quote a file's bytes; an 01 index may hold a
+ * message that does, so it is scanned again. */
+#define INDEX_MAGIC "BFSIDX02"
 struct index_hdr {
 	char magic[8];
 	uint64_t count;

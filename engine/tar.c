@@ -6,10 +6,19 @@
  * pax headers (at most BFS_TAR_MAX_EXT_HEADER), and the names of the member
  * and the sample in progress.  Nothing is sized from a header field before
  * that field has been checked against the file size.
+ *
+ * Hard links ('1', what GNU tar writes for a file linked to one already in
+ * the archive) name an earlier member whose data they share.  Archives
+ * without one pay nothing for them: at the first hard link the scan starts
+ * over from offset 0 with a table of every regular member's name and data
+ * extent (links), replaying the members before the link without reporting
+ * again the samples it already reported (mute), and keeps the table to the
+ * end of the scan.
  */
 #include "engine/tar.h"
 
 #include "engine/error.h"
+#include "engine/filekind.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -33,6 +42,8 @@
 #define H_CHKSUM 148
 #define H_CHKSUM_LEN 8
 #define H_TYPE 156
+#define H_LINKNAME 157
+#define H_LINKNAME_LEN 100
 #define H_MAGIC 257
 #define H_PREFIX 345
 #define H_PREFIX_LEN 155
@@ -93,6 +104,116 @@ static int str_append(str *s, const char *p, size_t n)
 static const char *str_c(const str *s)
 {
 	return s->p ? s->p : "";
+}
+
+/* ------------------------------------------------------------------ */
+/* The hard-link table: member name -> data extent, open addressing.   */
+
+typedef struct {
+	uint64_t hash;
+	size_t name, name_len;  /* in pool */
+	uint64_t off, len;
+	int sparse;
+	int used;
+} link_ent;
+
+typedef struct {
+	link_ent *ents;         /* cap entries, cap a power of two */
+	size_t cap, count;
+	char *pool;             /* the names, back to back */
+	size_t pool_len, pool_cap;
+} link_table;
+
+static uint64_t name_hash(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static link_ent *links_slot(link_table *t, const char *p, size_t n,
+			    uint64_t h)
+{
+	size_t i = (size_t)h & (t->cap - 1);
+
+	while (t->ents[i].used &&
+	       !(t->ents[i].hash == h && t->ents[i].name_len == n &&
+		 (n == 0 || !memcmp(t->pool + t->ents[i].name, p, n))))
+		i = (i + 1) & (t->cap - 1);
+	return &t->ents[i];
+}
+
+static const link_ent *links_find(link_table *t, const char *p, size_t n)
+{
+	link_ent *e;
+
+	if (!t->count)
+		return NULL;
+	e = links_slot(t, p, n, name_hash(p, n));
+
+	return e->used ? e : NULL;
+}
+
+/* Remember member p[0..n) at [off, off + len); a later member of the same
+ * name replaces an earlier one, as extracting the archive would. */
+static int links_put(link_table *t, const char *p, size_t n, uint64_t off,
+		     uint64_t len, int sparse)
+{
+	uint64_t h = name_hash(p, n);
+	link_ent *e;
+
+	if (2 * (t->count + 1) > t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 1024;
+		link_ent *old = t->ents, *ne = calloc(cap, sizeof(*ne));
+
+		if (!ne)
+			return -ENOMEM;
+		t->ents = ne;
+		for (size_t i = 0; i < t->cap; i++)
+			if (old[i].used) {
+				size_t k = (size_t)old[i].hash & (cap - 1);
+
+				while (ne[k].used)
+					k = (k + 1) & (cap - 1);
+				ne[k] = old[i];
+			}
+		free(old);
+		t->cap = cap;
+	}
+	e = links_slot(t, p, n, h);
+	if (!e->used) {
+		if (t->pool_len + n > t->pool_cap) {
+			size_t cap = t->pool_cap ? t->pool_cap : 1 << 16;
+			char *q;
+
+			while (cap < t->pool_len + n)
+				cap *= 2;
+			if (!(q = realloc(t->pool, cap)))
+				return -ENOMEM;
+			t->pool = q;
+			t->pool_cap = cap;
+		}
+		if (n) /* an empty name is legal, and pool may be NULL */
+			memcpy(t->pool + t->pool_len, p, n);
+		e->hash = h;
+		e->name = t->pool_len;
+		e->name_len = n;
+		e->used = 1;
+		t->pool_len += n;
+		t->count++;
+	}
+	e->off = off;
+	e->len = len;
+	e->sparse = sparse;
+	return 0;
+}
+
+static void links_free(link_table *t)
+{
+	free(t->ents);
+	free(t->pool);
 }
 
 static int all_zero(const uint8_t *p, size_t n)
@@ -366,6 +487,10 @@ typedef struct {
 	uint64_t ext_start;     /* offset of the first of them */
 	int have_long;          /* GNU 'L' */
 	str longname;
+	int have_longlink;      /* GNU 'K' */
+	str longlink;
+	int have_linkpath;      /* pax linkpath= */
+	str paxlink;
 	int have_path;          /* pax path= (or GNU.sparse.name=) */
 	str paxpath;
 	int have_sparse_name;
@@ -384,6 +509,9 @@ typedef struct {
 	int64_t label;
 	int cls_err;            /* the first .cls did not parse */
 	uint64_t cls_len;
+	int bad_link;           /* its image or .cls is a hard link to a
+				 * name no earlier member has: */
+	str bad_link_msg;       /* what to say */
 } group;
 
 typedef struct {
@@ -394,12 +522,19 @@ typedef struct {
 	group g;
 	str name;               /* the member being looked at */
 	str scratch;            /* long names and pax headers */
+	str linkname;           /* a hard link's target */
 	char msg[BFS_ERRMSG_MAX];
+	int have_links;         /* links is kept (a hard link was seen) */
+	link_table links;
+	uint64_t reported;      /* fn calls made */
+	uint64_t mute;          /* samples to pass over without calling fn:
+				 * reported before the scan started over */
 } scan;
 
 static void pending_clear(pending *x)
 {
 	x->have_ext = x->have_long = x->have_path = x->have_size = 0;
+	x->have_longlink = x->have_linkpath = 0;
 	x->have_sparse_name = x->sparse = 0;
 }
 
@@ -438,6 +573,9 @@ static int flush(scan *sc, int damaged)
 		s.status = BFS_E_CORRUPT;
 		bfs_seterr(sc->msg, "sample %.300s has %u .cls members",
 			   s.key, g->cls);
+	} else if (g->bad_link) {
+		s.status = BFS_E_CORRUPT;
+		bfs_seterr(sc->msg, "%s", str_c(&g->bad_link_msg));
 	} else if (!g->cls) {
 		s.status = BFS_E_NOKEY;
 		bfs_seterr(sc->msg, damaged
@@ -456,13 +594,20 @@ static int flush(scan *sc, int damaged)
 	} else {
 		s.label = g->label;
 	}
+	if (sc->mute) {
+		sc->mute--; /* reported before the scan started over */
+		return 0;
+	}
+	sc->reported++;
 	rc = sc->fn(sc->ctx, &s);
 	return rc;
 }
 
-/* A regular member named sc->name with data at [off, off + len). */
+/* A regular member named sc->name with data at [off, off + len), or, when
+ * bad_link, a hard link named sc->name to sc->linkname, which no earlier
+ * member has (len is then 0). */
 static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
-		  uint64_t hdr, int sparse)
+		  uint64_t hdr, int sparse, int bad_link)
 {
 	group *g = &sc->g;
 	const char *name = str_c(&sc->name);
@@ -486,7 +631,22 @@ static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
 		g->active = 1;
 		g->images = g->cls = 0;
 		g->cls_err = 0;
+		g->bad_link = 0;
 		g->label = -1;
+	}
+	if (bad_link && (is_image_ext(ext) || !strcasecmp(ext, "cls"))) {
+		int first = is_image_ext(ext) ? g->images == 0 : g->cls == 0;
+
+		if (first && !g->bad_link) {
+			char m[BFS_ERRMSG_MAX];
+
+			g->bad_link = 1;
+			bfs_seterr(m, "member %.200s is a hard link to %.200s, "
+				   "which is not an earlier member of the "
+				   "archive", name, str_c(&sc->linkname));
+			if ((err = str_set(&g->bad_link_msg, m, strlen(m))))
+				return err;
+		}
 	}
 	if (is_image_ext(ext)) {
 		if (g->images++ == 0) {
@@ -504,7 +664,7 @@ static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
 
 			g->cls_len = len;
 			g->cls_err = 1;
-			if (len <= MAX_CLS) {
+			if (!bad_link && len <= MAX_CLS) {
 				if ((err = read_at(&sc->r, off, (size_t)len, 1,
 						   &p)))
 					return err;
@@ -567,6 +727,10 @@ static int parse_pax(scan *sc, const char **why)
 			x->have_path = vlen > 0; /* empty: back to the header */
 			if (vlen && str_set(&x->paxpath, val, vlen))
 				return -2;
+		} else if (KEY_IS("linkpath")) {
+			x->have_linkpath = vlen > 0;
+			if (vlen && str_set(&x->paxlink, val, vlen))
+				return -2;
 		} else if (KEY_IS("GNU.sparse.name")) {
 			x->sparse = 1;
 			x->have_path = x->have_sparse_name = vlen > 0;
@@ -619,6 +783,21 @@ static int member_name(scan *sc, const uint8_t *h)
 	return str_append(&sc->name, (const char *)h + H_NAME, n);
 }
 
+/* A hard link's target: pax linkpath, else GNU long link name, else the
+ * header's linkname field. */
+static int link_name(scan *sc, const uint8_t *h)
+{
+	pending *x = &sc->x;
+
+	if (x->have_linkpath)
+		return str_set(&sc->linkname, x->paxlink.p, x->paxlink.len);
+	if (x->have_longlink)
+		return str_set(&sc->linkname, x->longlink.p,
+			       strnlen(x->longlink.p, x->longlink.len));
+	return str_set(&sc->linkname, (const char *)h + H_LINKNAME,
+		       strnlen((const char *)h + H_LINKNAME, H_LINKNAME_LEN));
+}
+
 int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 		 char *errmsg)
 {
@@ -643,6 +822,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 
 	for (;;) {
 		const uint8_t *h;
+		const char *kind;
 		uint64_t left = file_size - pos, size, data, stored, computed;
 		uint64_t hdr;
 		char type;
@@ -674,6 +854,18 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 				goto read_error;
 			if (all_zero(h, (size_t)left) && !sc->x.have_ext)
 				break; /* a cut end-of-archive marker */
+			/* (a file this short may be anything, so nothing
+			 * of it is quoted: its size, and what it looks like
+			 * when that is something else) */
+			kind = pos == 0 ? bfs_filekind(h, (size_t)left) : NULL;
+			if (kind && strcmp(kind, "a tar archive")) {
+				bfs_seterr(errmsg, "not a tar file: it is shorter "
+					   "than one 512-byte header; it looks "
+					   "like %s", kind);
+				err = BFS_E_TRUNCATED;
+				damaged = 1;
+				break;
+			}
 			bfs_seterr(errmsg, "member %llu at offset %llu: file "
 				   "ends inside the 512-byte header (%llu "
 				   "bytes left)", (unsigned long long)index,
@@ -698,7 +890,22 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			break;
 		}
 		if (check_header(h, &stored, &computed)) {
-			if (stored == UINT64_MAX)
+			/* The first block: the file may be anything, so say
+			 * what it looks like, never what it holds. */
+			kind = pos == 0 ? bfs_filekind(h, BFS_TAR_BLOCK) : NULL;
+			if (pos == 0 && kind && !strcmp(kind, "a tar archive"))
+				bfs_seterr(errmsg, "member 0 at offset 0: "
+					   "header checksum does not match "
+					   "(a damaged tar archive)");
+			else if (pos == 0 && kind)
+				bfs_seterr(errmsg, "not a tar file: its first "
+					   "512 bytes are not a tar header; it "
+					   "looks like %s", kind);
+			else if (pos == 0)
+				bfs_seterr(errmsg, "not a TFRecord, tar or JPEG "
+					   "file: its first 512 bytes are not "
+					   "a tar header");
+			else if (stored == UINT64_MAX)
 				bfs_seterr(errmsg, "member %llu at offset %llu: "
 					   "not a tar header (checksum field "
 					   "is not a number)",
@@ -746,8 +953,7 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 				damaged = 1;
 				break;
 			}
-			if (type != 'g' && type != 'K' &&
-			    size > BFS_TAR_MAX_EXT_HEADER) {
+			if (type != 'g' && size > BFS_TAR_MAX_EXT_HEADER) {
 				bfs_seterr(errmsg, "member %llu at offset %llu: "
 					   "extension header '%c' of %llu "
 					   "bytes is over the %u-byte limit",
@@ -770,6 +976,11 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 						     &sc->x.longname)))
 					goto read_error;
 				sc->x.have_long = 1;
+			} else if (type == 'K') {
+				if ((err = read_into(&sc->r, data, (size_t)size,
+						     &sc->x.longlink)))
+					goto read_error;
+				sc->x.have_longlink = 1;
 			} else if (type == 'x' || type == 'X') {
 				if ((err = read_into(&sc->r, data, (size_t)size,
 						     &sc->scratch)))
@@ -850,8 +1061,45 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 			damaged = 1;
 			break;
 		}
+		if (type == '1' && !sc->have_links) {
+			/* The first hard link: its target is an earlier
+			 * member, and none was remembered.  Start over,
+			 * remembering every member this time, and pass over
+			 * the samples already reported. */
+			sc->have_links = 1;
+			sc->mute = sc->reported;
+			sc->g.active = 0;
+			pending_clear(&sc->x);
+			pos = 0;
+			index = 0;
+			small = 0;
+			continue;
+		}
+		if (type == '1') {
+			const link_ent *t;
+
+			if ((err = link_name(sc, h)))
+				goto out;
+			t = links_find(&sc->links, sc->linkname.p,
+				       sc->linkname.len);
+			if (t)
+				err = member(sc, t->off, t->len, index, hdr,
+					     t->sparse, 0);
+			else /* no data: its (empty) data follow its header */
+				err = member(sc, data, 0, index, hdr, 0, 1);
+			if (!err && t)
+				err = links_put(&sc->links, sc->name.p,
+						sc->name.len, t->off, t->len,
+						t->sparse);
+			if (err)
+				goto out;
+		}
 		if (regular && (err = member(sc, data, size, index, hdr,
-					     sparse)))
+					     sparse, 0)))
+			goto out;
+		if (regular && sc->have_links &&
+		    (err = links_put(&sc->links, sc->name.p, sc->name.len,
+				     data, size, sparse)))
 			goto out;
 		pending_clear(&sc->x);
 		index++;
@@ -886,10 +1134,15 @@ out:
 		free(sc->r.buf);
 		free(sc->x.longname.p);
 		free(sc->x.paxpath.p);
+		free(sc->x.longlink.p);
+		free(sc->x.paxlink.p);
 		free(sc->g.key.p);
 		free(sc->g.img_name.p);
+		free(sc->g.bad_link_msg.p);
 		free(sc->name.p);
 		free(sc->scratch.p);
+		free(sc->linkname.p);
+		links_free(&sc->links);
 		free(sc);
 	}
 	return err;

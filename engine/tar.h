@@ -17,9 +17,14 @@
  *
  * Formats read: POSIX ustar (with the prefix field), GNU tar (long names
  * 'L', long link names 'K', base-256 numbers), pax (extended headers 'x'
- * with path= and size=; global headers 'g' are skipped), and v7.  Members
- * that are not regular files ('0', '\0', '7') are skipped.  Sparse members
- * never hold a usable image (see BFS_E_FORMAT below).
+ * with path=, linkpath= and size=; global headers 'g' are skipped), and
+ * v7.  A hard link ('1', which GNU tar writes for a second name of a file
+ * already in the archive: size 0 and the first name as its link name) is
+ * the member it names, data and all: the last earlier member of exactly
+ * that name (itself perhaps a hard link).  Other members that are not
+ * regular files ('0', '\0', '7') are skipped: directories, symlinks,
+ * devices, FIFOs.  Sparse members never hold a usable image (see
+ * BFS_E_FORMAT below).
  *
  * No global state: every function may be called from any thread, on
  * different file descriptors concurrently.
@@ -32,12 +37,14 @@
 
 #define BFS_TAR_BLOCK 512
 
-/* A long name ('L') or pax header ('x', 'g') larger than this is refused
- * with BFS_E_CORRUPT rather than read into memory. */
+/* A long name ('L'), long link name ('K') or pax header ('x') larger than
+ * this is refused with BFS_E_CORRUPT rather than read into memory. */
 #define BFS_TAR_MAX_EXT_HEADER (1u << 20)
 
 typedef struct {
-	uint64_t offset;        /* file offset of the image member's data */
+	uint64_t offset;        /* file offset of the image member's data
+				 * (for a hard link, its target's, which
+				 * lies before header_offset) */
 	uint64_t length;        /* image bytes (the member's size) */
 	int64_t label;          /* the .cls value when status is 0, else -1 */
 	const char *key;        /* the sample's KEY, NUL-terminated */
@@ -58,6 +65,13 @@ typedef struct {
 				 *                 int64, is over 256 bytes,
 				 *                 or the sample has two
 				 *                 image or two .cls members;
+				 *                 or its image or .cls is a
+				 *                 hard link to a name no
+				 *                 earlier member has
+				 *                 ("member b.jpg is a hard
+				 *                 link to a.jpg, which is
+				 *                 not an earlier member of
+				 *                 the archive");
 				 *   BFS_E_FORMAT  the image member is a GNU
 				 *                 sparse file */
 	const char *msg;        /* "" when status is 0, else what is wrong,
@@ -72,7 +86,7 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
 /*
  * Index the tar shard open on `fd` (any file position; only pread is used)
  * of `file_size` bytes.  Reads member headers, the small .cls members, and
- * long-name and pax headers; image data is never read.  After a member of
+ * long-name, long-link-name and pax headers; image data is never read.  After a member of
  * 16 KiB or more the next header is fetched with one 4 KiB pread (which
  * usually also holds the .cls member after it), otherwise 64 KiB at a time.
  * Every header checksum is verified (unsigned or signed sum, as tar and
@@ -80,7 +94,11 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
  * is checked against file_size before it is used.  Memory is one 64 KiB
  * buffer, the names of the member and the sample in progress, and a long
  * name or pax header (at most BFS_TAR_MAX_EXT_HEADER), whatever the file
- * says; nothing grows with the number of samples.
+ * says; nothing grows with the number of samples -- except in an archive
+ * with a hard link: at the first one the scan starts over from the
+ * beginning (reading the headers before it twice, and calling fn only
+ * once per sample) and keeps the name and data extent of every regular
+ * member until it returns, about 50 bytes plus the name each.
  *
  * The scan ends successfully at the first all-zero header block (the
  * end-of-archive marker; what follows it is not looked at) or at a zero

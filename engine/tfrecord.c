@@ -11,6 +11,7 @@
 
 #include "engine/crc32c.h"
 #include "engine/error.h"
+#include "engine/filekind.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -144,6 +145,11 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 			/* The length is proven if the record ends exactly at
 			 * EOF or the next header's own CRC holds. */
 			int proven = 0;
+			/* At offset 0 the file was never a TFRecord: say what
+			 * it looks like, never what it holds (the buffer
+			 * still starts at 0 here). */
+			const char *kind = pos == 0 && r.boff == 0
+				? bfs_filekind(r.buf, r.blen) : NULL;
 
 			if (fits) {
 				uint64_t next = e.offset + len + BFS_TFRECORD_FOOTER;
@@ -157,6 +163,20 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 						goto io_error;
 					proven = masked_crc(h2, 8) == le32(h2 + 8);
 				}
+			}
+			if (!proven && pos == 0) {
+				if (kind)
+					bfs_seterr(errmsg, "not a TFRecord file: "
+						   "its first record header "
+						   "fails its length CRC; it "
+						   "looks like %s", kind);
+				else
+					bfs_seterr(errmsg, "not a TFRecord, tar "
+						   "or JPEG file: its first "
+						   "record header fails its "
+						   "length CRC");
+				err = BFS_E_CRC;
+				break;
 			}
 			if (!proven) {
 				bfs_seterr(errmsg,

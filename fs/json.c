@@ -1,9 +1,12 @@
 /*
  * json.c - append-only JSON writer (see json.h).  Strings are escaped per
- * RFC 8259; bytes that are not valid printable ASCII become \u00XX so the
- * output is always valid JSON whatever a shard name holds.
+ * RFC 8259: valid UTF-8 goes out as it is (but for control characters and
+ * U+2028/U+2029), and each byte that is not part of valid UTF-8 becomes
+ * \udcXX, so the output is always valid UTF-8 JSON whatever a name holds.
  */
 #include "fs/json.h"
+
+#include "fs/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -68,20 +71,35 @@ static void indent(bfs_json *j)
 		put(j, "  ", 2);
 }
 
-static void quoted(bfs_json *j, const char *s)
+static void quoted(bfs_json *j, const char *str)
 {
-	put(j, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str);
 
-		if (c == '"' || c == '\\') {
-			char e[2] = { '\\', (char)c };
+	put(j, "\"", 1);
+	while (n) {
+		uint32_t cp;
+		size_t k = bfs_utf8_next(s, n, &cp);
+
+		if (k == 0) {
+			/* Not UTF-8: Python's surrogateescape code for the
+			 * byte, which os.fsencode() turns back into it. */
+			putf(j, "\\udc%02x", s[0]);
+			k = 1;
+		} else if (cp == '"' || cp == '\\') {
+			char e[2] = { '\\', (char)cp };
+
 			put(j, e, 2);
-		} else if (c < 0x20 || c >= 0x7f) {
-			putf(j, "\\u%04x", c);
+		} else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) ||
+			   cp == 0x2028 || cp == 0x2029) {
+			/* C0 and C1 controls, DEL, and the two line breaks
+			 * JavaScript source does not allow in a string. */
+			putf(j, "\\u%04x", (unsigned)cp);
 		} else {
-			put(j, (const char *)&c, 1);
+			put(j, (const char *)s, k);
 		}
+		s += k;
+		n -= k;
 	}
 	put(j, "\"", 1);
 }

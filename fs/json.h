@@ -1,5 +1,26 @@
 /*
- * json.h - a tiny append-only JSON writer for dataset.json and stats.json.
+ * json.h - a tiny append-only JSON writer for dataset.json, stats.json and
+ * index.json.
+ *
+ * Strings (values and keys) are C strings of bytes, usually names from the
+ * shard directory, which on Linux need not be UTF-8.  They are written so
+ * that the output is always valid UTF-8 JSON (RFC 8259) and every name can
+ * be had back exactly:
+ *   - valid UTF-8 (see fs/utf8.h: shortest forms, no surrogates, at most
+ *     U+10FFFF) goes out unchanged: "猫", "données.tfrecord";
+ *   - '"' and '\' as \" and \\; control characters U+0001..U+001F,
+ *     DEL and U+0080..U+009F, and U+2028/U+2029, as \uXXXX;
+ *   - every byte that is not part of valid UTF-8 (a lone continuation
+ *     byte, a cut sequence, an overlong form, a surrogate, a code point
+ *     over U+10FFFF, F5..FF), each on its own, as \udcXX with XX its
+ *     value: the lone low surrogate that Python's "surrogateescape" error
+ *     handler makes of it.  So in Python
+ *     os.fsencode(json.loads(text)["classes"][i]) gives the name's exact
+ *     bytes; a parser that refuses lone surrogates (they are legal JSON
+ *     syntax, but RFC 8259 leaves their meaning open) sees them only in a
+ *     name that is not UTF-8.
+ *
+ * Threads: one bfs_json per thread; no global state.
  */
 #ifndef BFS_JSON_H
 #define BFS_JSON_H
@@ -22,6 +43,8 @@ void bfs_json_free(bfs_json *j);
 void bfs_json_open(bfs_json *j, const char *key, char bracket);
 void bfs_json_close(bfs_json *j, char bracket);
 
+/* A string member (escaped as above); v NULL writes null.  Allocation
+ * failures are sticky: see oom and bfs_json_end(). */
 void bfs_json_str(bfs_json *j, const char *key, const char *v);
 void bfs_json_u64(bfs_json *j, const char *key, uint64_t v);
 void bfs_json_i64(bfs_json *j, const char *key, int64_t v);

@@ -3,8 +3,11 @@
  */
 #include "fs/log.h"
 
+#include "fs/utf8.h"
+
 #include <pthread.h>
 #include <stdarg.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,26 +45,53 @@ void bfs_log(int level, const char *fmt, ...)
 	pthread_mutex_unlock(&log_lock);
 }
 
-char *bfs_log_escape(const char *s, char *out, size_t cap)
+/* Code points that are valid UTF-8 but still escaped: C1 controls (a
+ * terminal may act on them, U+009B is CSI), and the line breaks and bidi
+ * controls that would make a line read other than its bytes. */
+static int hidden(uint32_t cp)
+{
+	return (cp >= 0x80 && cp < 0xa0) || cp == 0x061c || cp == 0x200e ||
+	       cp == 0x200f || cp == 0x2028 || cp == 0x2029 ||
+	       (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *bfs_log_escape(const char *str, char *out, size_t cap)
 {
 	static const char hex[] = "0123456789abcdef";
-	size_t o = 0;
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str), o = 0;
 
 	if (!cap)
 		return out;
-	for (; *s && o + 1 < cap; s++) {
-		unsigned char c = (unsigned char)*s;
+	while (n) {
+		uint32_t cp = 0;
+		size_t k = bfs_utf8_next(s, n, &cp);
 
-		if (c >= 0x20 && c < 0x7f && c != '\\') {
-			out[o++] = (char)c;
-		} else if (o + 4 < cap) {
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[c >> 4];
-			out[o++] = hex[c & 15];
+		if (k == 1 && cp >= 0x20 && cp < 0x7f && cp != '\\') {
+			if (o + 1 >= cap)
+				break;
+			out[o++] = (char)cp;
+		} else if (k > 1 && !hidden(cp)) {
+			if (o + k >= cap)
+				break; /* never half a character */
+			memcpy(out + o, s, k);
+			o += k;
 		} else {
-			break;
+			/* a control, a backslash, a hidden code point (each
+			 * of its bytes), or a byte that is not UTF-8 */
+			if (k == 0)
+				k = 1;
+			if (o + 4 * k >= cap)
+				break;
+			for (size_t i = 0; i < k; i++) {
+				out[o++] = '\\';
+				out[o++] = 'x';
+				out[o++] = hex[s[i] >> 4];
+				out[o++] = hex[s[i] & 15];
+			}
 		}
+		s += k;
+		n -= k;
 	}
 	out[o] = '\0';
 	return out;

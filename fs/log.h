@@ -18,9 +18,15 @@ void bfs_log_init(FILE *f, int max_level);
 void bfs_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* Copy s into out (cap bytes, always terminated), escaping every byte that
- * is not printable ASCII as \xNN, so bytes that came from a shard can never
- * forge log lines or terminal escapes.  Returns out. */
+/* Copy s into out (cap bytes, always terminated) so that bytes that came
+ * from a shard can never forge log lines or terminal escapes, while names
+ * stay readable: printable ASCII and valid UTF-8 (fs/utf8.h) are copied,
+ * "猫/x.jpg" stays "猫/x.jpg"; every other byte becomes \xNN: control
+ * characters, DEL, '\\' (so that \x always means an escape), each byte of
+ * a C1 control (U+0080..U+009F), of U+2028/U+2029 and of a bidi control
+ * (U+061C, U+200E/F, U+202A..U+202E, U+2066..U+2069), and each byte that is
+ * not part of valid UTF-8.  A character or escape that does not fit is left
+ * out whole, with everything after it.  Returns out.  Any thread. */
 char *bfs_log_escape(const char *s, char *out, size_t cap);
 
 #endif

@@ -437,6 +437,32 @@ static void test_decode_names_a_png_signature(void **state)
 	bfs_decoder_destroy(d);
 }
 
+static void test_decode_names_what_a_non_jpeg_looks_like_without_quoting_it(void **state)
+{
+	static const char secret[] = "SECRET-TOKEN-1234 root:$6$salt$hash";
+	static const uint8_t gz[] = { 0x1f, 0x8b, 0x08, 0x00, 1, 2, 3, 4 };
+	char msg[BFS_ERRMSG_MAX];
+	const uint8_t *rgb;
+	int w, h;
+	bfs_decoder *d;
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	/* it used to add "(starts 53 45 43 52)": the first four bytes */
+	assert_int_equal(bfs_decode_rgb(d, (const uint8_t *)secret, sizeof(secret) - 1,
+	                                0, &rgb, &w, &h, msg), BFS_E_DECODE);
+	assert_string_equal(msg, "not a JPEG: no JPEG SOI marker");
+	assert_int_equal(bfs_decode_header(d, (const uint8_t *)secret, sizeof(secret) - 1,
+	                                   &w, &h, msg), BFS_E_DECODE);
+	assert_string_equal(msg, "not a JPEG: no JPEG SOI marker");
+	assert_int_equal(bfs_decode_rgb(d, gz, sizeof(gz), 0, &rgb, &w, &h, msg),
+	                 BFS_E_DECODE);
+	assert_string_equal(msg, "not a JPEG: looks like gzip data");
+	assert_int_equal(bfs_decode_rgb(d, (const uint8_t *)"GIF89a......", 12, 0, &rgb,
+	                                &w, &h, msg), BFS_E_DECODE);
+	assert_string_equal(msg, "not a JPEG: looks like a GIF image");
+	bfs_decoder_destroy(d);
+}
+
 static void test_decode_rejects_empty_input(void **state)
 {
 	bfs_decoder *d;
@@ -635,6 +661,7 @@ int main(void)
 		cmocka_unit_test(test_decode_rejects_a_truncated_jpeg_with_a_message),
 		cmocka_unit_test(test_decode_rejects_corrupt_bytes),
 		cmocka_unit_test(test_decode_names_a_png_signature),
+		cmocka_unit_test(test_decode_names_what_a_non_jpeg_looks_like_without_quoting_it),
 		cmocka_unit_test(test_decode_rejects_empty_input),
 		cmocka_unit_test(test_decode_refuses_too_many_pixels_before_allocating),
 		cmocka_unit_test(test_decode_too_big_leaves_the_decoder_usable),

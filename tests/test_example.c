@@ -74,24 +74,177 @@ static void test_example_find_reads_a_tensorflow_example(void **state)
 	size_t img_len = 0;
 	int64_t label = 0;
 
+	/* (its label feature holds two values: see the test after this) */
 	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
-					  "image/encoded", "image/class/label",
-					  &img, &img_len, &label, NULL), 0);
+					  "image/encoded", NULL, &img, &img_len,
+					  &label, NULL), 0);
 	assert_int_equal(img_len, 12);
 	assert_memory_equal(img, fake_jpeg, 12);
 	assert_true(img > tf_example && img < tf_example + sizeof(tf_example));
-	assert_int_equal(label, -3); /* the first of [-3, 300] */
+	assert_int_equal(label, 0);
+}
+
+/* An Example whose features are "img" (bytes "J") and "lab", the Feature
+ * message feat[0..n) as given; returns its length in out. */
+static size_t example_with_label_feature(const char *feat, size_t n,
+					 uint8_t *out)
+{
+	uint8_t entries[256];
+	size_t e = 0, o = 0;
+
+	assert_true(n < 100);
+	memcpy(entries, "\x0a\x0c\x0a\x03img\x12\x05\x0a\x03\x0a\x01J", 14);
+	e = 14;
+	entries[e++] = 0x0a;                 /* Features.feature */
+	entries[e++] = (uint8_t)(5 + 2 + n);
+	memcpy(entries + e, "\x0a\x03lab", 5), e += 5;
+	entries[e++] = 0x12;
+	entries[e++] = (uint8_t)n;
+	memcpy(entries + e, feat, n), e += n;
+	out[o++] = 0x0a;                     /* Example.features */
+	out[o++] = (uint8_t)e;
+	memcpy(out + o, entries, e);
+	return o + e;
+}
+
+static void test_example_find_refuses_a_label_of_two_values_as_tensorflow_does(void **state)
+{
+	/* Feature messages of the label: how many values they hold, after
+	 * protobuf's merge rules */
+	static const struct { const char *feat; size_t n; int count; } cases[] = {
+		{ "\x1a\x02\x08\x05", 4, 1 },                   /* [5] unpacked */
+		{ "\x1a\x04\x08\x05\x08\x06", 6, 2 },           /* [5, 6] unpacked */
+		{ "\x1a\x04\x0a\x02\x05\x06", 6, 2 },           /* [5, 6] packed */
+		{ "\x1a\x05\x0a\x01\x05\x08\x06", 7, 2 },       /* packed + unpacked */
+		{ "\x1a\x02\x08\x05\x1a\x02\x08\x06", 8, 2 },   /* two lists merge */
+		{ "\x1a\x02\x08\x05\x0a\x00\x1a\x02\x08\x06", 10, 1 }, /* kind changed */
+		{ "\x1a\x06\x0a\x04\x01\x02\x03\x04", 8, 4 },
+	};
+	char err[BFS_ERRMSG_MAX];
+	uint8_t ex[256];
+	const uint8_t *img = NULL;
+	size_t n, img_len = 0;
+	int64_t label = -1;
+
+	/* TensorFlow's own bytes: image/class/label is int64_list [-3, 300] */
+	assert_int_equal(bfs_example_find(tf_example, sizeof(tf_example),
+					  "image/encoded", "image/class/label",
+					  &img, &img_len, &label, err),
+			 BFS_E_FORMAT);
+	assert_string_equal(err, "feature 'image/class/label' holds 2 int64 "
+			    "values, expected 1 (one label per record, as "
+			    "TensorFlow's FixedLenFeature([], tf.int64) "
+			    "requires)");
+	assert_int_equal(label, -1);     /* untouched: never the first value */
+	assert_null(img);
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char want[64];
+		int r;
+
+		n = example_with_label_feature(cases[i].feat, cases[i].n, ex);
+		label = -1;
+		err[0] = '\0';
+		r = bfs_example_find(ex, n, "img", "lab", &img, &img_len, &label,
+				     err);
+		if (cases[i].count == 1) {
+			if (r != 0)
+				fail_msg("case %zu: %d (%s)", i, r, err);
+			assert_true(label == 5 || label == 6);
+			continue;
+		}
+		assert_int_equal(r, BFS_E_FORMAT);
+		assert_int_equal(label, -1);
+		snprintf(want, sizeof(want), "'lab' holds %d int64 values",
+			 cases[i].count);
+		if (!strstr(err, want))
+			fail_msg("case %zu: '%s' lacks '%s'", i, err, want);
+	}
+}
+
+static void test_example_find_counts_only_the_last_entry_of_a_repeated_label(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const int64_t two[2] = { 1, 2 };
+	const uint8_t *data, *img;
+	size_t len, img_len;
+	int64_t label = -1;
+
+	assert_int_equal(bfs_example_builder_add_bytes(b, "img", "j", 1), 0);
+	assert_int_equal(bfs_example_builder_add_int64s(b, "lab", two, 2, 1), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "lab", 3), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	assert_int_equal(bfs_example_find(data, len, "img", "lab", &img, &img_len,
+					  &label, NULL), 0);
+	assert_int_equal(label, 3);
+	bfs_example_builder_reset(b);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "img", "j", 1), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "lab", 3), 0);
+	assert_int_equal(bfs_example_builder_add_int64s(b, "lab", two, 2, 0), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	label = -1;
+	assert_int_equal(bfs_example_find(data, len, "img", "lab", &img, &img_len,
+					  &label, NULL), BFS_E_FORMAT);
+	assert_int_equal(label, -1);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_find_refuses_an_image_of_two_values_as_tensorflow_does(void **state)
+{
+	bfs_example_builder *b = new_builder();
+	const void *vals[3] = { fake_jpeg, "second", "third" };
+	const size_t lens[3] = { 12, 6, 5 };
+	char err[BFS_ERRMSG_MAX];
+	const uint8_t *data, *img = NULL;
+	size_t len, img_len = 0;
+	int64_t label = -1;
+
+	for (size_t n = 0; n <= 3; n++) {
+		int r;
+
+		bfs_example_builder_reset(b);
+		assert_int_equal(bfs_example_builder_add_bytes_list(
+					 b, "image/encoded", vals, lens, n), 0);
+		assert_int_equal(bfs_example_builder_add_int64(b, "l", 4), 0);
+		assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+		img = NULL;
+		label = -1;
+		r = bfs_example_find(data, len, "image/encoded", "l", &img,
+				     &img_len, &label, err);
+		if (n == 1) {
+			assert_int_equal(r, 0);
+			assert_int_equal(img_len, 12);
+			assert_memory_equal(img, fake_jpeg, 12);
+			assert_int_equal(label, 4);
+		} else if (n == 0) {
+			assert_int_equal(r, BFS_E_NOKEY);
+			assert_string_equal(err, "feature 'image/encoded' holds "
+					    "no bytes value");
+		} else {
+			char want[80];
+
+			assert_int_equal(r, BFS_E_FORMAT);
+			snprintf(want, sizeof(want), "feature 'image/encoded' "
+				 "holds %zu bytes values, expected 1", n);
+			if (strncmp(err, want, strlen(want)))
+				fail_msg("n %zu: '%s' is not '%s...'", n, err,
+					 want);
+			assert_null(img);
+			assert_int_equal(label, -1);
+		}
+	}
+	bfs_example_builder_destroy(b);
 }
 
 static void test_example_find_reads_unpacked_int64_labels(void **state)
 {
 	bfs_example_builder *b = new_builder();
-	const int64_t v[3] = {INT64_MIN, 5, 6};
+	const int64_t v[1] = {INT64_MIN};
 	const uint8_t *data, *img;
 	size_t len, img_len;
 	int64_t label = 0;
 
-	assert_int_equal(bfs_example_builder_add_int64s(b, "y", v, 3, 0), 0);
+	assert_int_equal(bfs_example_builder_add_int64s(b, "y", v, 1, 0), 0);
 	assert_int_equal(bfs_example_builder_add_bytes(b, "x", "abc", 3), 0);
 	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
 	assert_int_equal(bfs_example_find(data, len, "x", "y", &img, &img_len,
@@ -367,6 +520,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_example_builder_writes_the_bytes_tensorflow_writes),
 		cmocka_unit_test(test_example_find_reads_a_tensorflow_example),
+		cmocka_unit_test(test_example_find_refuses_a_label_of_two_values_as_tensorflow_does),
+		cmocka_unit_test(test_example_find_counts_only_the_last_entry_of_a_repeated_label),
+		cmocka_unit_test(test_example_find_refuses_an_image_of_two_values_as_tensorflow_does),
 		cmocka_unit_test(test_example_find_reads_unpacked_int64_labels),
 		cmocka_unit_test(test_example_find_names_the_keys_present_when_one_is_missing),
 		cmocka_unit_test(test_example_find_shortens_a_long_key_list),

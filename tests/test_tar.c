@@ -143,6 +143,18 @@ static size_t tb_text(tb *b, const char *name, const char *text)
 	return tb_file(b, name, text, strlen(text));
 }
 
+/* A hard link ('1', no data) named name to target (at most 100 bytes, in
+ * the header's linkname field); returns its header's offset. */
+static size_t tb_link(tb *b, const char *name, const char *target, int fmt)
+{
+	size_t at = tb_header(b, name, '1', 0, fmt);
+
+	assert_true(strlen(target) <= 100);
+	memcpy(b->p + at + 157, target, strlen(target));
+	set_checksum(b->p + at);
+	return at;
+}
+
 static void tb_gnu_longname(tb *b, const char *name)
 {
 	size_t n = strlen(name) + 1;
@@ -228,7 +240,10 @@ static int collect(void *ctx, const bfs_tar_sample *s)
 	assert_true(c->n < MAXS);
 	/* Whatever the archive says, a sample lies inside the file. */
 	assert_true(s->offset <= c->size && s->length <= c->size - s->offset);
-	assert_true(s->header_offset < s->offset);
+	/* The data follow the header, or, for a hard link, the target's data
+	 * came before it. */
+	assert_true(s->header_offset < s->offset ||
+		    s->offset + s->length <= s->header_offset);
 	assert_non_null(s->key);
 	assert_non_null(s->name);
 	assert_non_null(s->msg);
@@ -519,7 +534,7 @@ static void test_tar_marks_a_key_with_two_images_or_two_labels_as_corrupt(void *
 	free(c);
 }
 
-static void test_tar_skips_directories_links_and_other_members(void **state)
+static void test_tar_skips_directories_symlinks_and_other_members(void **state)
 {
 	tb b = { 0 };
 	coll *c = new_coll();
@@ -527,7 +542,7 @@ static void test_tar_skips_directories_links_and_other_members(void **state)
 
 	tb_header(&b, "train/", '5', 0, USTAR);
 	tb_header(&b, "train/x.jpg", '2', 0, USTAR);      /* symlink */
-	tb_header(&b, "train/y.jpg", '1', 0, USTAR);      /* hard link */
+	tb_header(&b, "train/y.jpg", '3', 0, USTAR);      /* char device */
 	tb_header(&b, "train/fifo.jpg", '6', 0, USTAR);
 	tb_header(&b, "old/", '\0', 0, V7);              /* v7 directory */
 	/* A type tar does not know: its data is skipped, not a sample. */
@@ -543,6 +558,167 @@ static void test_tar_skips_directories_links_and_other_members(void **state)
 	assert_int_equal(c->s[0].offset, off);
 	assert_int_equal(c->s[0].label, 12);
 	assert_int_equal(c->s[0].member, 7);
+	free(b.p);
+	free(c);
+}
+
+static void test_tar_serves_a_hard_link_as_the_data_of_its_target(void **state)
+{
+	tb b = { 0 };
+	coll *c = new_coll();
+	size_t a_off, a_len = 700, link_hdr, c_off;
+	uint8_t *a = fake_jpeg(a_len, 1), *z = fake_jpeg(300, 2);
+
+	/* What GNU tar writes for a directory where b.jpg and b.cls are
+	 * hard links to a.jpg and a.cls: the second name of each is a '1'
+	 * member with size 0 naming the first. */
+	tb_text(&b, "d/0.jpg", "JPEG0");
+	tb_text(&b, "d/0.cls", "0");
+	a_off = tb_file_fmt(&b, "d/a.jpg", a, a_len, GNU);
+	tb_text(&b, "d/a.cls", "7");
+	link_hdr = tb_link(&b, "d/b.jpg", "d/a.jpg", GNU);
+	tb_link(&b, "d/b.cls", "d/a.cls", GNU);
+	c_off = tb_file(&b, "d/c.jpg", z, 300);
+	tb_text(&b, "d/c.cls", "9");
+	/* a link to a link resolves to the first member too */
+	tb_link(&b, "d/e.jpg", "d/b.jpg", GNU);
+	tb_text(&b, "d/e.cls", "4");
+	tb_end(&b);
+
+	assert_int_equal(scan_tb(&b, c, NULL), 0);
+	/* every sample once, in member order: the scan starts over at the
+	 * first link and passes over the two it already reported */
+	assert_int_equal(c->n, 5);
+	assert_string_equal(c->s[0].key, "d/0");
+	assert_string_equal(c->s[1].key, "d/a");
+	assert_string_equal(c->s[2].key, "d/b");
+	assert_string_equal(c->s[3].key, "d/c");
+	assert_string_equal(c->s[4].key, "d/e");
+	assert_int_equal(c->s[1].offset, a_off);
+	assert_int_equal(c->s[2].status, 0);
+	assert_string_equal(c->s[2].name, "d/b.jpg");
+	assert_int_equal(c->s[2].offset, a_off);
+	assert_int_equal(c->s[2].length, a_len);
+	assert_int_equal(c->s[2].label, 7);        /* b.cls -> a.cls */
+	assert_int_equal(c->s[2].member, 4);
+	assert_int_equal(c->s[2].header_offset, link_hdr);
+	assert_int_equal(c->s[3].offset, c_off);
+	assert_int_equal(c->s[3].label, 9);
+	assert_int_equal(c->s[4].offset, a_off);
+	assert_int_equal(c->s[4].length, a_len);
+	assert_int_equal(c->s[4].label, 4);
+	for (size_t i = 1; i < c->n; i++)
+		assert_true(c->s[i].member > c->s[i - 1].member);
+
+	/* A callback that stops the scan still stops it, before and after
+	 * the scan starts over. */
+	for (int stop = 0; stop < 5; stop++) {
+		int fd = temp_fd(b.p, b.len);
+
+		c->n = 0;
+		c->stop_at = stop;
+		assert_int_equal(bfs_tar_scan(fd, b.len, collect, c, NULL), 42);
+		assert_int_equal(c->n, (size_t)stop);
+		close(fd);
+	}
+	free(a);
+	free(z);
+	free(b.p);
+	free(c);
+}
+
+/* A GNU member with a long name and the given text. */
+static void tb_long_text(tb *b, const char *name, const char *text)
+{
+	tb_gnu_longname(b, name);
+	tb_header(b, "cut-by-gnu-tar", '0', strlen(text), GNU);
+	tb_put(b, text, strlen(text));
+	tb_pad(b);
+}
+
+static void test_tar_reads_long_hard_link_targets_from_gnu_and_pax_headers(void **state)
+{
+	tb b = { 0 };
+	coll *c = new_coll();
+	char dir[200], name[300], target[300], rec[350];
+	const char *kv[2];
+	size_t off, n;
+
+	memset(dir, 'q', sizeof(dir) - 1);
+	dir[sizeof(dir) - 1] = '\0';
+	snprintf(target, sizeof(target), "%s/a.jpg", dir);
+	tb_gnu_longname(&b, target);
+	tb_header(&b, "cut-a", '0', 5, GNU);
+	off = b.len;
+	tb_put(&b, "JPEGA", 5);
+	tb_pad(&b);
+	snprintf(name, sizeof(name), "%s/a.cls", dir);
+	tb_long_text(&b, name, "1");
+	/* GNU: 'K' holds the long link name, 'L' the long name */
+	n = strlen(target) + 1;
+	tb_header(&b, "././@LongLink", 'K', n, GNU);
+	tb_put(&b, target, n);
+	tb_pad(&b);
+	snprintf(name, sizeof(name), "%s/b.jpg", dir);
+	tb_gnu_longname(&b, name);
+	tb_link(&b, "cut-b", "cut-a", GNU);
+	snprintf(name, sizeof(name), "%s/b.cls", dir);
+	tb_long_text(&b, name, "2");
+	/* pax: linkpath= */
+	snprintf(rec, sizeof(rec), "linkpath=%s", target);
+	kv[0] = rec;
+	kv[1] = NULL;
+	tb_pax(&b, kv);
+	tb_link(&b, "z/c.jpg", "wrong", USTAR);
+	tb_text(&b, "z/c.cls", "3");
+	tb_end(&b);
+
+	assert_int_equal(scan_tb(&b, c, NULL), 0);
+	assert_int_equal(c->n, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(c->s[i].status, 0);
+		assert_int_equal(c->s[i].offset, off);
+		assert_int_equal(c->s[i].length, 5);
+		assert_int_equal(c->s[i].label, (int64_t)i + 1);
+	}
+	snprintf(name, sizeof(name), "%s/b.jpg", dir);
+	assert_string_equal(c->s[1].name, name);
+	assert_string_equal(c->s[2].name, "z/c.jpg");
+	free(b.p);
+	free(c);
+}
+
+static void test_tar_marks_a_hard_link_to_no_earlier_member_as_corrupt(void **state)
+{
+	tb b = { 0 };
+	coll *c = new_coll();
+
+	tb_text(&b, "a.jpg", "JPEGA");
+	tb_text(&b, "a.cls", "1");
+	tb_link(&b, "b.jpg", "gone.jpg", GNU);     /* never in the archive */
+	tb_text(&b, "b.cls", "2");
+	tb_link(&b, "c.jpg", "d.jpg", GNU);        /* a later member */
+	tb_text(&b, "c.cls", "3");
+	tb_text(&b, "d.jpg", "JPEGD");
+	tb_text(&b, "d.cls", "4");
+	tb_text(&b, "e.jpg", "JPEGE");
+	tb_link(&b, "e.cls", "nope.cls", GNU);     /* the label is a link */
+	tb_end(&b);
+
+	assert_int_equal(scan_tb(&b, c, NULL), 0);
+	assert_int_equal(c->n, 5);
+	assert_int_equal(c->s[0].status, 0);
+	assert_int_equal(c->s[1].status, BFS_E_CORRUPT);
+	assert_int_equal(c->s[1].label, -1);
+	assert_string_equal(c->s[1].msg, "member b.jpg is a hard link to "
+			    "gone.jpg, which is not an earlier member of the "
+			    "archive");
+	assert_int_equal(c->s[2].status, BFS_E_CORRUPT);
+	assert_non_null(strstr(c->s[2].msg, "c.jpg is a hard link to d.jpg"));
+	assert_int_equal(c->s[3].status, 0);
+	assert_int_equal(c->s[3].label, 4);
+	assert_int_equal(c->s[4].status, BFS_E_CORRUPT);
+	assert_non_null(strstr(c->s[4].msg, "e.cls is a hard link to nope.cls"));
 	free(b.p);
 	free(c);
 }
@@ -759,6 +935,44 @@ static void test_tar_reports_samples_before_a_bad_checksum_then_fails(void **sta
 	assert_int_equal(c->n, 4);
 	assert_non_null(strstr(err, "not a tar header"));
 	free(b.p);
+	free(c);
+}
+
+static void test_tar_names_a_file_that_is_not_a_tar_without_quoting_it(void **state)
+{
+	static const char line[] = "SECRET-TOKEN-1234 root:$6$salt$hash:19000:0:99999:7:::\n";
+	tb b = { 0 }, z = { 0 }, d = { 0 };
+	coll *c = new_coll();
+	char err[BFS_ERRMSG_MAX];
+
+	/* 1 KiB of secret text: it used to be "member 0 at offset 0: header
+	 * checksum 0o... does not match the computed 0o...", its digits and
+	 * the sum of its first 512 bytes */
+	while (b.len < 1024)
+		tb_put(&b, line, sizeof(line) - 1);
+	assert_int_equal(scan_tb(&b, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a TFRecord, tar or JPEG file: its first "
+			    "512 bytes are not a tar header");
+	memcpy(b.p + 148, "0000644", 7); /* a number where the checksum goes */
+	assert_int_equal(scan_tb(&b, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a TFRecord, tar or JPEG file: its first "
+			    "512 bytes are not a tar header");
+	/* gzip data, as a .tar.gz renamed .tar */
+	tb_put(&z, "\x1f\x8b\x08\x00", 4);
+	tb_put(&z, NULL, 1020);
+	assert_int_equal(scan_tb(&z, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "not a tar file: its first 512 bytes are not a "
+			    "tar header; it looks like gzip data");
+	/* a tar whose first header is damaged is still called one */
+	four_samples(&d);
+	tb_end(&d);
+	d.p[10] ^= 1;
+	assert_int_equal(scan_tb(&d, c, err), BFS_E_CORRUPT);
+	assert_string_equal(err, "member 0 at offset 0: header checksum does not "
+			    "match (a damaged tar archive)");
+	free(b.p);
+	free(z.p);
+	free(d.p);
 	free(c);
 }
 
@@ -1217,13 +1431,17 @@ int main(void)
 		cmocka_unit_test(test_tar_reads_cls_as_webdataset_does_and_marks_bad_ones_corrupt),
 		cmocka_unit_test(test_tar_groups_members_by_webdataset_keys),
 		cmocka_unit_test(test_tar_marks_a_key_with_two_images_or_two_labels_as_corrupt),
-		cmocka_unit_test(test_tar_skips_directories_links_and_other_members),
+		cmocka_unit_test(test_tar_skips_directories_symlinks_and_other_members),
+		cmocka_unit_test(test_tar_serves_a_hard_link_as_the_data_of_its_target),
+		cmocka_unit_test(test_tar_reads_long_hard_link_targets_from_gnu_and_pax_headers),
+		cmocka_unit_test(test_tar_marks_a_hard_link_to_no_earlier_member_as_corrupt),
 		cmocka_unit_test(test_tar_reads_gnu_long_names),
 		cmocka_unit_test(test_tar_reads_pax_paths_and_sizes),
 		cmocka_unit_test(test_tar_joins_the_ustar_prefix_and_name),
 		cmocka_unit_test(test_tar_reads_v7_and_gnu_headers_and_base256_sizes),
 		cmocka_unit_test(test_tar_accepts_a_signed_checksum_and_number_fields_ended_by_space),
 		cmocka_unit_test(test_tar_reports_samples_before_a_bad_checksum_then_fails),
+		cmocka_unit_test(test_tar_names_a_file_that_is_not_a_tar_without_quoting_it),
 		cmocka_unit_test(test_tar_keeps_the_sample_in_progress_when_its_cls_is_lost),
 		cmocka_unit_test(test_tar_reports_a_file_cut_mid_member_and_mid_header),
 		cmocka_unit_test(test_tar_survives_a_cut_at_every_byte),

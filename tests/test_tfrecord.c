@@ -329,6 +329,45 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Scan a file holding exactly p[0..n); returns the result, err filled. */
+static int scan_bytes(const void *p, size_t n, char *err)
+{
+	collected *c = calloc(1, sizeof(*c));
+	int fd = temp_fd(), r;
+
+	assert_non_null(c);
+	pwrite_all(fd, p, n, 0);
+	c->stop_at = -1;
+	err[0] = '\0';
+	r = bfs_tfrecord_scan(fd, n, collect, c, err);
+	assert_int_equal(c->n, 0);
+	close(fd);
+	free(c);
+	return r;
+}
+
+static void test_tfrecord_scan_names_a_file_that_is_not_a_tfrecord_without_quoting_it(void **state)
+{
+	static const char secret[] = "SECRET-TOKEN-1234 root:$6$saltsalt$hash:19000:0:99999:7:::\n";
+	static const uint8_t gz[32] = { 0x1f, 0x8b, 0x08, 0x00, 0x12, 0x34, 0x56, 0x78 };
+	static const uint8_t png[32] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+					  0, 0, 0, 13, 'I', 'H', 'D', 'R' };
+	char err[BFS_ERRMSG_MAX];
+
+	/* What used to be said: "record 0 at offset 0: length CRC mismatch
+	 * (length field 6076328517386323283, stored 0x4b4f542d, ...)", eight
+	 * and four bytes of the file. */
+	assert_int_equal(scan_bytes(secret, sizeof(secret) - 1, err), BFS_E_CRC);
+	assert_string_equal(err, "not a TFRecord, tar or JPEG file: its first "
+			    "record header fails its length CRC");
+	assert_int_equal(scan_bytes(gz, sizeof(gz), err), BFS_E_CRC);
+	assert_string_equal(err, "not a TFRecord file: its first record header "
+			    "fails its length CRC; it looks like gzip data");
+	assert_int_equal(scan_bytes(png, sizeof(png), err), BFS_E_CRC);
+	assert_string_equal(err, "not a TFRecord file: its first record header "
+			    "fails its length CRC; it looks like a PNG image");
+}
+
 static void test_tfrecord_scan_indexes_a_million_tiny_records_quickly(void **state)
 {
 	const size_t n = 1000000, rec = 16 + 1;
@@ -375,6 +414,7 @@ int main(void)
 		cmocka_unit_test(test_tfrecord_scan_reports_a_cut_at_every_byte),
 		cmocka_unit_test(test_tfrecord_scan_rejects_a_huge_length_without_allocating),
 		cmocka_unit_test(test_tfrecord_scan_reports_eio_when_the_file_is_shorter_than_said),
+		cmocka_unit_test(test_tfrecord_scan_names_a_file_that_is_not_a_tfrecord_without_quoting_it),
 		cmocka_unit_test(test_tfrecord_scan_indexes_a_million_tiny_records_quickly),
 	};
 

@@ -7,9 +7,11 @@
  *         "image/class/label" (and once with no label key).  Properties: a
  *         documented result; on success the image lies inside the buffer;
  *         errmsg terminated; the label is untouched unless success.
- *   odd:  the rest is a little program of builder calls (add bytes / int64s
- *         packed or not / float, under one of four keys).  A model of the
- *         protobuf rules (the last map entry of a key wins) predicts what
+ *   odd:  the rest is a little program of builder calls (add bytes lists
+ *         of 0, 1 or 2 values / int64s packed or not / float, under one of
+ *         four keys).  A model of the protobuf rules (the last map entry of
+ *         a key wins) and of TensorFlow's FixedLenFeature([]) rule (the
+ *         image and the label hold exactly one value) predicts what
  *         bfs_example_find must return; it must agree exactly.
  */
 #include <errno.h>
@@ -26,9 +28,9 @@ enum { K_NONE, K_BYTES, K_INT64, K_FLOAT };
 
 typedef struct {
 	int kind;            /* of the last entry with this key */
-	const uint8_t *data; /* K_BYTES: into the input */
+	const uint8_t *data; /* K_BYTES: the first value, into the input */
 	size_t len;
-	size_t nvals;        /* K_INT64 */
+	size_t nvals;        /* K_BYTES, K_INT64 */
 	int64_t first;
 } model;
 
@@ -84,9 +86,23 @@ static void round_trip(const uint8_t *d, size_t n)
 		case 0: { /* bytes: arg bytes of data follow */
 			size_t len = arg < n - p ? arg : n - p;
 
-			CHECK(bfs_example_builder_add_bytes(b, keys[k], d + p, len) == 0,
-			      "add_bytes");
-			m[k] = (model){ K_BYTES, d + p, len, 0, 0 };
+			if (op & 0x30) {
+				/* bit 4: two values, the data cut in half;
+				 * bit 5 alone: an empty list */
+				size_t nv = (op & 0x10) ? 2 : 0;
+				const void *v[2] = { d + p, d + p + len / 2 };
+				size_t l[2] = { len / 2, len - len / 2 };
+
+				CHECK(bfs_example_builder_add_bytes_list(b, keys[k], v,
+									 l, nv) == 0,
+				      "add_bytes_list");
+				m[k] = (model){ K_BYTES, d + p, len / 2, nv, 0 };
+			} else {
+				CHECK(bfs_example_builder_add_bytes(b, keys[k], d + p,
+								    len) == 0,
+				      "add_bytes");
+				m[k] = (model){ K_BYTES, d + p, len, 1, 0 };
+			}
 			p += len;
 			break;
 		}
@@ -119,21 +135,30 @@ static void round_trip(const uint8_t *d, size_t n)
 	r = bfs_example_find(ex, ex_len, keys[0], keys[1], &img, &img_len, &label,
 			     NULL);
 
-	/* The model: image first, then the label. */
+	/* The model: image first (its kind, then its count), then the label
+	 * (kind, count; an empty label list is no label). */
 	if (m[0].kind == K_NONE)
 		want = BFS_E_NOKEY;
 	else if (m[0].kind != K_BYTES)
 		want = BFS_E_FORMAT;
+	else if (m[0].nvals == 0)
+		want = BFS_E_NOKEY;
+	else if (m[0].nvals > 1)
+		want = BFS_E_FORMAT;
 	else if (m[1].kind == K_BYTES || m[1].kind == K_FLOAT)
+		want = BFS_E_FORMAT;
+	else if (m[1].kind == K_INT64 && m[1].nvals > 1)
 		want = BFS_E_FORMAT;
 	else
 		want = 0;
 	CHECK(r == want, "find returned %d, the model says %d", r, want);
-	if (r)
+	if (r) {
+		CHECK(label == -7, "label changed on failure");
 		return;
+	}
 	CHECK(img_len == m[0].len && memcmp(img, m[0].data, img_len) == 0,
 	      "image bytes differ (%zu vs %zu)", img_len, m[0].len);
-	if (m[1].kind == K_INT64 && m[1].nvals)
+	if (m[1].kind == K_INT64 && m[1].nvals == 1)
 		CHECK(label == m[1].first, "label %lld, expected %lld",
 		      (long long)label, (long long)m[1].first);
 	else

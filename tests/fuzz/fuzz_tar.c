@@ -9,7 +9,10 @@
  * never a read past the end).
  *
  * Properties: every sample's image lies inside the file and after its
- * header; member indices increase; key and name are terminated strings;
+ * header (a hard link's, its target's, before its header); member indices
+ * increase, so no sample is reported twice when the scan starts over at a
+ * hard link; samples other than hard links do not overlap; key and name
+ * are terminated strings;
  * status is 0 or a documented code with a message, label -1 unless 0; the
  * result is a documented code with a terminated errmsg.  Run with
  * -malloc_limit_mb: a size field never reaches malloc.
@@ -38,13 +41,25 @@ static int on_sample(void *arg, const bfs_tar_sample *s)
 	      "sample %llu [%llu+%llu] outside the file of %llu",
 	      (unsigned long long)c->samples, (unsigned long long)s->offset,
 	      (unsigned long long)s->length, (unsigned long long)c->real_size);
-	CHECK(s->header_offset + BFS_TAR_BLOCK <= s->offset,
-	      "data at %llu before its header at %llu",
-	      (unsigned long long)s->offset, (unsigned long long)s->header_offset);
 	CHECK(s->offset % BFS_TAR_BLOCK == 0, "unaligned data offset");
 	CHECK(c->samples == 0 || s->member > c->last_member, "member order");
-	CHECK(c->samples == 0 || s->header_offset >= c->last_end,
-	      "sample overlaps the previous one");
+	if (s->offset <= s->header_offset) {
+		/* a hard link: an earlier member's data (perhaps empty,
+		 * right before the link's header) */
+		CHECK(s->offset + s->length <= s->header_offset,
+		      "linked data [%llu+%llu] reaches its header at %llu",
+		      (unsigned long long)s->offset,
+		      (unsigned long long)s->length,
+		      (unsigned long long)s->header_offset);
+	} else {
+		CHECK(s->header_offset + BFS_TAR_BLOCK <= s->offset,
+		      "data at %llu before its header at %llu",
+		      (unsigned long long)s->offset,
+		      (unsigned long long)s->header_offset);
+		CHECK(c->samples == 0 || s->header_offset >= c->last_end,
+		      "sample overlaps the previous one");
+		c->last_end = s->offset + s->length;
+	}
 	CHECK(s->key && s->name && s->msg, "NULL string");
 	(void)strlen(s->key);
 	(void)strlen(s->name);
@@ -57,7 +72,6 @@ static int on_sample(void *arg, const bfs_tar_sample *s)
 		CHECK(s->label == -1, "label %lld on a bad sample",
 		      (long long)s->label);
 	c->last_member = s->member;
-	c->last_end = s->offset + s->length;
 	c->samples++;
 	return 0;
 }

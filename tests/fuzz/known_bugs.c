@@ -36,7 +36,7 @@ struct index_hdr {
 static int crafted_index(void *ctx, const char *dir, const char *shard,
 			 uint64_t size, int64_t mtime_ns, void **blob, size_t *len)
 {
-	struct index_hdr h = { "BFSIDX01", (1ull << 60) - 1, 16, 0 };
+	struct index_hdr h = { "BFSIDX02", (1ull << 60) - 1, 16, 0 };
 
 	*blob = malloc(sizeof(h));
 	memcpy(*blob, &h, sizeof(h));

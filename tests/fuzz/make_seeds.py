@@ -173,3 +173,26 @@ put("tar", "cut_in_data", b"\0" + t[:700])
 put("tar", "bad_checksum_fixable", b"\1" + t[:148] + b"0000000\0" + t[156:])
 put("tar", "shrunk", b"\x0a" + t)
 put("tar", "empty", b"\0")
+
+
+def tar_links(members, fmt=tarfile.GNU_FORMAT):
+    """members: (name, data) or (name, None, target) for a hard link."""
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+        for m in members:
+            ti = tarfile.TarInfo(m[0])
+            ti.mtime = 0
+            if m[1] is None:
+                ti.type = tarfile.LNKTYPE
+                ti.linkname = m[2]
+                t.addfile(ti)
+            else:
+                ti.size = len(m[1])
+                t.addfile(ti, io.BytesIO(m[1]))
+    return b.getvalue().rstrip(b"\0") + bytes(1024)
+
+
+put("tar", "hard_links", b"\0" + tar_links([
+    ("h/a.jpg", small), ("h/a.cls", b"1"), ("h/b.jpg", None, "h/a.jpg"),
+    ("h/b.cls", None, "h/a.cls"), ("h/c.jpg", None, "h/gone.jpg"), ("h/c.cls", b"3"),
+    ("h/" + "l" * 120 + ".jpg", None, "h/a.jpg"), ("h/" + "l" * 120 + ".cls", b"4")]))

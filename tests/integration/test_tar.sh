@@ -83,4 +83,64 @@ assert "b.tar" in s["bad_shards"] and "a.tar" in s["bad_shards"]
 PY
 check "the log names the tar member of a bad sample" \
 	grep -q "a.tar member s016.jpg" "$D/mount.log"
+
+# GNU tar of a directory whose files are hard linked: the second name of a
+# file is a hard-link member (size 0, naming the first), served as its data.
+mkdir -p "$D/hl/src" "$D/hl/links" "$D/hl/copies" "$D/hl/cut"
+jp=("$D"/jpegs/*/*.jpg)
+for i in 0 1 2 3 4 5 6 7; do
+	k=$(printf '%03d' "$i")
+	case $i in
+	2) ln "$D/hl/src/s000.jpg" "$D/hl/src/s$k.jpg" ;;   # a link to an image
+	5) ln "$D/hl/src/s003.jpg" "$D/hl/src/s$k.jpg" ;;
+	*) cp "${jp[$i]}" "$D/hl/src/s$k.jpg" ;;
+	esac
+	if [ "$i" = 6 ]; then
+		ln "$D/hl/src/s001.cls" "$D/hl/src/s$k.cls"      # and to a label
+	else
+		printf '%d' "$i" >"$D/hl/src/s$k.cls"
+	fi
+done
+tar -cf "$D/hl/links/a.tar" --sort=name -C "$D/hl/src" . &&
+	tar -cf "$D/hl/copies/a.tar" --sort=name --hard-dereference -C "$D/hl/src" . ||
+	{ not_ok "GNU tar"; t_end; }
+check "GNU tar wrote hard-link members" \
+	bash -c "test \$(tar -tvf '$D/hl/links/a.tar' | grep -c ' link to ') = 3"
+mount_fg "$D/hl/links" "$D/m5" --batch 4 --size 16x16 || { not_ok "mount linked tar"; t_end; }
+mount_fg "$D/hl/copies" "$D/m6" --batch 4 --size 16x16 || { not_ok "mount copied tar"; t_end; }
+check "a tar with hard links has every sample" \
+	grep -q '"samples": 8,' "$D/m5/dataset.json"
+check "hard-linked members give the same pixels and labels as copies" \
+	cmp <(cd "$D/m5/epoch-0000" && cat *) <(cd "$D/m6/epoch-0000" && cat *)
+check "a hard-linked label is its target's" $PY - "$D/m5" <<'PY'
+import sys
+import numpy as np
+labels = np.concatenate([np.load(f"{sys.argv[1]}/epoch-0000/batch-{k:06d}.labels.npy")
+                         for k in range(2)])
+assert list(labels) == [0, 1, 2, 3, 4, 5, 1, 7], labels
+PY
+# The target deleted from the archive: the link names a member that is not
+# there, and its sample fails with a message naming shard and member.
+cp "$D/hl/links/a.tar" "$D/hl/cut/c.tar"
+tar --delete -f "$D/hl/cut/c.tar" ./s003.jpg || { not_ok "tar --delete"; t_end; }
+mount_fg "$D/hl/cut" "$D/m7" --batch 4 --size 16x16 || { not_ok "mount cut tar"; t_end; }
+check "a hard link whose target is gone fails its batch, the others serve" $PY - "$D/m7" <<'PY'
+import errno, json, sys
+import numpy as np
+m = sys.argv[1]
+n = json.load(open(m + "/dataset.json"))["samples"]
+assert n == 7, n        # s003 has no image member left
+np.load(f"{m}/epoch-0000/batch-000000.npy")
+try:
+    np.load(f"{m}/epoch-0000/batch-000001.npy")
+    raise AssertionError("batch 1 served")
+except OSError as e:
+    assert e.errno == errno.EIO, e
+st = json.load(open(m + "/stats.json"))
+msgs = [(e["shard"], e["message"]) for e in st["errors"]]
+assert msgs == [("c.tar", "member ./s005.jpg is a hard link to ./s003.jpg, "
+                 "which is not an earlier member of the archive")], msgs
+PY
+check "the log names the shard and the member of the broken link" \
+	grep -q "c.tar member ./s005.jpg: member ./s005.jpg is a hard link to ./s003.jpg" "$D/mount.log"
 t_end
