@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/version.h"
+#include "fs/daemon.h"
 #include "fs/mount.h"
 #include "tools/cachecmd.h"
 #include "tools/inspect.h"
@@ -461,7 +462,7 @@ static int cmd_unmount(int argc, char **argv)
 		fputs(usage_unmount, stderr);
 		return 2;
 	}
-	return bfs_unmount_main(argv[1]);
+	return bfs_daemon_unmount(argv[1]);
 }
 
 int main(int argc, char **argv)

@@ -1,10 +1,12 @@
 /*
- * mount.h - the FUSE adapter: serves a bfs_engine as a read-only file
- * system and runs the mount's life (checks, daemon, loop, unmount).
+ * mount.h - `batchfs mount`: one mount of a shard directory put together
+ * (cache, source index, engine, view, FUSE session), served until it is
+ * unmounted or stopped, and taken apart in order.
  *
- * This is the only part of batchfs that includes <fuse.h>.  It turns the
- * core's error codes into errno replies (every failed batch read is EIO)
- * and decides what a person sees in the log.
+ * The FUSE requests themselves are answered by fs/ll.c over fs/view.c;
+ * the daemon's life (start-up handshake, signals, unmount) is
+ * fs/daemon.c.  This part decides what a person sees: the mount message
+ * and the log.
  */
 #ifndef BFS_MOUNT_H
 #define BFS_MOUNT_H
@@ -39,11 +41,5 @@ typedef struct {
  * printed on stderr). */
 int bfs_mount_main(const bfs_mount_opts *opts);
 
-/* Unmount MOUNTPOINT (fusermount3 -u, or umount2 as root) and wait until
- * the daemon has let go of it.  Returns the exit status. */
-int bfs_unmount_main(const char *mountpoint);
-
-/* 1 if path is currently a mount point (per /proc/self/mountinfo). */
-int bfs_is_mountpoint(const char *path);
 
 #endif

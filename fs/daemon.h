@@ -1,0 +1,59 @@
+/*
+ * daemon.h - the mount daemon's life, without FUSE: the start-up
+ * handshake with the `batchfs mount` that started it, detaching, the stop
+ * signals and the watcher that turns them into an orderly stop, and
+ * `batchfs unmount`, which returns only once the daemon is gone.
+ *
+ * Start-up: `batchfs mount` forks; the child (the daemon) calls setsid,
+ * builds the mount and reports "ready" (or the error) over a pipe, and
+ * only then does the parent print it and exit 0 or 1.  So mount returns
+ * once the mount answers, and a failed start leaves nothing mounted.  In
+ * the foreground (-f) the same runs in one process.
+ *
+ * Stopping: SIGTERM, SIGINT and SIGHUP only wake a watcher thread, which
+ * calls the mount's stop function (it stops what could wait on the
+ * session loop while the loop still answers, then ends the loop) and then
+ * wakes the loop with SIGUSR1.  An unmount ends the loop from the kernel
+ * side instead.
+ */
+#ifndef BFS_FS_DAEMON_H
+#define BFS_FS_DAEMON_H
+
+/* Run serve(ctx, notify_fd) as a daemon: it must call bfs_daemon_notify
+ * once, when the mount answers or has failed, and returns the daemon's
+ * exit status.  foreground: in this process, with notify_fd -1.  Returns
+ * this process's exit status: 0 when the daemon said it is ready (its
+ * message on stdout), else 1 (the message, or what became of the daemon,
+ * on stderr). */
+int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
+		   void *ctx);
+
+/* Tell the waiting parent how the start went (ok 1: ready), with msg; in
+ * the foreground (fd -1), print it (stdout, or stderr on failure). */
+void bfs_daemon_notify(int fd, int ok, const char *msg);
+
+/* After a ready notify: stop talking to the parent and the terminal
+ * (notify_fd closed, stdio on /dev/null) and work from /.  A no-op in the
+ * foreground (fd -1).  Every path the daemon keeps must be absolute. */
+void bfs_daemon_detach(int notify_fd);
+
+typedef struct bfs_watch bfs_watch;
+
+/* Catch SIGTERM, SIGINT and SIGHUP for the calling thread's process and
+ * start the watcher: on the first of them it calls stop(ctx) from its own
+ * thread, then wakes `main` (pthread_self() of the caller: the session
+ * loop's thread) with SIGUSR1.  SIGPIPE is ignored from now on.  0 or
+ * -errno. */
+int bfs_daemon_watch(void (*stop)(void *ctx), void *ctx, bfs_watch **out);
+/* Stop the watcher (if no signal came, stop is not called) and restore
+ * the default actions.  Accepts NULL. */
+void bfs_daemon_unwatch(bfs_watch *w);
+
+/* `batchfs unmount MOUNTPOINT`: unmount (umount2 as root, retrying a
+ * brief EBUSY; fusermount3 -u otherwise) and wait until the daemon has
+ * exited, so its cache is closed: the daemon's pid is asked of the mount
+ * root (user.batchfs.pid) before the unmount and waited for on a pidfd.
+ * Returns the exit status: 0, or 1 with a message on stderr. */
+int bfs_daemon_unmount(const char *mountpoint);
+
+#endif

@@ -1,0 +1,453 @@
+/*
+ * view_files.c - the contents of the mount's generated files: dataset.json
+ * (the settings, built once), stats.json (fresh at every open), each
+ * batch's index.json (where each sample came from) and preview.jpg (a
+ * contact sheet), and the NPY headers of batch and label files.  FUSE-free;
+ * see view.h.
+ */
+#include "fs/view_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <turbojpeg.h>
+
+#include "engine/npy.h"
+#include "engine/preview.h"
+#include "engine/version.h"
+#include "fs/json.h"
+
+void bfs__warn(const bfs_view *v, const char *fmt, ...)
+{
+	char msg[2 * BFS_ERRMSG_MAX];
+	va_list ap;
+
+	if (!v->o.warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	v->o.warn(v->o.ctx, msg);
+}
+
+size_t bfs__file_header(const bfs_view *v, const bfs_node *n, char *hdr,
+			size_t cap, size_t *data_len)
+{
+	uint64_t id = bfs_view_batch_id(v, n);
+	uint64_t count = bfs_engine_batch_count(v->o.eng, id);
+	int len;
+
+	if (n->kind == BFS_NODE_LABELS) {
+		len = bfs_npy_header(hdr, cap, "<i8", &count, 1);
+		*data_len = (size_t)count * sizeof(int64_t);
+		return len > 0 ? (size_t)len : 0;
+	}
+	*data_len = (size_t)count * bfs_engine_sample_bytes(v->o.eng);
+	return bfs_engine_npy_header(v->o.eng, id, hdr, cap);
+}
+
+/* ---- dataset.json ----------------------------------------------------- */
+
+int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
+	uint64_t per_epoch = bfs_engine_batches_per_epoch(v->o.eng);
+	unsigned last = bfs_engine_batch_count(v->o.eng, per_epoch - 1);
+	bfs_json j;
+
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_str(&j, "batchfs_version", BFS_VERSION);
+	bfs_json_u64(&j, "format_version", BFS_FORMAT_VERSION);
+	bfs_json_str(&j, "source", bfs_source_dir(v->o.src));
+	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(v->o.src)));
+	bfs_json_u64(&j, "shards", bfs_source_nshards(v->o.src));
+	bfs_json_u64(&j, "samples", bfs_source_count(v->o.src));
+	bfs_json_u64(&j, "samples_per_epoch", bfs_engine_epoch_samples(v->o.eng));
+	bfs_json_u64(&j, "batch_size", eo->batch);
+	bfs_json_u64(&j, "batches_per_epoch", per_epoch);
+	bfs_json_u64(&j, "last_batch_size", last);
+	bfs_json_bool(&j, "drop_remainder", eo->drop_remainder);
+	bfs_json_u64(&j, "epochs", bfs_engine_epochs(v->o.eng));
+	bfs_json_open(&j, "shape", '[');
+	bfs_json_u64(&j, NULL, eo->batch);
+	if (eo->nchw)
+		bfs_json_u64(&j, NULL, 3);
+	bfs_json_u64(&j, NULL, (uint64_t)eo->height);
+	bfs_json_u64(&j, NULL, (uint64_t)eo->width);
+	if (!eo->nchw)
+		bfs_json_u64(&j, NULL, 3);
+	bfs_json_close(&j, ']');
+	bfs_json_str(&j, "dtype", bfs_dtype_name(eo->dtype));
+	bfs_json_str(&j, "layout", eo->nchw ? "NCHW" : "NHWC");
+	bfs_json_str(&j, "resize_mode", eo->resize_crop ? "crop" : "stretch");
+	if (eo->resize_crop)
+		bfs_json_u64(&j, "crop_from", (uint64_t)eo->crop_from);
+	bfs_json_open(&j, "augment", '[');
+	if (eo->augment_flip)
+		bfs_json_str(&j, NULL, "flip");
+	if (eo->augment_crop)
+		bfs_json_str(&j, NULL, "crop");
+	bfs_json_close(&j, ']');
+	{
+		int ch, cw;
+
+		bfs_engine_cached_shape(v->o.eng, &ch, &cw);
+		bfs_json_open(&j, "cached_shape", '[');
+		bfs_json_u64(&j, NULL, (uint64_t)ch);
+		bfs_json_u64(&j, NULL, (uint64_t)cw);
+		bfs_json_u64(&j, NULL, 3);
+		bfs_json_close(&j, ']');
+	}
+	if (eo->augment_flip || eo->augment_crop)
+		bfs_json_str(&j, "augment_rule",
+			     "drawn from (seed, epoch, sample index) alone: flip = horizontal with "
+			     "probability 1/2; crop = the HxW window at (y0, x0), y0 and x0 uniform "
+			     "integers on [0, cached_h - H] and [0, cached_w - W], independent; "
+			     "without crop the window is centered (rounded down)");
+	if (eo->normalize) {
+		bfs_json_open(&j, "mean", '[');
+		for (int c = 0; c < 3; c++)
+			bfs_json_f64(&j, NULL, eo->mean[c]);
+		bfs_json_close(&j, ']');
+		bfs_json_open(&j, "std", '[');
+		for (int c = 0; c < 3; c++)
+			bfs_json_f64(&j, NULL, eo->std[c]);
+		bfs_json_close(&j, ']');
+	}
+	bfs_json_str(&j, "label_dtype", "int64");
+	bfs_json_i64(&j, "label_offset", eo->label_offset);
+	bfs_json_str(&j, "normalization",
+		     eo->dtype == BFS_DTYPE_UINT8
+			     ? "round-half-even(resized)"
+			     : "resized / 255");
+	bfs_json_str(&j, "decode",
+		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with TensorFlow's formula");
+	bfs_json_str(&j, "resize",
+		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
+	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
+	if (eo->shuffle) {
+		bfs_json_str(&j, "shuffle", "stateless permutation per (seed, epoch)");
+		bfs_json_u64(&j, "seed", eo->seed);
+	} else {
+		bfs_json_bool(&j, "shuffle", 0);
+	}
+	bfs_json_u64(&j, "rank", eo->rank);
+	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
+	bfs_json_str(&j, "image_key",
+		     v->o.image_key ? v->o.image_key : "image/encoded");
+	bfs_json_str(&j, "label_key",
+		     v->o.label_key ? v->o.label_key : "image/class/label");
+	bfs_json_open(&j, "classes", '[');
+	for (size_t i = 0; i < bfs_source_nclasses(v->o.src); i++)
+		bfs_json_str(&j, NULL, bfs_source_class_name(v->o.src, i));
+	bfs_json_close(&j, ']');
+	bfs_json_str(&j, "on_error",
+		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
+	bfs_json_u64(&j, "max_pixels", eo->max_pixels);
+	bfs_json_u64(&j, "threads", eo->threads);
+	if (eo->prefetch)
+		bfs_json_u64(&j, "prefetch", eo->prefetch);
+	else
+		bfs_json_str(&j, "prefetch", "auto");
+	bfs_json_u64(&j, "mem_bytes", eo->mem_bytes);
+	bfs_json_u64(&j, "slots", eo->slots);
+	if (v->o.cache) {
+		bfs_cache_stats cs;
+
+		bfs_cache_get_stats(v->o.cache, &cs);
+		bfs_json_str(&j, "cache", bfs_cache_dir(v->o.cache));
+		bfs_json_u64(&j, "cache_size", cs.map_bytes);
+		bfs_json_str(&j, "cache_fingerprint", v->o.cache_fp);
+	} else {
+		bfs_json_str(&j, "cache", "none");
+	}
+	bfs_json_str(&j, "fingerprint", v->fingerprint);
+	bfs_json_open(&j, "files", '{');
+	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
+	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
+	bfs_json_str(&j, "provenance", "epoch-NNNN/batch-NNNNNN.index.json");
+	bfs_json_str(&j, "preview", "epoch-NNNN/batch-NNNNNN.preview.jpg");
+	bfs_json_close(&j, '}');
+	bfs_json_close(&j, '}');
+	return bfs_json_take(&j, buf, len);
+}
+
+/* ---- index.json and preview.jpg ------------------------------------ */
+
+/* Start batch id for reader (it may not have opened the batch file) and
+ * wait for it; bfs_engine_get's contract. */
+static int wait_batch(bfs_view *v, uint64_t reader, uint64_t id,
+		      bfs_batch **b, char *msg)
+{
+	bfs_engine_hint(v->o.eng, reader, id);
+	return bfs_engine_get(v->o.eng, reader, id, b, msg);
+}
+
+/* batch-NNNNNN.index.json: for each position, where the sample came from,
+ * its label and the augmentation drawn.  Waits for the batch (for the
+ * labels); a failed batch still lists its samples, with the error. */
+int bfs__index_json(bfs_view *v, uint64_t reader, const bfs_node *n,
+		    char **buf, size_t *len)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
+	uint64_t id = bfs_view_batch_id(v, n);
+	unsigned count = bfs_engine_batch_count(v->o.eng, id);
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_batch *b = NULL;
+	bfs_json j;
+	int err;
+
+	err = wait_batch(v, reader, id, &b, msg);
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_u64(&j, "epoch", n->epoch);
+	bfs_json_u64(&j, "batch", n->batch);
+	bfs_json_u64(&j, "count", count);
+	if (err)
+		bfs_json_str(&j, "error", msg[0] ? msg : bfs_strerror(err));
+	bfs_json_open(&j, "samples", '[');
+	for (unsigned k = 0; k < count; k++) {
+		uint64_t i = bfs_engine_sample_index(v->o.eng, id, k), rec = 0;
+		const char *shard = bfs_source_sample_shard(v->o.src, i, &rec);
+		const char *member = bfs_source_member_name(v->o.src, i);
+		int flip, x0, y0;
+
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_u64(&j, "position", k);
+		bfs_json_u64(&j, "sample", i);
+		bfs_json_str(&j, "shard", shard);
+		switch (bfs_source_format(v->o.src)) {
+		case BFS_FORMAT_TFRECORD:
+			bfs_json_u64(&j, "record", rec);
+			break;
+		case BFS_FORMAT_TAR:
+			bfs_json_str(&j, "member", member);
+			break;
+		default:
+			break;
+		}
+		if (b)
+			bfs_json_i64(&j, "label", bfs_batch_labels(b)[k]);
+		else
+			bfs_json_null(&j, "label");
+		if ((eo->augment_flip || eo->augment_crop) &&
+		    bfs_engine_sample_aug(v->o.eng, id, k, &flip, &x0, &y0) == 0) {
+			bfs_json_open(&j, "augment", '{');
+			bfs_json_bool(&j, "flip", flip);
+			bfs_json_open(&j, "crop", '[');
+			bfs_json_u64(&j, NULL, (uint64_t)y0);
+			bfs_json_u64(&j, NULL, (uint64_t)x0);
+			bfs_json_u64(&j, NULL, (uint64_t)eo->height);
+			bfs_json_u64(&j, NULL, (uint64_t)eo->width);
+			bfs_json_close(&j, ']');
+			bfs_json_close(&j, '}');
+		}
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_close(&j, '}');
+	if (b)
+		bfs_engine_put(v->o.eng, b);
+	return bfs_json_take(&j, buf, len);
+}
+
+/* batch-NNNNNN.preview.jpg: the batch as the model sees it, normalization
+ * undone for display, with each tile's label (class name for folders). */
+int bfs__preview_jpg(bfs_view *v, uint64_t reader, const bfs_node *n,
+		     char **buf, size_t *len)
+{
+	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
+	uint64_t id = bfs_view_batch_id(v, n);
+	char msg[BFS_ERRMSG_MAX] = "";
+	const char **names = NULL;
+	size_t ncls = bfs_source_nclasses(v->o.src);
+	bfs_preview_opts po = { 0 };
+	unsigned char *jpeg = NULL;
+	unsigned long jlen = 0;
+	bfs_batch *b;
+	int err;
+
+	err = wait_batch(v, reader, id, &b, msg);
+	if (err)
+		return -EIO;
+	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
+		for (size_t c = 0; c < ncls; c++)
+			names[c] = bfs_source_class_name(v->o.src, c);
+	}
+	po.h = eo->height;
+	po.w = eo->width;
+	po.dtype = eo->dtype;
+	po.nchw = eo->nchw;
+	po.normalized = eo->normalize;
+	memcpy(po.mean, eo->mean, sizeof(po.mean));
+	memcpy(po.std, eo->std, sizeof(po.std));
+	err = bfs_preview_render(&po, bfs_batch_images(b), bfs_batch_labels(b),
+				 names, bfs_batch_count(b), &jpeg, &jlen, msg);
+	bfs_engine_put(v->o.eng, b);
+	free(names);
+	if (err) {
+		bfs__warn(v, "preview of epoch %u batch %llu: %s", n->epoch,
+			  (unsigned long long)n->batch, msg);
+		return err == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	/* copy into malloc'd memory: the caller releases it with free() */
+	*buf = malloc(jlen ? jlen : 1);
+	if (!*buf) {
+		tjFree(jpeg);
+		return -ENOMEM;
+	}
+	memcpy(*buf, jpeg, jlen);
+	*len = jlen;
+	tjFree(jpeg);
+	return 0;
+}
+
+/* ---- stats.json ------------------------------------------------------- */
+
+int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
+{
+	enum { SHOW = 256 };
+	bfs_sample_error *errs = calloc(SHOW, sizeof(*errs));
+	bfs_view_io io = { 0 };
+	bfs_engine_stats st;
+	size_t nerr, shown, nscan = bfs_source_nscan_errors(v->o.src);
+	bfs_json j;
+
+	if (!errs)
+		return -ENOMEM;
+	if (v->o.io)
+		v->o.io(v->o.ctx, &io);
+	bfs_engine_get_stats(v->o.eng, &st);
+	nerr = bfs_engine_errors(v->o.eng, errs, SHOW);
+	shown = nerr < SHOW ? nerr : SHOW;
+
+	bfs_json_init(&j);
+	bfs_json_open(&j, NULL, '{');
+	bfs_json_u64(&j, "batches_served", st.batches_served);
+	bfs_json_u64(&j, "batches_produced", st.batches_produced);
+	bfs_json_u64(&j, "batches_pushed", st.batches_pushed);
+	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
+	bfs_json_bool(&j, "passthrough", io.passthrough);
+	bfs_json_u64(&j, "passthrough_opens", io.passthrough_opens);
+	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);
+	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);
+	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
+	bfs_json_u64(&j, "decode_attempts", st.decode_attempts);
+	bfs_json_u64(&j, "bytes_read", st.bytes_read);
+	bfs_json_u64(&j, "threads", st.threads);
+	bfs_json_f64(&j, "samples_per_second", st.samples_per_s);
+	bfs_json_f64(&j, "worker_idle_share", st.worker_idle);
+	{
+		unsigned depth = 0;
+
+		for (unsigned r = 0; r < st.nreaders; r++)
+			if (st.readers[r].depth > depth)
+				depth = st.readers[r].depth;
+		bfs_json_u64(&j, "prefetch_depth", st.prefetch ? st.prefetch : depth);
+	}
+	bfs_json_str(&j, "prefetch_mode", st.prefetch ? "fixed" : "auto");
+	bfs_json_u64(&j, "memory_bytes", st.mem_bytes);
+	bfs_json_u64(&j, "memory_budget", st.mem_budget);
+	bfs_json_open(&j, "memory", '{');
+	bfs_json_u64(&j, "batch_slots", st.mem_slots);
+	bfs_json_u64(&j, "decoder_scratch", st.mem_scratch);
+	bfs_json_u64(&j, "held_files", st.mem_held);
+	bfs_json_u64(&j, "held_file_count", st.held_files);
+	bfs_json_close(&j, '}');
+	bfs_json_u64(&j, "passthrough_declined", st.expose_declined);
+	bfs_json_open(&j, "slots", '{');
+	bfs_json_u64(&j, "total", st.slots);
+	bfs_json_u64(&j, "ready", st.slots_ready);
+	bfs_json_u64(&j, "filling", st.slots_filling);
+	bfs_json_close(&j, '}');
+	bfs_json_u64(&j, "reader_waits", st.reader_waits);
+	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
+	if (v->o.cache) {
+		bfs_cache_stats cs;
+
+		bfs_cache_get_stats(v->o.cache, &cs);
+		bfs_json_open(&j, "cache", '{');
+		bfs_json_str(&j, "dir", bfs_cache_dir(v->o.cache));
+		bfs_json_u64(&j, "hits", cs.hits);
+		bfs_json_u64(&j, "misses", cs.misses);
+		bfs_json_f64(&j, "hit_rate", cs.hits + cs.misses
+			     ? (double)cs.hits / (double)(cs.hits + cs.misses) : 0);
+		bfs_json_u64(&j, "inserts", cs.inserts);
+		bfs_json_u64(&j, "evictions", cs.evictions);
+		bfs_json_u64(&j, "dropped_queue", cs.dropped_queue);
+		bfs_json_u64(&j, "dropped_full", cs.dropped_full);
+		bfs_json_u64(&j, "crc_errors", cs.crc_errors);
+		bfs_json_u64(&j, "write_errors", cs.write_errors);
+		bfs_json_u64(&j, "entries", cs.entries);
+		bfs_json_u64(&j, "bytes_used", cs.bytes_used);
+		bfs_json_u64(&j, "file_bytes", cs.file_bytes);
+		bfs_json_u64(&j, "size_limit", cs.map_bytes);
+		bfs_json_bool(&j, "full", cs.full);
+		bfs_json_u64(&j, "index_hits", cs.index_hits);
+		bfs_json_u64(&j, "index_misses", cs.index_misses);
+		bfs_json_close(&j, '}');
+	} else {
+		bfs_json_null(&j, "cache");
+	}
+	bfs_json_open(&j, "readers", '[');
+	for (unsigned r = 0; r < st.nreaders; r++) {
+		const bfs_reader_stats *rs = &st.readers[r];
+
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_u64(&j, "pid", rs->reader);
+		bfs_json_u64(&j, "depth", rs->depth);
+		bfs_json_f64(&j, "batches_per_second", rs->batches_per_s);
+		bfs_json_u64(&j, "batches", rs->batches);
+		bfs_json_u64(&j, "waits", rs->waits);
+		bfs_json_f64(&j, "wait_seconds", rs->wait_s);
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_u64(&j, "errors_total", nerr + nscan);
+	/* the list below holds the first SHOW sample errors */
+	bfs_json_u64(&j, "errors_left_out", nerr - shown);
+	bfs_json_open(&j, "bad_shards", '[');
+	for (size_t i = 0; i < nscan; i++)
+		bfs_json_str(&j, NULL, bfs_source_scan_error_shard(v->o.src, i));
+	for (size_t i = 0; i < shown; i++) {
+		int seen = 0;
+
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = strcmp(errs[k].shard, errs[i].shard) == 0;
+		for (size_t k = 0; k < nscan && !seen; k++)
+			seen = strcmp(bfs_source_scan_error_shard(v->o.src, k),
+				      errs[i].shard) == 0;
+		if (!seen)
+			bfs_json_str(&j, NULL, errs[i].shard);
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_open(&j, "errors", '[');
+	for (size_t i = 0; i < nscan; i++) {
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_str(&j, "kind", "index");
+		bfs_json_str(&j, "shard", bfs_source_scan_error_shard(v->o.src, i));
+		bfs_json_str(&j, "message", bfs_source_scan_error(v->o.src, i));
+		bfs_json_close(&j, '}');
+	}
+	for (size_t i = 0; i < shown; i++) {
+		bfs_json_open(&j, NULL, '{');
+		bfs_json_str(&j, "kind", "sample");
+		bfs_json_str(&j, "shard", errs[i].shard);
+		bfs_json_u64(&j, "record", errs[i].record);
+		bfs_json_u64(&j, "sample", errs[i].sample);
+		bfs_json_str(&j, "error", bfs_strerror(errs[i].code));
+		bfs_json_str(&j, "message", errs[i].msg);
+		if (errs[i].replaced)
+			bfs_json_u64(&j, "replaced_by", errs[i].replacement);
+		bfs_json_close(&j, '}');
+	}
+	bfs_json_close(&j, ']');
+	bfs_json_close(&j, '}');
+	free(errs);
+	return bfs_json_take(&j, buf, len);
+}
+
