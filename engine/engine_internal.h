@@ -1,0 +1,270 @@
+/*
+ * engine_internal.h - what the engine's files share: its state, the slots
+ * and workers, and the few functions one file offers another.  Not part of
+ * the contract (engine.h).
+ *
+ * DESIGN
+ * Producers: `threads` workers (pool.c).  Consumers: readers in hint, get
+ * and put (readers.c).  Everything shared lives in struct bfs_engine and
+ * is protected by e->lock, except the pixels a worker writes: a worker
+ * that claimed sample j of a slot owns images[j] and labels[j] until it
+ * reports back.
+ *
+ * A slot holds one batch (slots.c).  Its life: FREE -> FILLING (samples
+ * handed out one at a time, several workers on one batch) -> READY or
+ * FAILED.  A slot is reused (LRU) only when nobody pins it and no worker
+ * is still writing into it (inflight == 0).  Its memory is allocated once
+ * and reused for every batch it holds: plain memory, or a file in a tmpfs
+ * directory (lend_dir) that a reader can be handed.
+ *
+ * Scheduling: a batch some reader waits on goes first (oldest wait
+ * first); read-ahead comes after, in the order it was asked for, which is
+ * nearest batch first.  Read-ahead never evicts a batch that was produced
+ * but not yet read, so it cannot thrash.
+ *
+ * Memory: the budget (opts.mem_bytes) is split once at create (engine.c)
+ * into a scratch pool (decoder pixels, encoded record, resize rows) and as
+ * many batch slots as the rest holds.  A worker reserves scratch before it
+ * grows a buffer (sample.c), borrowing from the slots' share when the pool
+ * is short, and gives back what it holds above SCRATCH_BASE after each
+ * sample, so a rare huge image waits for room instead of pushing the
+ * process past the budget.  Files readers still hold count too.
+ *
+ * Autotuning (readers.c): each reader (keyed by pid) has its own
+ * read-ahead depth.  A reader that had to wait for a batch gets one more
+ * batch of depth, but only while the workers were not already busy all
+ * the time (more depth cannot help a saturated pool); a reader that has
+ * not waited for a while gives one back.  Depth is capped by the slots it
+ * may use.
+ */
+#ifndef BFS_ENGINE_INTERNAL_H
+#define BFS_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "engine/augment.h"
+#include "engine/badset.h"
+#include "engine/decode.h"
+#include "engine/engine.h"
+#include "engine/permute.h"
+
+#define MAX_ERRORS BFS_ENGINE_MAX_ERRORS /* bad samples whose records are kept */
+#define SCRATCH_BASE (8u << 20) /* per-worker scratch kept between samples */
+#define MAX_SLOTS 1024
+#define READER_IDLE_NS (10ull * 1000000000ull) /* forget quiet readers */
+
+enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_FAILED };
+
+struct bfs_batch {
+	/* all fields protected by e->lock, except the pixels (see DESIGN) */
+	enum slot_state state;
+	uint64_t id;
+	unsigned n;           /* samples in this batch */
+	unsigned next;        /* next sample to hand out */
+	unsigned done;        /* samples finished (or abandoned) */
+	unsigned inflight;    /* samples a worker is working on */
+	unsigned pins;        /* readers holding it */
+	int urgent;           /* a reader waits or is about to */
+	uint64_t seq;         /* order in which work was asked for */
+	uint64_t last_use;    /* LRU tick */
+	int consumed;         /* a reader got it at least once */
+	int pushed;           /* handed on by on_batch_ready */
+	int cancelled;        /* read-ahead abandoned to free the slot */
+	int err;              /* first error (lowest sample) when FAILED */
+	unsigned err_at;      /* sample position of err */
+	char errmsg[BFS_ERRMSG_MAX];
+	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
+	/* With o.slot_dir the slot is a file: the batch's NPY header, then
+	 * the images (see slot files below) */
+	int fd;               /* -1: images is plain memory */
+	uint8_t *map;         /* the file's mapping; images = map + slot_head */
+	size_t map_len;
+	size_t file_len;      /* the file's size: head + n samples */
+	int file_ok;          /* the header fits the head room exactly */
+	int exposed;          /* handed to a reader as a file since filled */
+	uint64_t held_pass;   /* victim search that found its file held */
+	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
+				 else NULL (images are the cached form) */
+	int64_t *labels;
+	/* cache bookkeeping, position j owned like images[j] */
+	struct cache_rec *rec;
+	bfs_cache_item *items;
+	bfs_engine *e;        /* for the cache writer's done callback */
+};
+
+/* What the cache needs of position j once the batch is complete. */
+struct cache_rec {
+	bfs_cache_key key;    /* of the sample actually decoded */
+	int64_t raw_label;    /* before --label-offset */
+	int decoded;          /* 1: decoded here, so worth inserting */
+};
+
+struct worker {
+	bfs_engine *e;
+	pthread_t thread;
+	bfs_decoder *dec;
+	size_t dec_bytes;      /* largest image the decoder has held */
+	bfs_buf in;            /* encoded bytes */
+	void *scratch;         /* resize scratch */
+	size_t scratch_cap;
+	size_t held;           /* scratch reserved from the budget */
+	struct bfs_batch *slot;/* the slot of the sample it works on, or NULL
+				* (protected by e->lock) */
+	bfs_cache_reader *cr;  /* NULL without a cache */
+};
+
+struct reader {
+	uint64_t key;          /* 0: entry unused */
+	uint64_t last_id;
+	uint64_t last_ns;      /* when it moved to last_id */
+	uint64_t settled_id;   /* last batch whose wait (or not) was counted */
+	double interval_ns;    /* EWMA of time between new batches */
+	unsigned depth;
+	unsigned calm;         /* new batches since its last wait */
+	uint64_t idle_mark;    /* e->idle_ns when depth last grew */
+	uint64_t mark_ns;
+	uint64_t batches, waits, wait_ns;
+};
+
+struct bfs_engine {
+	bfs_source *src;
+	bfs_engine_opts o;
+	uint64_t nsamples;    /* in the source */
+	uint64_t epoch_n;     /* samples one epoch of this rank serves */
+	bfs_order *orders;    /* one per epoch: shuffle and rank slicing */
+	uint64_t per_epoch;   /* batches per epoch */
+	uint64_t total;       /* per_epoch * epochs */
+	size_t sample_bytes;
+	size_t images_cap;    /* bytes of one slot's image buffer */
+	size_t slot_head;     /* slot files: a full batch's NPY header */
+	int s1_h, s1_w;       /* stage-1 (cached) sample size */
+	bfs_dtype s1_dtype;
+	size_t s1_bytes;
+	int post;             /* stage 2 does something */
+	bfs_post_opts post_o;
+
+	pthread_mutex_t lock;
+	pthread_cond_t work;  /* a slot got work, or stop */
+	pthread_cond_t done;  /* a slot changed state */
+	int stop;                          /* protected by lock */
+	struct bfs_batch *slots;           /* protected by lock */
+	unsigned nslots;
+	uint64_t seq, tick;                /* protected by lock */
+	uint64_t held_pass;                /* protected by lock */
+	struct worker *workers;
+	unsigned nworkers;
+
+	bfs_sample_error *errors;          /* protected by lock: the first
+					    * MAX_ERRORS bad samples */
+	size_t nerrors;                    /* protected by lock */
+	bfs_badset *bad;                   /* protected by lock: every bad
+					    * sample, and those being tried */
+	pthread_cond_t bad_cv;             /* a pending sample was decided */
+
+	pthread_cond_t room;               /* memory was given back */
+	size_t scratch_budget;             /* the scratch pool, fixed at create */
+	size_t scratch_used;               /* protected by lock */
+	size_t slot_bytes;                 /* one slot's batch memory */
+	uint64_t slot_mem;                 /* protected by lock: slots' batch
+					    * memory allocated now */
+	struct worker *borrower;           /* protected by lock: the worker
+					    * freeing slot memory for scratch */
+	/* Files a reader still held when their slot moved on (see slot
+	 * files): memory the mount caused, counted in the budget until the
+	 * reader lets go.  Protected by lock. */
+	struct held_file { int fd; size_t len; } *held;
+	unsigned nheld, held_cap;
+	uint64_t held_bytes;
+	unsigned nexposed;                 /* protected by lock: slots whose
+					    * file was handed to a reader */
+
+	struct reader readers[BFS_MAX_READERS]; /* protected by lock */
+	uint64_t idle_ns;                  /* workers' waiting, protected by lock */
+	unsigned idle_workers;             /* protected by lock */
+	uint64_t idle_since;               /* protected by lock */
+	double sample_ns;                  /* EWMA per sample, protected by lock */
+	uint64_t created_ns;
+
+	uint64_t decode_attempts;          /* atomic */
+	bfs_engine_stats st;               /* protected by lock */
+};
+
+static inline uint64_t bfs__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The smallest power of two >= need, starting at from (or 64 KiB). */
+static inline size_t bfs__pow2_at_least(size_t need, size_t from)
+{
+	size_t cap = from ? from : 1 << 16;
+
+	while (cap < need)
+		cap *= 2;
+	return cap;
+}
+
+/* Files readers still hold after their slot moved on: bytes.  Lock held. */
+static inline uint64_t bfs__held_bytes_locked(const bfs_engine *e)
+{
+	return e->held_bytes;
+}
+
+/* ---- engine.c ---------------------------------------------------------- */
+
+/* Source index of position j of batch id: the epoch's order (file order,
+ * or the stateless permutation of (seed, epoch)), sliced for this rank. */
+uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j);
+
+/* ---- sample.c ---------------------------------------------------------- */
+
+/* Produce position j of batch id into dst (stage 2 output) from the
+ * stage-1 sample made in s1, with its label and the cache's record of it.
+ * In skip mode a bad sample is replaced by the next source sample that
+ * decodes (wrapping).  0, or the error for position j (msg says what). */
+int bfs__produce(struct worker *w, uint64_t id, unsigned j, void *dst,
+		 void *s1, int64_t *label, struct cache_rec *rec, char *msg);
+
+/* ---- slots.c ----------------------------------------------------------- */
+
+/* What the budget counts now: slots, scratch and held files.  Lock held. */
+uint64_t bfs__mem_used_locked(const bfs_engine *e);
+/* The slot holding batch id (not cancelled), or NULL.  Lock held. */
+struct bfs_batch *bfs__find_locked(bfs_engine *e, uint64_t id);
+/* A slot to start a new batch in (for_reader: a reader waits for it, so
+ * unread read-ahead may go), or NULL.  Lock held. */
+struct bfs_batch *bfs__victim_locked(bfs_engine *e, int for_reader);
+/* Start batch id in slot b.  0; -EAGAIN when its memory cannot be had
+ * now (the budget is lent out or borrowed); -ENOMEM.  Lock held. */
+int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
+		      int urgent);
+/* Cancel the newest unpinned, non-urgent read-ahead: 1 if one was.
+ * Lock held. */
+int bfs__cancel_readahead_locked(bfs_engine *e);
+/* Free slot memory for worker w's big sample (see slots.c); how many slots
+ * were freed or cancelled.  Lock held; dropped inside. */
+unsigned bfs__release_slots_locked(bfs_engine *e, struct worker *w,
+				   uint64_t want);
+/* Forget the held files their readers let go of; how many.  Lock held;
+ * dropped inside. */
+unsigned bfs__reap_held(bfs_engine *e);
+/* Free every slot's memory and the held files (destroy). */
+void bfs__slots_free(bfs_engine *e);
+
+/* ---- readers.c --------------------------------------------------------- */
+
+/* Worker idle time so far, including workers idle right now.  Lock held. */
+uint64_t bfs__idle_now_locked(bfs_engine *e, uint64_t now);
+
+/* ---- pool.c ------------------------------------------------------------ */
+
+/* A worker thread (arg: its struct worker). */
+void *bfs__worker_main(void *arg);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * readers.c - the calls readers make (hint, get, put), each reader's
+ * read-ahead, and its autotuned depth
+ */
+#include "engine/engine_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* ---- readers and autotuning ----------------------------------------- */
+
+static unsigned active_readers_locked(bfs_engine *e, uint64_t now)
+{
+	unsigned n = 0;
+
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++)
+		if (e->readers[r].key && now - e->readers[r].last_ns < READER_IDLE_NS)
+			n++;
+	return n ? n : 1;
+}
+
+/* The most read-ahead one reader may have: its share of the slots, one
+ * kept back for the batch it reads. */
+static unsigned depth_cap_locked(bfs_engine *e, uint64_t now)
+{
+	unsigned share = (e->nslots - 1) / active_readers_locked(e, now);
+
+	return share ? share : 1;
+}
+
+/* Find or make the entry of reader key (LRU replacement).  Lock held. */
+static struct reader *reader_locked(bfs_engine *e, uint64_t reader,
+				    uint64_t now)
+{
+	uint64_t key = reader + 1; /* 0 marks an unused entry */
+	struct reader *oldest = &e->readers[0];
+
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
+		struct reader *rd = &e->readers[r];
+
+		if (rd->key == key)
+			return rd;
+		if (rd->last_ns < oldest->last_ns)
+			oldest = rd;
+	}
+	memset(oldest, 0, sizeof(*oldest));
+	oldest->key = key;
+	oldest->last_id = UINT64_MAX;
+	oldest->settled_id = UINT64_MAX;
+	oldest->last_ns = now;
+	oldest->depth = e->o.prefetch ? e->o.prefetch : 2;
+	oldest->idle_mark = e->idle_ns;
+	oldest->mark_ns = now;
+	return oldest;
+}
+
+/* Worker idle time so far, including workers idle right now.  Lock held. */
+uint64_t bfs__idle_now_locked(bfs_engine *e, uint64_t now)
+{
+	return e->idle_ns + (uint64_t)e->idle_workers * (now - e->idle_since);
+}
+
+/* A reader waited for a batch: if the workers had idle time since the
+ * depth last changed, deeper read-ahead would have used it, so grow. */
+static void reader_waited_locked(bfs_engine *e, struct reader *rd,
+				 uint64_t now)
+{
+	uint64_t idle = bfs__idle_now_locked(e, now) - rd->idle_mark;
+	uint64_t span = (now - rd->mark_ns) * e->nworkers;
+
+	rd->calm = 0;
+	if (e->o.prefetch)
+		return;
+	if (span && idle * 20 > span && rd->depth < depth_cap_locked(e, now)) {
+		rd->depth++;
+		rd->idle_mark = bfs__idle_now_locked(e, now);
+		rd->mark_ns = now;
+	}
+}
+
+/* A reader moved on to a new batch without waiting for the last one. */
+static void reader_calm_locked(bfs_engine *e, struct reader *rd, uint64_t now)
+{
+	unsigned cap = depth_cap_locked(e, now);
+
+	if (e->o.prefetch)
+		return;
+	if (rd->depth > cap)
+		rd->depth = cap;
+	if (++rd->calm >= 8 * rd->depth && rd->depth > 2) {
+		rd->depth--;
+		rd->calm = 0;
+		rd->idle_mark = bfs__idle_now_locked(e, now);
+		rd->mark_ns = now;
+	}
+}
+
+static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
+{
+	for (unsigned d = 1; d <= depth; d++) {
+		uint64_t next = (id + d) % e->total;
+		struct bfs_batch *b;
+
+		if (next == id)
+			break;
+		if (bfs__find_locked(e, next))
+			continue;
+		if (!(b = bfs__victim_locked(e, 0)) || bfs__start_locked(e, b, next, 0))
+			break;
+	}
+}
+
+void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
+{
+	uint64_t now = bfs__now_ns();
+	struct reader *rd;
+	struct bfs_batch *b;
+
+	if (id >= e->total)
+		return;
+	pthread_mutex_lock(&e->lock);
+	rd = reader_locked(e, reader, now);
+	if (rd->last_id != id) {
+		if (rd->last_id != UINT64_MAX) {
+			double dt = (double)(now - rd->last_ns);
+
+			rd->interval_ns = rd->interval_ns
+				? 0.8 * rd->interval_ns + 0.2 * dt : dt;
+		}
+		rd->last_id = id;
+		rd->last_ns = now;
+		rd->batches++;
+	}
+	if ((b = bfs__find_locked(e, id))) {
+		if (b->state == SLOT_FILLING && !b->urgent) {
+			b->urgent = 1;
+			b->seq = ++e->seq;
+		}
+		/* Ready before the reader came for it: the read-ahead was deep
+		 * enough.  (A pushed batch is then read from the page cache,
+		 * so bfs_engine_get never sees it.) */
+		if (b->state == SLOT_READY && rd->settled_id != id) {
+			rd->settled_id = id;
+			reader_calm_locked(e, rd, now);
+		}
+		if (b->state == SLOT_READY && b->pushed && !b->consumed) {
+			b->consumed = 1;
+			e->st.batches_served++;
+		}
+	} else if ((b = bfs__victim_locked(e, 1))) {
+		bfs__start_locked(e, b, id, 1);
+	}
+	readahead_locked(e, id, rd->depth);
+	pthread_mutex_unlock(&e->lock);
+}
+
+int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
+		   bfs_batch **out, char *errmsg)
+{
+	return bfs_engine_get_flags(e, reader, id, 0, out, errmsg);
+}
+
+int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
+			 unsigned flags, bfs_batch **out, char *errmsg)
+{
+	struct bfs_batch *b;
+	struct reader *rd;
+	uint64_t t0 = 0, now;
+	int err = 0, waited = 0;
+
+	*out = NULL;
+	if (id >= e->total)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		if ((b = bfs__find_locked(e, id))) {
+			if (b->state == SLOT_READY || b->state == SLOT_FAILED)
+				break;
+			if (!b->urgent) {
+				b->urgent = 1;
+				b->seq = ++e->seq;
+			}
+			b->pins++; /* keep it from being cancelled while we wait */
+		} else if ((b = bfs__victim_locked(e, 1)) &&
+			   (err = bfs__start_locked(e, b, id, 1)) == 0) {
+			b->pins++;
+		} else if (b && err != -EAGAIN) {
+			goto out;
+		} else if (!b && bfs__cancel_readahead_locked(e)) {
+			continue;
+		} else {
+			/* No slot, or no memory for one: a borrower holds it, or
+			 * readers hold files (let go of with no wake-up, hence
+			 * the deadline, after which victim_locked looks again). */
+			b = NULL;
+			err = 0;
+		}
+		if (!waited) {
+			waited = 1;
+			t0 = bfs__now_ns();
+		}
+		if (b) {
+			pthread_cond_wait(&e->done, &e->lock);
+			b->pins--;
+		} else {
+			struct timespec until;
+
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_nsec += 100 * 1000000L;
+			if (until.tv_nsec >= 1000000000L) {
+				until.tv_sec++;
+				until.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&e->done, &e->lock, &until);
+			bfs__reap_held(e);
+		}
+	}
+	now = bfs__now_ns();
+	rd = reader_locked(e, reader, now);
+	if (waited) {
+		e->st.reader_waits++;
+		e->st.reader_wait_ns += now - t0;
+		rd->waits++;
+		rd->wait_ns += now - t0;
+		reader_waited_locked(e, rd, now);
+		rd->settled_id = id;
+	} else if (rd->settled_id != id) {
+		reader_calm_locked(e, rd, now);
+		rd->settled_id = id;
+	}
+	b->last_use = ++e->tick;
+	if (b->state == SLOT_FAILED) {
+		err = b->err;
+		bfs_seterr(errmsg, "%s", b->errmsg);
+		goto out;
+	}
+	b->pins++; /* before read-ahead, which may evict unpinned slots */
+	if (!b->consumed) {
+		b->consumed = 1;
+		e->st.batches_served++;
+		/* keep reading ahead as the reader moves, even without a hint */
+		if (!(flags & BFS_GET_NO_READAHEAD))
+			readahead_locked(e, id, rd->depth);
+	}
+	*out = b;
+out:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+void bfs_engine_put(bfs_engine *e, bfs_batch *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&e->lock);
+	b->pins--;
+	pthread_cond_broadcast(&e->done);
+	pthread_mutex_unlock(&e->lock);
+}
