@@ -321,12 +321,12 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		free(e);
 		return -EINVAL;
 	}
-	if (e->o.slot_dir) {
+	if (e->o.lend_dir) {
 		char hdr[256];
 
 		e->slot_head = bfs_engine_npy_header(e, 0, hdr, sizeof(hdr));
 		if (!e->slot_head)
-			e->o.slot_dir = NULL;
+			e->o.lend_dir = NULL;
 	}
 	if (e->post) {
 		char why[BFS_ERRMSG_MAX];

@@ -17,7 +17,10 @@
  * never on the thread count, on timing, or on which batch was read first.
  *
  * Threads: every function except create/destroy may be called from any
- * thread at once.  bfs_engine_get() may block; nothing else does.
+ * thread at once.  bfs_engine_get() (and _flags) waits for its batch;
+ * nothing else waits for a batch, and bfs_engine_hint makes no system
+ * call at all (the workers prepare memory).  No engine lock is held
+ * across a system call that can sleep.
  */
 #ifndef BFS_ENGINE_H
 #define BFS_ENGINE_H
@@ -100,18 +103,19 @@ typedef struct {
 	 * thread, without engine locks held; must not call back into the
 	 * engine.  May be NULL. */
 	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
-	/* Called for a batch that became ready as read-ahead (no reader has
-	 * asked for it yet) when the pool has no other work queued, from the
-	 * worker that finished it, without engine locks held; b is pinned for
-	 * the call.  Return 1 when its bytes were handed on in full (the mount
-	 * pushes them into the kernel's page cache); its slot is then reused
-	 * like a read one once its reader hints it.  May be NULL. */
-	int (*on_batch_ready)(void *ctx, uint64_t id, const bfs_batch *b);
-	/* Slot files: with slot_dir (a tmpfs directory, e.g. /dev/shm) each
-	 * slot is an unnamed file there holding the batch's whole .npy file,
-	 * header and images, so that the mount can hand the file itself to
-	 * the kernel (bfs_batch_file).  NULL: plain memory. */
-	const char *slot_dir;
+	/* Delivery ahead of the reader: called for a batch that became ready
+	 * as read-ahead (no reader has asked for it yet) while the pool has
+	 * no other work queued, from the worker that finished it, without
+	 * engine locks held; b is pinned for the call.  Return 1 when its
+	 * bytes were delivered in full (the mount copies them into the
+	 * kernel's page cache); the batch then counts as read once its reader
+	 * hints it.  May be NULL. */
+	int (*deliver_ahead)(void *ctx, uint64_t id, const bfs_batch *b);
+	/* Memory that can be lent: with lend_dir (a tmpfs directory, e.g.
+	 * /dev/shm) each slot is an unnamed file there holding the batch's
+	 * whole .npy file, header and images, which bfs_engine_lend hands to
+	 * a reader.  NULL: plain memory. */
+	const char *lend_dir;
 	void *ctx;
 } bfs_engine_opts;
 
@@ -130,7 +134,7 @@ typedef struct {
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
 	uint64_t batches_produced;
-	uint64_t batches_pushed;   /* handed on by on_batch_ready */
+	uint64_t batches_delivered;/* delivered ahead by deliver_ahead */
 	uint64_t slot_files_replaced; /* moved to a new file: a reader held it */
 	uint64_t slot_file_errors; /* slot files not had (full tmpfs): plain
 				    * memory used instead */
@@ -154,7 +158,7 @@ typedef struct {
 	uint64_t mem_held;         /* slot files readers still hold after
 				    * their slot moved on */
 	uint64_t held_files;       /* how many files that is */
-	uint64_t expose_declined;  /* bfs_engine_expose() refusals: the budget
+	uint64_t lend_declined;    /* bfs_engine_lend() refusals: the budget
 				    * could not pay for another held file */
 	double samples_per_s;      /* production rate while busy (all threads) */
 	double worker_idle;        /* share of worker time spent idle */
@@ -217,12 +221,12 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id);
  * out of range; -ENOMEM.  Nothing is pinned on error. */
 int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
 		   bfs_batch **out, char *errmsg);
-/* bfs_engine_get, but with BFS_GET_NO_READAHEAD it starts no read-ahead
- * (only batch id itself): for a caller that replies to its reader first
- * and then calls bfs_engine_hint.  Waking the workers for read-ahead just
- * before the reply delays the reader's wake-up by a scheduler slice (4-5 ms
- * measured here, both cores then busy decoding). */
-#define BFS_GET_NO_READAHEAD 1u
+/* bfs_engine_get, but with BFS_GET_ALONE it starts only batch id, no
+ * read-ahead: for a caller that lets its reader go first and then calls
+ * bfs_engine_hint.  Workers woken for read-ahead just before the reader
+ * is let go delay its wake-up by a scheduler slice (4-5 ms measured here,
+ * both cores then busy decoding). */
+#define BFS_GET_ALONE 1u
 int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 			 unsigned flags, bfs_batch **out, char *errmsg);
 /* Unpin a batch from bfs_engine_get(). */
@@ -238,22 +242,24 @@ const int64_t *bfs_batch_labels(const bfs_batch *b);
  * (count, H, W, 3) or (count, 3, H, W)): its length, 0 if cap is short. */
 size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 			     size_t cap);
-/* The pinned batch's slot file (slot_dir): its descriptor (owned by the
+/* The pinned batch's file (lend_dir): its descriptor (owned by the
  * engine), a complete .npy file of *len bytes (the header above, then the
  * images).  -1 if the batch is in plain memory, or its header is not the
- * length of a full batch's (the images start where that one ends). */
+ * length of a full batch's (the images start where that one ends).  Only
+ * for looking: a reader must be given it through bfs_engine_lend. */
 int bfs_batch_file(const bfs_batch *b, size_t *len);
-/* Hand the pinned batch's slot file to a reader (who opens it, and may
- * map it): returns its descriptor (owned by the engine; valid while b is
+/* Lend the pinned batch's file to a reader (who opens it, and may map
+ * it): returns its descriptor (owned by the engine; valid while b is
  * pinned) and its length in *len, or -1 when the batch is in plain memory
  * or the budget is spent.  Its bytes then stay as they are for as long as
  * any open file of it exists: when the slot is reused while a reader
  * still holds the file, the slot moves to a fresh file and the held one
  * counts in the memory budget (mem_held) until the reader lets go.  So a
- * file is handed out only while the budget could pay for a fresh file
- * for every slot a reader may hold; past that it returns -1
- * (expose_declined) and the caller serves the batch from memory. */
-int bfs_engine_expose(bfs_engine *e, bfs_batch *b, size_t *len);
+ * file is lent only while the budget could pay for a fresh file for every
+ * slot a reader may hold; past that it returns -1 (lend_declined) and the
+ * caller serves the batch from memory.  Any thread; the lease probes it
+ * may need run without engine locks. */
+int bfs_engine_lend(bfs_engine *e, bfs_batch *b, size_t *len);
 
 void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
 

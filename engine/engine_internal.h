@@ -71,21 +71,29 @@ struct bfs_batch {
 	uint64_t seq;         /* order in which work was asked for */
 	uint64_t last_use;    /* LRU tick */
 	int consumed;         /* a reader got it at least once */
-	int pushed;           /* handed on by on_batch_ready */
+	int delivered;        /* handed on ahead by deliver_ahead */
 	int cancelled;        /* read-ahead abandoned to free the slot */
+	int prepared;         /* its memory is ready for its batch: samples
+			       * may be handed out (slots.c) */
+	unsigned busy;        /* threads working on its memory without the
+			       * lock (preparing it, probing its lease):
+			       * not to be reused, freed or probed */
+	int counted;          /* its batch memory counts in e->slot_mem
+			       * (allocated, or claimed for a preparer) */
 	int err;              /* first error (lowest sample) when FAILED */
 	unsigned err_at;      /* sample position of err */
 	char errmsg[BFS_ERRMSG_MAX];
 	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
-	/* With o.slot_dir the slot is a file: the batch's NPY header, then
-	 * the images (see slot files below) */
+	/* With o.lend_dir the slot is a file: the batch's NPY header, then
+	 * the images (see slots.c) */
 	int fd;               /* -1: images is plain memory */
 	uint8_t *map;         /* the file's mapping; images = map + slot_head */
 	size_t map_len;
 	size_t file_len;      /* the file's size: head + n samples */
 	int file_ok;          /* the header fits the head room exactly */
-	int exposed;          /* handed to a reader as a file since filled */
-	uint64_t held_pass;   /* victim search that found its file held */
+	int lent;             /* its file was lent to a reader since filled */
+	int held_by_reader;   /* a reader still held it when it was to be
+			       * reused: passed over until a probe says not */
 	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
 				 else NULL (images are the cached form) */
 	int64_t *labels;
@@ -153,7 +161,6 @@ struct bfs_engine {
 	struct bfs_batch *slots;           /* protected by lock */
 	unsigned nslots;
 	uint64_t seq, tick;                /* protected by lock */
-	uint64_t held_pass;                /* protected by lock */
 	struct worker *workers;
 	unsigned nworkers;
 
@@ -178,8 +185,8 @@ struct bfs_engine {
 	struct held_file { int fd; size_t len; } *held;
 	unsigned nheld, held_cap;
 	uint64_t held_bytes;
-	unsigned nexposed;                 /* protected by lock: slots whose
-					    * file was handed to a reader */
+	unsigned nlent;                    /* protected by lock: slots whose
+					    * file is lent to a reader */
 
 	struct reader readers[BFS_MAX_READERS]; /* protected by lock */
 	uint64_t idle_ns;                  /* workers' waiting, protected by lock */
@@ -240,8 +247,10 @@ struct bfs_batch *bfs__find_locked(bfs_engine *e, uint64_t id);
 /* A slot to start a new batch in (for_reader: a reader waits for it, so
  * unread read-ahead may go), or NULL.  Lock held. */
 struct bfs_batch *bfs__victim_locked(bfs_engine *e, int for_reader);
-/* Start batch id in slot b.  0; -EAGAIN when its memory cannot be had
- * now (the budget is lent out or borrowed); -ENOMEM.  Lock held. */
+/* Start batch id in slot b (claims it and its share of the budget; no
+ * system call: a worker prepares its memory, bfs__prepare).  0, or
+ * -EAGAIN when the budget has no room for its memory now (a worker
+ * borrowed it, or files readers hold spent it).  Lock held. */
 int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 		      int urgent);
 /* Cancel the newest unpinned, non-urgent read-ahead: 1 if one was.
@@ -254,6 +263,15 @@ unsigned bfs__release_slots_locked(bfs_engine *e, struct worker *w,
 /* Forget the held files their readers let go of; how many.  Lock held;
  * dropped inside. */
 unsigned bfs__reap_held(bfs_engine *e);
+/* bfs__reap_held, and look again at slots whose lent file a reader held
+ * when they were to be reused: how many were let go of.  Lock held;
+ * dropped inside. */
+unsigned bfs__probe_held(bfs_engine *e);
+/* Prepare slot b's memory for its batch (first allocation, a lent file's
+ * lease, the file's size) with the lock dropped; b is busy meanwhile.
+ * Then b is prepared, or given up (its readers start the batch again
+ * elsewhere), or failed (-ENOMEM).  Lock held; dropped inside. */
+void bfs__prepare(bfs_engine *e, struct bfs_batch *b);
 /* Free every slot's memory and the held files (destroy). */
 void bfs__slots_free(bfs_engine *e);
 

@@ -41,7 +41,7 @@ static void submit_to_cache(bfs_engine *e, struct bfs_batch *b)
 	bfs_cache_submit(e->o.cache, b->items, n, cache_done, b);
 }
 
-/* Offer a READY batch to on_batch_ready, pinned and without the lock. */
+/* Offer a READY batch to deliver_ahead, pinned and without the lock. */
 static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
 {
 	uint64_t id = b->id;
@@ -49,17 +49,19 @@ static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
 
 	b->pins++;
 	pthread_mutex_unlock(&e->lock);
-	handed = e->o.on_batch_ready(e->o.ctx, id, b);
+	handed = e->o.deliver_ahead(e->o.ctx, id, b);
 	pthread_mutex_lock(&e->lock);
 	b->pins--;
 	if (handed == 1) {
-		e->st.batches_pushed++;
-		b->pushed = 1; /* consumed once its reader hints it */
+		e->st.batches_delivered++;
+		b->delivered = 1; /* consumed once its reader hints it */
 	}
 	pthread_cond_broadcast(&e->done);
 }
 
-/* The slot with work whose turn it is: urgent first, then oldest request. */
+/* The slot with work whose turn it is: urgent first, then oldest request.
+ * Its work may be to prepare its memory first (not prepared); a slot
+ * another worker is preparing (busy) has none for now. */
 static struct bfs_batch *next_work_locked(bfs_engine *e)
 {
 	struct bfs_batch *best = NULL;
@@ -67,7 +69,7 @@ static struct bfs_batch *next_work_locked(bfs_engine *e)
 	for (unsigned s = 0; s < e->nslots; s++) {
 		struct bfs_batch *b = &e->slots[s];
 
-		if (b->state != SLOT_FILLING || b->next >= b->n)
+		if (b->state != SLOT_FILLING || b->next >= b->n || b->busy)
 			continue;
 		if (!best || (b->urgent && !best->urgent) ||
 		    (b->urgent == best->urgent && b->seq < best->seq))
@@ -100,6 +102,10 @@ void *bfs__worker_main(void *arg)
 			e->idle_ns += (uint64_t)e->idle_workers * (t - e->idle_since);
 			e->idle_since = t;
 			e->idle_workers--;
+			continue;
+		}
+		if (!b->prepared) {
+			bfs__prepare(e, b); /* drops the lock meanwhile */
 			continue;
 		}
 		j = b->next++;
@@ -136,7 +142,7 @@ void *bfs__worker_main(void *arg)
 		 * bfs_engine_put): wake them only then, not after every sample,
 		 * which cost ~7 context switches per image. */
 		if (b->cancelled) {
-			if (b->inflight == 0) {
+			if (b->inflight == 0 && !b->busy) {
 				b->state = SLOT_FREE;
 				pthread_cond_broadcast(&e->done);
 				pthread_cond_broadcast(&e->room);
@@ -160,7 +166,7 @@ void *bfs__worker_main(void *arg)
 			 * pool with nothing else to do has the time to spare.
 			 * (Measured, docs/BENCHMARKS.md: pushing every batch
 			 * made cold epochs ~8% slower.) */
-			if (b->state == SLOT_READY && e->o.on_batch_ready &&
+			if (b->state == SLOT_READY && e->o.deliver_ahead &&
 			    !b->urgent && !next_work_locked(e))
 				hand_on_locked(e, b);
 		}

@@ -143,7 +143,7 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 			rd->settled_id = id;
 			reader_calm_locked(e, rd, now);
 		}
-		if (b->state == SLOT_READY && b->pushed && !b->consumed) {
+		if (b->state == SLOT_READY && b->delivered && !b->consumed) {
 			b->consumed = 1;
 			e->st.batches_served++;
 		}
@@ -212,7 +212,7 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 				until.tv_nsec -= 1000000000L;
 			}
 			pthread_cond_timedwait(&e->done, &e->lock, &until);
-			bfs__reap_held(e);
+			bfs__probe_held(e);
 		}
 	}
 	now = bfs__now_ns();
@@ -239,7 +239,7 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 		b->consumed = 1;
 		e->st.batches_served++;
 		/* keep reading ahead as the reader moves, even without a hint */
-		if (!(flags & BFS_GET_NO_READAHEAD))
+		if (!(flags & BFS_GET_ALONE))
 			readahead_locked(e, id, rd->depth);
 	}
 	*out = b;

@@ -149,8 +149,8 @@ static void open_cache(struct mnt *m, char *why, size_t cap)
 	}
 }
 
-/* The engine's on_batch_ready: the adapter pushes (fs/ll.c). */
-static int on_batch_ready(void *ctx, uint64_t id, const bfs_batch *b)
+/* The engine's deliver_ahead: the adapter pushes (fs/ll.c). */
+static int deliver_ahead(void *ctx, uint64_t id, const bfs_batch *b)
 {
 	struct mnt *m = ctx;
 
@@ -256,7 +256,7 @@ static int serve(void *ctx, int notify_fd)
 		goto fail;
 	}
 	if (!o->no_passthrough)
-		eo.slot_dir = bfs_host_slot_dir(o->slot_dir ? o->slot_dir : "/dev/shm",
+		eo.lend_dir = bfs_host_slot_dir(o->slot_dir ? o->slot_dir : "/dev/shm",
 						eo.mem_bytes ? eo.mem_bytes
 							     : bfs_engine_default_mem(),
 						pt_why, sizeof(pt_why));
@@ -266,7 +266,7 @@ static int serve(void *ctx, int notify_fd)
 	}
 	eo.on_sample_error = on_sample_error;
 	if (!o->no_push)
-		eo.on_batch_ready = on_batch_ready;
+		eo.deliver_ahead = deliver_ahead;
 	eo.ctx = &m;
 	eo.cache = m.cache;
 	memcpy(eo.cache_fp, m.cache_fp, sizeof(eo.cache_fp));
@@ -303,7 +303,7 @@ static int serve(void *ctx, int notify_fd)
 	}
 	mounted = 1;
 	bfs_host_find_mount(o->mountpoint, m.devno, sizeof(m.devno));
-	if (eo.slot_dir && bfs_pt_attach(m.se, 1, &m.pt) != 0)
+	if (eo.lend_dir && bfs_pt_attach(m.se, 1, &m.pt) != 0)
 		snprintf(pt_why, sizeof(pt_why), "libfuse refused custom I/O");
 	bfs_ll_set_session(m.ll, m.se, m.pt, o->mountpoint);
 	bfs_host_raise_readahead(o->mountpoint);

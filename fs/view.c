@@ -505,10 +505,10 @@ int bfs_view_lend(bfs_view *v, uint64_t reader, const bfs_node *n,
 	memset(pin, 0, sizeof(*pin));
 	if (n->kind != BFS_NODE_BATCH ||
 	    bfs_engine_get_flags(v->o.eng, reader, bfs_view_batch_id(v, n),
-				 BFS_GET_NO_READAHEAD, &pin->batch, msg) != 0)
+				 BFS_GET_ALONE, &pin->batch, msg) != 0)
 		return -1; /* a failed batch fails its reads, as always */
 	/* lent while pinned, so its slot cannot move on before */
-	return bfs_engine_expose(v->o.eng, pin->batch, len);
+	return bfs_engine_lend(v->o.eng, pin->batch, len);
 }
 
 /* ---- pushing ---------------------------------------------------------- */

@@ -329,7 +329,7 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_u64(&j, "batches_served", st.batches_served);
 	bfs_json_u64(&j, "batches_produced", st.batches_produced);
-	bfs_json_u64(&j, "batches_pushed", st.batches_pushed);
+	bfs_json_u64(&j, "batches_pushed", st.batches_delivered);
 	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
 	bfs_json_bool(&j, "passthrough", io.passthrough);
 	bfs_json_u64(&j, "passthrough_opens", io.passthrough_opens);
@@ -358,7 +358,7 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_u64(&j, "held_files", st.mem_held);
 	bfs_json_u64(&j, "held_file_count", st.held_files);
 	bfs_json_close(&j, '}');
-	bfs_json_u64(&j, "passthrough_declined", st.expose_declined);
+	bfs_json_u64(&j, "passthrough_declined", st.lend_declined);
 	bfs_json_open(&j, "slots", '{');
 	bfs_json_u64(&j, "total", st.slots);
 	bfs_json_u64(&j, "ready", st.slots_ready);

@@ -348,7 +348,7 @@ static void test_engine_rejects_ids_out_of_range(void **state)
 	bfs_source_close(src);
 }
 
-/* on_batch_ready: keep a copy of every batch handed on. */
+/* deliver_ahead: keep a copy of every batch handed on. */
 struct handed {
 	pthread_mutex_t lock;
 	size_t sample_bytes;
@@ -374,12 +374,12 @@ static void wait_pushed(bfs_engine *e, uint64_t n)
 
 	for (int i = 0; i < 5000; i++) {
 		bfs_engine_get_stats(e, &st);
-		if (st.batches_pushed >= n)
+		if (st.batches_delivered >= n)
 			return;
 		usleep(1000);
 	}
 	fail_msg("only %llu batches handed on, want %llu",
-		 (unsigned long long)st.batches_pushed, (unsigned long long)n);
+		 (unsigned long long)st.batches_delivered, (unsigned long long)n);
 }
 
 /* Read-ahead that becomes ready while the pool has nothing else queued is
@@ -392,7 +392,7 @@ static void test_engine_hands_on_idle_read_ahead_only(void **state)
 	struct handed h = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 2,
-			      .on_batch_ready = record_batch, .ctx = &h };
+			      .deliver_ahead = record_batch, .ctx = &h };
 	char msg[BFS_ERRMSG_MAX];
 	bfs_engine_stats st;
 	bfs_engine *e = NULL;
@@ -419,7 +419,7 @@ static void test_engine_hands_on_idle_read_ahead_only(void **state)
 	bfs_source_close(src);
 }
 
-/* BFS_GET_NO_READAHEAD: the get produces batch id and starts nothing
+/* BFS_GET_ALONE: the get produces batch id and starts nothing
  * else (the mount replies first, then hints); the hint then reads ahead. */
 static void test_engine_get_without_readahead_starts_only_its_batch(void **state)
 {
@@ -429,7 +429,7 @@ static void test_engine_get_without_readahead_starts_only_its_batch(void **state
 	bfs_engine_stats st;
 	bfs_batch *b;
 
-	assert_int_equal(bfs_engine_get_flags(e, 1, 0, BFS_GET_NO_READAHEAD,
+	assert_int_equal(bfs_engine_get_flags(e, 1, 0, BFS_GET_ALONE,
 					      &b, msg), 0);
 	bfs_engine_get_stats(e, &st);
 	assert_int_equal(st.slots_filling, 0);
@@ -485,7 +485,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	bfs_engine *e;
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 1, .slots = 2,
-			      .slot_dir = "/dev/shm" };
+			      .lend_dir = "/dev/shm" };
 	char msg[BFS_ERRMSG_MAX], hdr[256], path[64];
 	uint8_t *want, *got;
 	bfs_engine_stats st;
@@ -514,7 +514,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	held = open(path, O_RDONLY | O_CLOEXEC);
 	assert_true(held >= 0);
-	bfs_engine_expose(e, b, &len);
+	bfs_engine_lend(e, b, &len);
 	bfs_engine_put(e, b);
 
 	/* batches 1..5 through two slots: batch 0's slot is reused */
@@ -540,7 +540,7 @@ static void test_engine_slot_files_keep_what_readers_hold(void **state)
 
 	/* exposed but let go: reused in place */
 	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
-	bfs_engine_expose(e, b, &len);
+	bfs_engine_lend(e, b, &len);
 	bfs_engine_put(e, b);
 	for (uint64_t k = 1; k < 4; k++) {
 		assert_int_equal(bfs_engine_get(e, 1, k, &b, msg), 0);
@@ -562,7 +562,7 @@ static void test_engine_passes_over_a_held_slot_file(void **state)
 {
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 1, .slots = 3,
-			      .slot_dir = "/dev/shm" };
+			      .lend_dir = "/dev/shm" };
 	char msg[BFS_ERRMSG_MAX], path[64];
 	bfs_source *src;
 	bfs_engine *e;
@@ -587,7 +587,7 @@ static void test_engine_passes_over_a_held_slot_file(void **state)
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 		held = open(path, O_RDONLY | O_CLOEXEC);
 		assert_true(held >= 0);
-		bfs_engine_expose(e, b, &len);
+		bfs_engine_lend(e, b, &len);
 		bfs_engine_put(e, b);
 	}
 	close(held);
@@ -605,7 +605,7 @@ static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 	char dir[64], msg[BFS_ERRMSG_MAX];
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 2, .slots = 4,
-			      .slot_dir = dir };
+			      .lend_dir = dir };
 	bfs_source *src;
 	bfs_engine *e;
 	bfs_engine_stats st;
