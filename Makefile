@@ -25,15 +25,21 @@ export ASAN_OPTIONS  ?= log_path=$(SAN_LOGS)/asan:detect_leaks=1
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 endif
 
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+# The core (engine/, cache/) and the tools are compiled without fuse3's
+# flags, so a FUSE header there does not even compile; only fs/ gets them.
+# `make check-layers` (part of `make test`) also checks every include
+# against the layering: engine <- cache <- fs, tools beside fs.
+CORE_PKGS  := libturbojpeg lmdb
+CORE_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
+FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS  += $(PKG_CFLAGS)
+CFLAGS  += $(CORE_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -pthread
 
-# The core (engine/, cache/) and the tools never include FUSE; fs/ adapts.
 # Everything except fs/main.c goes into one archive that tests link.
-LIB_SRC  := $(wildcard engine/*.c cache/*.c fs/*.c tools/*.c)
-LIB_SRC  := $(filter-out fs/main.c,$(LIB_SRC))
+CORE_SRC := $(wildcard engine/*.c cache/*.c tools/*.c)
+FS_SRC   := $(filter-out fs/main.c,$(wildcard fs/*.c))
+LIB_SRC  := $(CORE_SRC) $(FS_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libbatchfs.a
 
@@ -50,6 +56,10 @@ all: $(BUILD)/batchfs
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# fs/ alone sees FUSE (and the tests, which include fs/ headers)
+$(BUILD)/fs/%.o: CFLAGS += $(FUSE_CFLAGS)
+$(BUILD)/tests/%: CFLAGS += $(FUSE_CFLAGS)
 
 # The resize kernel must round exactly as TensorFlow's does: no FMA contraction.
 $(BUILD)/engine/resize.o: CFLAGS += -ffp-contract=off
@@ -70,6 +80,9 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIB)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX)
+
+check-layers:
+	@bash tests/check_layers.sh
 
 test: tests
 	$(if $(SAN),@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS) && chmod 1777 $(SAN_LOGS))
@@ -96,5 +109,5 @@ demo: deps
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all tests test unit deps demo clean
+.PHONY: all tests test unit deps demo clean check-layers
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -362,10 +362,29 @@ void bfs__prepare(bfs_engine *e, struct bfs_batch *b)
 		held = file_held(b->fd);
 	pthread_mutex_lock(&e->lock);
 	if (held) {
-		/* A reader holds the file: keep it for the reader and move to
-		 * a fresh one, if the budget can pay for both. */
-		if (bfs__mem_used_locked(e) + e->slot_bytes <= e->o.mem_bytes &&
-		    hold_file_locked(e, b->fd, b->map_len) == 0) {
+		struct bfs_batch *nb;
+		uint64_t id = b->id;
+
+		/* A reader holds the file (a reader that maps its last batch
+		 * while it opens the next holds exactly the slot read-ahead
+		 * took).  Pass it over while another slot will do: the batch
+		 * starts there, and this slot waits until a probe says its
+		 * reader let go.  Else keep the file for the reader and move
+		 * to a fresh one, if the budget can pay for both. */
+		b->held_by_reader = 1;
+		b->cancelled = 1; /* find_locked no longer sees it here */
+		if (!(nb = bfs__victim_locked(e, b->urgent)) &&
+		    bfs__probe_held(e)) /* others passed over may be free now */
+			nb = bfs__victim_locked(e, b->urgent);
+		if (bfs__find_locked(e, id)) {
+			err = -EAGAIN; /* a reader started it elsewhere meanwhile */
+		} else if (nb && bfs__start_locked(e, nb, id, b->urgent) == 0) {
+			nb->seq = b->seq; /* keeps its turn */
+			err = -EAGAIN;
+		} else if (bfs__mem_used_locked(e) + e->slot_bytes <= e->o.mem_bytes &&
+			   hold_file_locked(e, b->fd, b->map_len) == 0) {
+			b->cancelled = 0;
+			b->held_by_reader = 0;
 			old_map = b->map;
 			old_len = b->map_len;
 			b->fd = -1;
@@ -374,8 +393,7 @@ void bfs__prepare(bfs_engine *e, struct bfs_batch *b)
 			e->st.slot_files_replaced++;
 			kept = 1;
 		} else {
-			err = -EAGAIN; /* not now: the batch starts elsewhere */
-			b->held_by_reader = 1;
+			err = -EAGAIN; /* not now: its readers start it again */
 		}
 	}
 	if (!err)
