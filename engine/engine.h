@@ -136,6 +136,8 @@ typedef struct {
 	uint64_t batches_produced;
 	uint64_t batches_delivered;/* delivered ahead by deliver_ahead */
 	uint64_t slot_files_replaced; /* moved to a new file: a reader held it */
+	uint64_t slot_files_passed_over; /* held by a reader when it was to be
+				    * reused: its batch went to another slot */
 	uint64_t slot_file_errors; /* slot files not had (full tmpfs): plain
 				    * memory used instead */
 	uint64_t samples_decoded;

@@ -380,6 +380,7 @@ void bfs__prepare(bfs_engine *e, struct bfs_batch *b)
 			err = -EAGAIN; /* a reader started it elsewhere meanwhile */
 		} else if (nb && bfs__start_locked(e, nb, id, b->urgent) == 0) {
 			nb->seq = b->seq; /* keeps its turn */
+			e->st.slot_files_passed_over++;
 			err = -EAGAIN;
 		} else if (bfs__mem_used_locked(e) + e->slot_bytes <= e->o.mem_bytes &&
 			   hold_file_locked(e, b->fd, b->map_len) == 0) {

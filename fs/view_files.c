@@ -334,6 +334,7 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_bool(&j, "passthrough", io.passthrough);
 	bfs_json_u64(&j, "passthrough_opens", io.passthrough_opens);
 	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);
+	bfs_json_u64(&j, "slot_files_passed_over", st.slot_files_passed_over);
 	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
 	bfs_json_u64(&j, "decode_attempts", st.decode_attempts);

@@ -66,10 +66,10 @@ echo done >"$D/done"
 wait "$HOLDER"
 check "a batch mapped with np.load(mmap_mode='r') keeps its bytes while its slot is reused" \
 	grep -q "held mapping unchanged" "$D/held.out"
-check "the slot under the mapping moved to a new file (slot_files_replaced >= 1)" $PY - "$D/pt" <<'PY'
+check "the slot under the mapping moved to a new file, or was passed over for another (slot_files_replaced + slot_files_passed_over >= 1)" $PY - "$D/pt" <<'PY'
 import json, sys
 st = json.load(open(f"{sys.argv[1]}/stats.json"))
-assert st["slot_files_replaced"] >= 1, st["slot_files_replaced"]
+assert st["slot_files_replaced"] + st["slot_files_passed_over"] >= 1, st
 assert st["slot_file_errors"] == 0, st["slot_file_errors"]
 assert st["passthrough_opens"] >= 18, st["passthrough_opens"]
 assert st["batches_pushed"] == 0, st["batches_pushed"]
