@@ -33,7 +33,7 @@
 #include "engine/crc32c.h"
 
 _Static_assert(sizeof(struct bfs__vhdr) == BFS__VHDR, "value header size");
-_Static_assert(sizeof(struct bfs__ihdr) == BFS__VHDR, "index header size");
+_Static_assert(sizeof(struct bfs__ihdr) == BFS__IHDR, "index header size");
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bfs__env *reg_head; /* protected by reg_lock */
@@ -189,20 +189,27 @@ static void h2_path(hash2 *h, const char *dir, const char *shard)
 	h2_feed(h, shard, strlen(shard) + 1);
 }
 
-uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
-			 int64_t mtime_ns)
+static void h2_stamp(hash2 *h, const bfs_shard_stamp *st)
+{
+	h2_u64(h, st->size);
+	h2_u64(h, (uint64_t)st->mtime_ns);
+	h2_u64(h, st->ino);
+	h2_u64(h, (uint64_t)st->ctime_ns);
+}
+
+uint64_t bfs__shard_hash(const char *dir, const char *shard,
+			 const bfs_shard_stamp *st)
 {
 	hash2 h;
 
 	h2_init(&h, 0x5348415244ull); /* "SHARD" */
 	h2_path(&h, dir, shard);
-	h2_u64(&h, size);
-	h2_u64(&h, (uint64_t)mtime_ns);
+	h2_stamp(&h, st);
 	return mix64(h.a);
 }
 
-uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
-				int64_t mtime_ns)
+uint64_t bfs__shard_hash_joined(const void *path, size_t n,
+				const bfs_shard_stamp *st)
 {
 	hash2 h;
 
@@ -210,8 +217,7 @@ uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
 	h2_init(&h, 0x5348415244ull);
 	h2_feed(&h, path, n);
 	h2_feed(&h, "", 1);
-	h2_u64(&h, size);
-	h2_u64(&h, (uint64_t)mtime_ns);
+	h2_stamp(&h, st);
 	return mix64(h.a);
 }
 
@@ -248,6 +254,7 @@ int bfs_cache_fingerprint(char out[17], const char *engine_fp,
 int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
 		       const char *dir, const bfs_sample_identity *id)
 {
+	bfs_shard_stamp st;
 	hash2 h;
 	int err;
 
@@ -256,14 +263,15 @@ int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
 	err = bfs__parse_fp(fingerprint, key->k);
 	if (err)
 		return err;
-	bfs__put_be64(key->k + 8, bfs__shard_hash(dir, id->shard,
-						  id->shard_size,
-						  id->shard_mtime_ns));
+	st.size = id->shard_size;
+	st.mtime_ns = id->shard_mtime_ns;
+	st.ino = id->shard_ino;
+	st.ctime_ns = id->shard_ctime_ns;
+	bfs__put_be64(key->k + 8, bfs__shard_hash(dir, id->shard, &st));
 	bfs__put_be64(key->k + 16, id->offset);
 	h2_init(&h, 0x53414d504c45ull); /* "SAMPLE" */
 	h2_path(&h, dir, id->shard);
-	h2_u64(&h, id->shard_size);
-	h2_u64(&h, (uint64_t)id->shard_mtime_ns);
+	h2_stamp(&h, &st);
 	h2_u64(&h, id->offset);
 	h2_u64(&h, id->length);
 	h2_feed(&h, fingerprint, 16);
@@ -916,8 +924,7 @@ static int path_equal(const char *stored, size_t n, const char *dir,
 }
 
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, void **blob,
-			size_t *len)
+			const bfs_shard_stamp *st, void **blob, size_t *len)
 {
 	struct bfs__env *e = c->e;
 	uint8_t key[16];
@@ -930,7 +937,7 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 
 	*blob = NULL;
 	*len = 0;
-	if (!dir || !shard)
+	if (!dir || !shard || !st)
 		return -EINVAL;
 	bfs__index_key(dir, shard, key);
 	rc = bfs__txn_begin(e, 1, &txn);
@@ -941,24 +948,25 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 		err = bfs__map_err(rc);
 		goto out;
 	}
-	if (v.mv_size < BFS__VHDR) {
+	if (v.mv_size < BFS__IHDR) {
 		err = BFS_E_CRC;
 		goto out;
 	}
-	memcpy(&h, v.mv_data, BFS__VHDR);
-	p = (const uint8_t *)v.mv_data + BFS__VHDR;
+	memcpy(&h, v.mv_data, BFS__IHDR);
+	p = (const uint8_t *)v.mv_data + BFS__IHDR;
 	if (h.magic != BFS__IMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR ||
-	    (uint64_t)h.path_len + h.blob_len != v.mv_size - BFS__VHDR) {
+	    h.hdr_len != BFS__IHDR ||
+	    (uint64_t)h.path_len + h.blob_len != v.mv_size - BFS__IHDR) {
 		err = BFS_E_CRC;
 		goto out;
 	}
 	if (!path_equal((const char *)p, h.path_len, dir, shard) ||
-	    h.size != size || h.mtime_ns != mtime_ns)
+	    h.size != st->size || h.mtime_ns != st->mtime_ns ||
+	    h.ino != st->ino || h.ctime_ns != st->ctime_ns)
 		goto out; /* another shard or another identity: a miss */
 	crc = bfs_crc32c(0, p, h.path_len + h.blob_len);
 	crc = bfs_crc32c(crc, &h, 8);
-	crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
+	crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__IHDR - 12);
 	if (crc != h.crc) {
 		err = BFS_E_CRC;
 		goto out;

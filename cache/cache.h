@@ -9,9 +9,10 @@
  *       fingerprint (8) | shard hash (8) | record offset (8), big-endian,
  *   where the fingerprint is bfs_cache_fingerprint() (every engine and
  *   source setting that changes a sample's bytes) and the shard hash
- *   covers the shard's
- *   absolute path, size and mtime.  Different settings or a changed shard
- *   produce different keys, so a stale entry is never hit.  A second,
+ *   covers the shard's absolute path and its bfs_shard_stamp: size, mtime,
+ *   inode number and ctime (a shard rewritten at the same size with its
+ *   mtime set back still gets a new ctime).  Different settings or a
+ *   changed shard produce different keys, so a stale entry is never hit.  A second,
  *   independent 64-bit hash of the full identity travels in the value and
  *   is compared on every get, so even a shard-hash collision cannot serve
  *   another sample's bytes.  Entries of one shard are adjacent, in offset
@@ -90,8 +91,9 @@
  *                   max_bytes = --cache-size or 0, fingerprint = fp})
  *     on error: log errmsg and run without a cache.
  *   Source open, per shard: bfs_cache_index_get(cache, abs dir, shard,
- *     size, mtime_ns) -> use the blob, or scan and bfs_cache_index_put()
- *     the serialized index (same size/mtime as bfs_sample_identity uses).
+ *     stamp) -> use the blob, or scan and bfs_cache_index_put() the
+ *     serialized index (the same bfs_shard_stamp as bfs_sample_identity
+ *     carries).
  *   Each worker: one bfs_cache_reader, created with the worker, destroyed
  *     before bfs_cache_close.
  *   Producing source sample i into dst (the stage-1 sample, before
@@ -405,32 +407,33 @@ int bfs_cache_flush(bfs_cache *c);
 
 /*
  * The stored index of one shard, identified like a sample (dir =
- * bfs_source_dir(), shard relative to it, the shard's size and mtime in
- * ns).  On a hit *blob is a malloc()ed copy of exactly the bytes given to
- * bfs_cache_index_put, *len its length; the caller frees it with free().
- * Returns 0, -ENOENT (never stored, or stored for another size or mtime;
- * counted in index_misses), BFS_E_CRC (stored copy corrupt, counted in
- * index_misses: rescan and put, which replaces it), -ENOMEM, -EIO or
- * BFS_E_CORRUPT (environment failed: rescan).
+ * bfs_source_dir(), shard relative to it, *st the shard's stamp: size,
+ * mtime, inode number and ctime).  On a hit *blob is a malloc()ed copy of
+ * exactly the bytes given to bfs_cache_index_put, *len its length; the
+ * caller frees it with free().
+ * Returns 0, -ENOENT (never stored, or stored for another stamp; counted
+ * in index_misses), BFS_E_CRC (stored copy corrupt, counted in
+ * index_misses: rescan and put, which replaces it), -EINVAL (NULL
+ * arguments), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed:
+ * rescan).
  * Any thread, at any time (uses its own short read transaction).
  */
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, void **blob,
-			size_t *len);
+			const bfs_shard_stamp *st, void **blob, size_t *len);
 
 /*
  * Store the index of one shard (blob is copied; the caller keeps it).  The
  * write happens on the writer thread, batched with other index puts into
  * one transaction; bfs_cache_flush() waits for it.  If an index for the
- * same dir/shard with another size or mtime is stored, it is replaced and
- * every sample entry of the old shard identity (all fingerprints) is
- * deleted, counted in evictions.  Returns 0 (queued), -EAGAIN (more than
- * 256 MiB of index puts pending: not stored, scan next time), -EPERM
- * (admin), -EINVAL (len above 1 GiB, NULL arguments), -ENOMEM.
+ * same dir/shard with another stamp is stored, it is replaced and every
+ * sample entry of the old shard identity (all fingerprints) is deleted,
+ * counted in evictions.  Returns 0 (queued), -EAGAIN (more than 256 MiB
+ * of index puts pending: not stored, scan next time), -EPERM (admin),
+ * -EINVAL (len above 1 GiB, NULL arguments), -ENOMEM.
  * Any thread.
  */
 int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, const void *blob,
+			const bfs_shard_stamp *st, const void *blob,
 			size_t len);
 
 /*

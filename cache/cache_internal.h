@@ -16,12 +16,16 @@
 
 /* The format of what the cache stores.  Bump on any change of keys,
  * headers or meta records: an environment with another value is refused
- * (BFS_E_CORRUPT) and `batchfs cache clear` removes it. */
-#define BFS__CACHE_FORMAT 1
+ * (BFS_E_CORRUPT) and `batchfs cache clear` removes it.  The "format"
+ * record itself (4 bytes, no CRC) never changes, so every version can read
+ * it.  2: index headers and shard hashes carry the inode number and
+ * ctime. */
+#define BFS__CACHE_FORMAT 2
 
 #define BFS__VMAGIC   0x63534642u /* "BFSc" */
 #define BFS__IMAGIC   0x69534642u /* "BFSi" */
 #define BFS__VHDR     48
+#define BFS__IHDR     64
 #define BFS__MAXREADERS 2048
 #define BFS__ITEM_MAX (1ull << 30)
 #define BFS__PAUSE_NS (5ll * 1000000000ll)   /* inserts paused when full */
@@ -42,17 +46,20 @@ struct bfs__vhdr {
 };
 
 /* The header in front of every index value, followed by the path (no NUL)
- * and the blob.  CRC32C covers path and blob, then bytes [0,8), [12,48). */
+ * and the blob.  CRC32C covers path and blob, then bytes [0,8), [12,64).
+ * size, mtime_ns, ino and ctime_ns are the shard's bfs_shard_stamp. */
 struct bfs__ihdr {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t hdr_len;
+	uint16_t hdr_len;  /* BFS__IHDR */
 	uint32_t crc;
 	uint32_t path_len;
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t blob_len;
-	int64_t stamp_ns;
+	int64_t stamp_ns;  /* CLOCK_REALTIME at insert (informational) */
+	uint64_t ino;
+	int64_t ctime_ns;
 };
 
 /* The meta record of one fingerprint ("fp" + 8 bytes). */
@@ -151,12 +158,12 @@ int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
 int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
 int bfs__parse_fp(const char *hex, uint8_t out[8]);
 void bfs__fp_hex(const uint8_t fp[8], char out[17]);
-uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
-			 int64_t mtime_ns);
+uint64_t bfs__shard_hash(const char *dir, const char *shard,
+			 const bfs_shard_stamp *st);
 /* The same, from the joined path "dir/shard" (n bytes, no NUL) as stored
  * in an index value. */
-uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
-				int64_t mtime_ns);
+uint64_t bfs__shard_hash_joined(const void *path, size_t n,
+				const bfs_shard_stamp *st);
 void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
 void bfs__put_be64(uint8_t *p, uint64_t v);
 uint64_t bfs__get_be64(const uint8_t *p);

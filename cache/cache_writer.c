@@ -479,7 +479,7 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 	MDB_val k = { 16, (void *)p->ikey }, v;
 	struct bfs__ihdr oh, nh;
 	const uint8_t *op, *np;
-	uint64_t hash;
+	bfs_shard_stamp ost;
 	int rc;
 
 	rc = mdb_get(txn, e->index, &k, &v);
@@ -487,20 +487,25 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 		return 0;
 	if (rc)
 		return rc;
-	if (v.mv_size < BFS__VHDR)
+	if (v.mv_size < BFS__IHDR)
 		return 0;
-	memcpy(&oh, v.mv_data, BFS__VHDR);
-	memcpy(&nh, p->ival, BFS__VHDR);
-	op = (const uint8_t *)v.mv_data + BFS__VHDR;
-	np = (const uint8_t *)p->ival + BFS__VHDR;
+	memcpy(&oh, v.mv_data, BFS__IHDR);
+	memcpy(&nh, p->ival, BFS__IHDR);
+	op = (const uint8_t *)v.mv_data + BFS__IHDR;
+	np = (const uint8_t *)p->ival + BFS__IHDR;
 	if (oh.magic != BFS__IMAGIC || oh.path_len != nh.path_len ||
-	    (uint64_t)oh.path_len + BFS__VHDR > v.mv_size ||
+	    (uint64_t)oh.path_len + BFS__IHDR > v.mv_size ||
 	    memcmp(op, np, nh.path_len))
 		return 0; /* unreadable, or another path with the same hash */
-	if (oh.size == nh.size && oh.mtime_ns == nh.mtime_ns)
+	if (oh.size == nh.size && oh.mtime_ns == nh.mtime_ns &&
+	    oh.ino == nh.ino && oh.ctime_ns == nh.ctime_ns)
 		return 0;
-	hash = bfs__shard_hash_joined(op, oh.path_len, oh.size, oh.mtime_ns);
-	return purge_shard(c, txn, hash);
+	ost.size = oh.size;
+	ost.mtime_ns = oh.mtime_ns;
+	ost.ino = oh.ino;
+	ost.ctime_ns = oh.ctime_ns;
+	return purge_shard(c, txn, bfs__shard_hash_joined(op, oh.path_len,
+							  &ost));
 }
 
 static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
@@ -644,7 +649,7 @@ drop:
 }
 
 int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, const void *blob,
+			const bfs_shard_stamp *st, const void *blob,
 			size_t len)
 {
 	struct bfs__pending *p;
@@ -656,7 +661,7 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 
 	if (!c || c->o.admin)
 		return -EPERM;
-	if (!dir || !shard || (!blob && len) || len > BFS__ITEM_MAX)
+	if (!dir || !shard || !st || (!blob && len) || len > BFS__ITEM_MAX)
 		return -EINVAL;
 	dn = strlen(dir);
 	while (dn > 0 && dir[dn - 1] == '/')
@@ -664,13 +669,13 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 	sn = strlen(shard);
 	plen = dn + 1 + sn;
 	p = calloc(1, sizeof(*p));
-	val = malloc(BFS__VHDR + plen + len);
+	val = malloc(BFS__IHDR + plen + len);
 	if (!p || !val) {
 		free(p);
 		free(val);
 		return -ENOMEM;
 	}
-	q = val + BFS__VHDR;
+	q = val + BFS__IHDR;
 	memcpy(q, dir, dn);
 	q[dn] = '/';
 	memcpy(q + dn + 1, shard, sn);
@@ -679,20 +684,22 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 	memset(&h, 0, sizeof(h));
 	h.magic = BFS__IMAGIC;
 	h.version = BFS__CACHE_FORMAT;
-	h.hdr_len = BFS__VHDR;
+	h.hdr_len = BFS__IHDR;
 	h.path_len = (uint32_t)plen;
-	h.size = size;
-	h.mtime_ns = mtime_ns;
+	h.size = st->size;
+	h.mtime_ns = st->mtime_ns;
 	h.blob_len = len;
 	h.stamp_ns = bfs__wall_ns();
+	h.ino = st->ino;
+	h.ctime_ns = st->ctime_ns;
 	crc = bfs_crc32c(0, q, plen + len);
 	crc = bfs_crc32c(crc, &h, 8);
-	h.crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
-	memcpy(val, &h, BFS__VHDR);
+	h.crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__IHDR - 12);
+	memcpy(val, &h, BFS__IHDR);
 	p->kind = BFS__P_INDEX;
 	bfs__index_key(dir, shard, p->ikey);
 	p->ival = val;
-	p->ival_len = BFS__VHDR + plen + len;
+	p->ival_len = BFS__IHDR + plen + len;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stop)

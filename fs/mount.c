@@ -1453,16 +1453,15 @@ static void on_sample_error(void *ctx, const bfs_sample_error *e)
 }
 
 static int index_get(void *ctx, const char *dir, const char *shard,
-		     uint64_t size, int64_t mtime_ns, void **blob, size_t *len)
+		     const bfs_shard_stamp *st, void **blob, size_t *len)
 {
-	return bfs_cache_index_get(ctx, dir, shard, size, mtime_ns, blob, len);
+	return bfs_cache_index_get(ctx, dir, shard, st, blob, len);
 }
 
 static int index_put(void *ctx, const char *dir, const char *shard,
-		     uint64_t size, int64_t mtime_ns, const void *blob,
-		     size_t len)
+		     const bfs_shard_stamp *st, const void *blob, size_t len)
 {
-	return bfs_cache_index_put(ctx, dir, shard, size, mtime_ns, blob, len);
+	return bfs_cache_index_put(ctx, dir, shard, st, blob, len);
 }
 
 /* Open the sample cache for this mount's settings.  A cache that cannot

@@ -33,6 +33,10 @@
 #define FP_B "fedcba9876543210"
 #define SRC "/data/shards"
 #define SMALL 12288           /* a 64x64x3 float32 sample */
+#define SHARD_INO 4242        /* the inode number and ctime of every shard */
+#define SHARD_CTIME 1700000000123456789ll
+/* A shard stamp: size and mtime as given, inode and ctime as above. */
+#define ST(size, mtime) (&(bfs_shard_stamp){ (size), (mtime), SHARD_INO, SHARD_CTIME })
 #define BIG 602112            /* a 224x224x3 float32 sample */
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -76,7 +80,7 @@ static bfs_cache *open_cache(const char *dir, const char *fp,
 static bfs_cache_key key_for(const char *fp, const char *shard,
 			     int64_t mtime, uint64_t offset)
 {
-	bfs_sample_identity id = { shard, 1000000, mtime, offset, 5000 };
+	bfs_sample_identity id = { shard, 1000000, mtime, offset, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	assert_int_equal(bfs_cache_key_make(&k, fp, SRC, &id), 0);
@@ -221,7 +225,7 @@ static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **
 	bfs_cache_reader *r;
 	uint8_t buf[SMALL];
 	int64_t label;
-	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000 };
+	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	make_dir(dir);
@@ -251,6 +255,41 @@ static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **
 	remove_dir(dir);
 }
 
+/* A shard rewritten at the same size with its mtime set back (touch -d,
+ * rsync -t) keeps size and mtime: its ctime, or the inode number of a
+ * replacement, must still give its samples new keys. */
+static void test_cache_misses_for_another_inode_or_ctime(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	uint8_t buf[SMALL];
+	int64_t label;
+	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000,
+				   SHARD_INO, SHARD_CTIME };
+	bfs_cache_key k;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a.tfrecord", 0, 5, SMALL, 5);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	id.shard_ctime_ns = SHARD_CTIME + 1;            /* rewritten in place */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_ctime_ns = SHARD_CTIME;
+	id.shard_ino = SHARD_INO + 1;                   /* replaced by a copy */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_ino = SHARD_INO;
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 static void test_cache_get_with_a_wrong_length_is_einval(void **s)
 {
 	char dir[64];
@@ -273,7 +312,7 @@ static void test_cache_get_with_a_wrong_length_is_einval(void **s)
 
 static void test_cache_key_and_options_reject_bad_input(void **s)
 {
-	bfs_sample_identity id = { "a", 1, 1, 0, 1 };
+	bfs_sample_identity id = { "a", 1, 1, 0, 1, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 	bfs_cache_opts o = { 0 };
 	bfs_cache *c = (bfs_cache *)1;
@@ -952,27 +991,30 @@ static void test_cache_index_round_trips_and_misses_on_another_identity(void **s
 	make_dir(dir);
 	pattern(idx, sizeof(idx), 77);
 	c = open_cache(dir, FP_A, 0);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "x.tfrecord", 10, 20, idx, sizeof(idx)), 0);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "empty.tfrecord", 0, 20, NULL, 0), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(10, 20), &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "x.tfrecord", ST(10, 20), idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "empty.tfrecord", ST(0, 20), NULL, 0), 0);
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
 
 	c = open_cache(dir, FP_B, 0); /* indexes do not depend on settings */
-	assert_int_equal(bfs_cache_index_get(c, SRC "/", "x.tfrecord", 10, 20, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC "/", "x.tfrecord", ST(10, 20), &blob, &len), 0);
 	assert_int_equal(len, sizeof(idx));
 	assert_memory_equal(blob, idx, sizeof(idx));
 	free(blob);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "empty.tfrecord", 0, 20, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "empty.tfrecord", ST(0, 20), &blob, &len), 0);
 	assert_int_equal(len, 0);
 	free(blob);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 11, 20, &blob, &len), -ENOENT);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 21, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(11, 20), &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(10, 21), &blob, &len), -ENOENT);
 	assert_null(blob);
-	assert_int_equal(bfs_cache_index_get(c, "/elsewhere", "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
+	/* the same size and mtime: rewritten in place, or replaced */
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", &(bfs_shard_stamp){ 10, 20, SHARD_INO, SHARD_CTIME + 1 }, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", &(bfs_shard_stamp){ 10, 20, SHARD_INO + 1, SHARD_CTIME }, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, "/elsewhere", "x.tfrecord", ST(10, 20), &blob, &len), -ENOENT);
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.index_hits, 2);
-	assert_int_equal(st.index_misses, 3);
+	assert_int_equal(st.index_misses, 5);
 	assert_int_equal(st.index_entries, 2);
 	bfs_cache_close(c);
 	remove_dir(dir);
@@ -986,20 +1028,20 @@ static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
 	bfs_cache_stats st;
 	uint8_t buf[SMALL];
 	int64_t label;
-	bfs_sample_identity id = { "m.tfrecord", 1000000, 1, 0, 5000 };
+	bfs_sample_identity id = { "m.tfrecord", 1000000, 1, 0, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	make_dir(dir);
 	c = open_cache(dir, FP_A, 0);
 	put_range(c, FP_A, "m.tfrecord", 0, 5, SMALL, 5); /* mtime 1 */
 	put_range(c, FP_A, "other", 0, 3, SMALL, 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 1, "i1", 2), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 1), "i1", 2), 0);
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
 	c = open_cache(dir, FP_B, 0);
 	put_range(c, FP_B, "m.tfrecord", 0, 2, SMALL, 2); /* other settings */
 	/* the shard changed (mtime 2): a remount rescans and stores again */
-	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 2, "i2", 2), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 2), "i2", 2), 0);
 	bfs_cache_flush(c);
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.evictions, 7);   /* 5 of FP_A, 2 of FP_B */
@@ -1008,6 +1050,29 @@ static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
 	assert_int_equal(bfs_cache_key_make(&k, FP_B, SRC, &id), 0);
 	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
 	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* The shard's mtime was set back after a rewrite: only its ctime tells. */
+static void test_cache_index_of_a_shard_with_its_mtime_set_back_drops_its_old_samples(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "m.tfrecord", 0, 4, SMALL, 4);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 1), "i1", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", &(bfs_shard_stamp){ 1000000, 1, SHARD_INO, SHARD_CTIME + 1 }, "i2", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 4);
+	assert_int_equal(st.entries, 0);
 	bfs_cache_close(c);
 	remove_dir(dir);
 }
@@ -1027,9 +1092,9 @@ static void test_cache_index_put_makes_room_in_a_full_cache(void **s)
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.full, 1);
 	pattern(idx, sizeof(idx), 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "new.tfrecord", 5, 6, idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "new.tfrecord", ST(5, 6), idx, sizeof(idx)), 0);
 	bfs_cache_flush(c);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "new.tfrecord", 5, 6, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "new.tfrecord", ST(5, 6), &blob, &len), 0);
 	assert_int_equal(len, sizeof(idx));
 	assert_memory_equal(blob, idx, len);
 	free(blob);
@@ -1057,7 +1122,7 @@ static void test_cache_thousand_shard_indexes_read_back(void **s)
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
 		pattern(idx, sizeof(idx), (uint64_t)i);
-		assert_int_equal(bfs_cache_index_put(c, SRC, name, 140000000, i, idx, sizeof(idx)), 0);
+		assert_int_equal(bfs_cache_index_put(c, SRC, name, ST(140000000, i), idx, sizeof(idx)), 0);
 	}
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
@@ -1065,7 +1130,7 @@ static void test_cache_thousand_shard_indexes_read_back(void **s)
 	t0 = now_s();
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
-		assert_int_equal(bfs_cache_index_get(c, SRC, name, 140000000, i, &blob, &len), 0);
+		assert_int_equal(bfs_cache_index_get(c, SRC, name, ST(140000000, i), &blob, &len), 0);
 		assert_int_equal(len, sizeof(idx));
 		free(blob);
 	}
@@ -1093,7 +1158,7 @@ static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s
 	c = open_cache(dir, FP_A, 0);
 	put_range(c, FP_A, "c", 0, 5, SMALL, 5);
 	put_range(c, FP_B, "c", 0, 3, SMALL, 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "c", 1, 1, "i", 1), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "c", ST(1, 1), "i", 1), 0);
 	bfs_cache_flush(c);
 	assert_int_equal(bfs_cache_clear(c, FP_B, &removed), 0);
 	assert_int_equal(removed, 3);
@@ -1363,6 +1428,7 @@ int main(void)
 		cmocka_unit_test(test_cache_get_returns_the_bytes_and_label_that_were_put),
 		cmocka_unit_test(test_cache_get_of_an_unknown_key_is_a_counted_miss),
 		cmocka_unit_test(test_cache_misses_for_another_fingerprint_mtime_size_or_path),
+		cmocka_unit_test(test_cache_misses_for_another_inode_or_ctime),
 		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),
 		cmocka_unit_test(test_cache_key_and_options_reject_bad_input),
 		cmocka_unit_test(test_cache_fingerprint_folds_in_source_settings),
@@ -1382,6 +1448,7 @@ int main(void)
 		cmocka_unit_test(test_cache_a_second_submission_of_a_key_is_a_duplicate),
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
+		cmocka_unit_test(test_cache_index_of_a_shard_with_its_mtime_set_back_drops_its_old_samples),
 		cmocka_unit_test(test_cache_index_put_makes_room_in_a_full_cache),
 		cmocka_unit_test(test_cache_thousand_shard_indexes_read_back),
 		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
