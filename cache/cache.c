@@ -17,6 +17,7 @@
  */
 #include "cache/cache_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -361,12 +362,57 @@ static int mkdir_p(const char *dir)
 
 /* ---- the environment registry ------------------------------------------ */
 
+/* e->map and e->mapsize: where LMDB mapped data.mdb (maplock write-held,
+ * or e not yet shared).  LMDB 0.9 does not say (mdb_env_info gives only a
+ * MDB_FIXEDMAP address), so the base is worked out from the page that
+ * holds the main database's first key: a leaf whose header, checked at
+ * open, names its page number.  The map starts on an OS page boundary, so
+ * when LMDB's pages divide OS pages, a key's page starts at its address
+ * rounded down to psize.  Otherwise map stays NULL and bfs__check_ovhdr
+ * passes every value. */
+static void note_map(struct bfs__env *e)
+{
+	long os = sysconf(_SC_PAGESIZE);
+	MDB_envinfo info;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_dbi main;
+	MDB_val k, v;
+
+	e->map = NULL;
+	if (mdb_env_info(e->env, &info) != 0 || !e->psize || os <= 0 ||
+	    (unsigned long)os % e->psize)
+		return;
+	e->mapsize = info.me_mapsize;
+	if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) != 0)
+		return;
+	if (mdb_dbi_open(txn, NULL, 0, &main) == 0 &&
+	    mdb_cursor_open(txn, main, &cur) == 0) {
+		if (mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0) {
+			uintptr_t pg = (uintptr_t)k.mv_data &
+				       ~(uintptr_t)(e->psize - 1);
+			uint64_t pgno;
+			uint16_t flags;
+
+			memcpy(&pgno, (const void *)pg, 8);
+			memcpy(&flags, (const uint8_t *)pg + 10, 2);
+			if (flags == 0x02 /* P_LEAF */ &&
+			    pgno <= (uint64_t)info.me_last_pgno &&
+			    pgno * e->psize <= pg)
+				e->map = (const uint8_t *)(pg - pgno * e->psize);
+		}
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+}
+
 static void adopt_map(struct bfs__env *e)
 {
 	pthread_rwlock_wrlock(&e->maplock);
 	/* no transaction of this process is open: size 0 adopts the size
 	 * the growing process stored in the meta page */
 	mdb_env_set_mapsize(e->env, 0);
+	note_map(e);
 	pthread_rwlock_unlock(&e->maplock);
 }
 
@@ -464,8 +510,103 @@ fail:
 	return bfs__map_err(rc);
 }
 
-/* Open or share the environment of dir.  Registry lock held inside. */
-static int env_acquire(bfs_cache *c, char *errmsg)
+/* ---- a damaged data.mdb: found at open, moved aside --------------------- */
+
+/* The text a mount left in DIR/damaged (bfs__note_damage), in why: 0, or
+ * -errno (no marker). */
+static int read_marker(const char *path, char *why, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, why, cap - 1);
+	close(fd);
+	why[n > 0 ? n : 0] = '\0';
+	for (char *q = why; *q; q++)
+		if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
+			*q = '?';
+	if (!why[0])
+		snprintf(why, cap, "a mount found it damaged");
+	return 0;
+}
+
+/* data.mdb of c->dir is damaged (why) and no other process has the
+ * directory open: rename it to data.mdb.damaged-TIME (the only such copy
+ * kept), drop lock.mdb and the marker, and say so in c->notice.  0, or
+ * BFS_E_CORRUPT when the file can be neither renamed nor removed. */
+static int move_aside(bfs_cache *c, const char *why, char *errmsg)
+{
+	char from[PATH_MAX], to[PATH_MAX], name[64], when[32];
+	struct tm tm;
+	time_t now = time(NULL);
+	int kept = 1, n;
+
+	snprintf(from, sizeof(from), "%s/data.mdb", c->dir);
+	if (!gmtime_r(&now, &tm) ||
+	    !strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm))
+		snprintf(when, sizeof(when), "%lld", (long long)now);
+	snprintf(name, sizeof(name), BFS__DAMAGED_PREFIX "%s", when);
+	snprintf(to, sizeof(to), "%s/%s", c->dir, name);
+	bfs__remove_damaged_copies(c->dir);
+	if (rename(from, to) != 0) {
+		kept = 0;
+		if (unlink(from) != 0) {
+			bfs_seterr(errmsg, "%s is damaged (%s) and can be neither moved aside nor removed: %s",
+				   from, why, strerror(errno));
+			return BFS_E_CORRUPT;
+		}
+	}
+	snprintf(from, sizeof(from), "%s/lock.mdb", c->dir);
+	unlink(from);
+	snprintf(from, sizeof(from), "%s/damaged", c->dir);
+	unlink(from);
+	n = asprintf(&c->notice, "data.mdb was damaged (%s); %s%s, and a new cache was started",
+		     why, kept ? "moved it aside to " : "removed it",
+		     kept ? name : "");
+	if (n < 0)
+		c->notice = NULL;
+	return 0;
+}
+
+/* Before this process first uses c->dir's environment, check data.mdb
+ * (bfs__check_dir, in a child).  excl: no other process has the directory
+ * open, so no snapshot needs pinning, the marker a mount left is
+ * believed, and a damaged file is moved aside.  Returns 0 (sound, new,
+ * not checkable now -- then LMDB decides --, or moved aside: c->notice
+ * says so) or BFS_E_CORRUPT (damaged and kept: an admin handle, or the
+ * directory is in use elsewhere; errmsg says why). */
+static int vet_files(bfs_cache *c, int excl, char *errmsg)
+{
+	char path[PATH_MAX], marker[PATH_MAX], why[BFS_ERRMSG_MAX] = "";
+	bfs_cache_check_info info;
+	struct stat st;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+	snprintf(marker, sizeof(marker), "%s/damaged", c->dir);
+	if (stat(path, &st) != 0 || st.st_size == 0) {
+		if (excl && !c->o.admin)
+			unlink(marker);
+		return 0;
+	}
+	if ((excl || c->o.admin) && read_marker(marker, why, sizeof(why)) == 0)
+		err = BFS_E_CORRUPT;
+	else
+		err = bfs__check_dir(c->dir, !excl, &info, why);
+	if (err != BFS_E_CORRUPT)
+		return 0;
+	if (c->o.admin || !excl) {
+		bfs_seterr(errmsg, "%s is damaged: %s", path, why);
+		return BFS_E_CORRUPT;
+	}
+	return move_aside(c, why, errmsg);
+}
+
+/* Open or share the environment of dir.  Registry lock held inside.
+ * excl: see vet_files. */
+static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 {
 	struct bfs__env *e;
 	struct stat st;
@@ -489,6 +630,11 @@ static int env_acquire(bfs_cache *c, char *errmsg)
 			pthread_mutex_unlock(&reg_lock);
 			return 0;
 		}
+	err = vet_files(c, excl, errmsg);
+	if (err) {
+		pthread_mutex_unlock(&reg_lock);
+		return err;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		pthread_mutex_unlock(&reg_lock);
@@ -539,6 +685,7 @@ static int env_acquire(bfs_cache *c, char *errmsg)
 		goto fail;
 	mdb_env_stat(e->env, &ms);
 	e->psize = ms.ms_psize;
+	note_map(e);
 	e->next = reg_head;
 	reg_head = e;
 	c->e = e;
@@ -577,12 +724,18 @@ static void env_release(struct bfs__env *e)
 /* ---- open / close -------------------------------------------------------- */
 
 /* users.lock: held shared while a handle is open; bfs_cache_remove_files
- * takes it exclusively.  Blocks only while a remove_files runs. */
-static int lock_users(bfs_cache *c, char *errmsg)
+ * takes it exclusively.  An opener first tries to take it exclusively:
+ * *excl = 1 says no other process has the directory open (so its files
+ * can be checked without pinning a snapshot, and replaced); it is
+ * downgraded to shared once the environment is open (unlock_excl).
+ * Blocks only while another process holds it exclusively (a remove_files,
+ * or another opener checking the files). */
+static int lock_users(bfs_cache *c, int *excl, char *errmsg)
 {
 	char path[PATH_MAX];
 	int err;
 
+	*excl = 0;
 	snprintf(path, sizeof(path), "%s/users.lock", c->dir);
 	c->users_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (c->users_fd < 0 && c->o.admin)
@@ -592,6 +745,11 @@ static int lock_users(bfs_cache *c, char *errmsg)
 		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
 		return err;
 	}
+	if (flock(c->users_fd, LOCK_EX | LOCK_NB) == 0) {
+		*excl = 1;
+		return 0;
+	}
+	/* a failed conversion may have dropped nothing or everything */
 	while (flock(c->users_fd, LOCK_SH) != 0) {
 		if (errno != EINTR) {
 			err = -errno;
@@ -602,13 +760,22 @@ static int lock_users(bfs_cache *c, char *errmsg)
 	return 0;
 }
 
+/* Exclusive -> shared on users.lock (not atomic: flock drops the old lock
+ * first, so a remove_files may get in between; env_acquire copes with
+ * files that vanish). */
+static void unlock_excl(bfs_cache *c)
+{
+	while (flock(c->users_fd, LOCK_SH) != 0 && errno == EINTR)
+		;
+}
+
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 {
 	bfs_cache *c;
 	pthread_condattr_t ca;
 	char path[PATH_MAX];
 	struct stat st;
-	int err;
+	int err, excl;
 
 	*out = NULL;
 	if (!o)
@@ -685,7 +852,7 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 	if (!c->o.foreign_idle_s)
 		c->o.foreign_idle_s = BFS_CACHE_FOREIGN_IDLE_S;
 
-	err = lock_users(c, errmsg);
+	err = lock_users(c, &excl, errmsg);
 	if (err)
 		goto fail;
 	/* the files may have been removed while we waited: env_acquire
@@ -698,16 +865,22 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 			goto fail;
 		}
 	}
-	err = env_acquire(c, errmsg);
+	err = env_acquire(c, excl, errmsg);
+	if (excl)
+		unlock_excl(c);
 	if (err == BFS_E_CORRUPT && !o->admin) {
-		/* Not an LMDB file, or a cache of another batchfs format: it
-		 * is only a cache, so replace it -- when nobody else uses it. */
+		/* Not an LMDB file, a cache of another batchfs format, or a
+		 * damaged one another process uses: it is only a cache, so
+		 * replace it -- when nobody else uses it. */
 		close(c->users_fd);
 		c->users_fd = -1;
 		if (bfs_cache_remove_files(c->dir) == 0) {
-			err = lock_users(c, errmsg);
-			if (!err)
-				err = env_acquire(c, errmsg);
+			err = lock_users(c, &excl, errmsg);
+			if (!err) {
+				err = env_acquire(c, excl, errmsg);
+				if (excl)
+					unlock_excl(c);
+			}
 		} else {
 			size_t n = errmsg ? strlen(errmsg) : 0;
 
@@ -744,6 +917,7 @@ void bfs_cache_close(bfs_cache *c)
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->progress);
 	pthread_mutex_destroy(&c->lock);
+	free(c->notice);
 	free(c->dir);
 	free(c);
 }
@@ -751,6 +925,11 @@ void bfs_cache_close(bfs_cache *c)
 const char *bfs_cache_dir(const bfs_cache *c)
 {
 	return c->dir;
+}
+
+const char *bfs_cache_notice(const bfs_cache *c)
+{
+	return c->notice;
 }
 
 /* ---- reads ---------------------------------------------------------------- */
@@ -812,13 +991,64 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
 	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
 }
 
-int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
-		     size_t want_len, int64_t *label)
+int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v)
+{
+	uintptr_t base = (uintptr_t)e->map, at = (uintptr_t)v->mv_data;
+	const uint8_t *h;
+	uint64_t off, pgno, hpgno, need;
+	uint32_t pages;
+	uint16_t flags;
+	MDB_envinfo info;
+
+	if (!e->map || at < base || at - base >= e->mapsize)
+		return 0; /* a page of the caller's own write transaction */
+	off = at - base;
+	/* an overflow value starts right after its page's 16-byte header;
+	 * a value inside a leaf page never does (nodes start at 16) */
+	if (off % e->psize != 16)
+		return 0;
+	h = (const uint8_t *)v->mv_data - 16;
+	pgno = (off - 16) / e->psize;
+	memcpy(&hpgno, h, 8);
+	memcpy(&flags, h + 10, 2);
+	memcpy(&pages, h + 12, 4);
+	need = (15 + (uint64_t)v->mv_size) / e->psize + 1;
+	if (mdb_env_info(e->env, &info) != 0)
+		return 0;
+	if (hpgno != pgno || flags != 0x04 /* P_OVERFLOW */ || pages < need ||
+	    pgno + pages > (uint64_t)info.me_last_pgno + 1)
+		return BFS_E_CORRUPT;
+	return 0;
+}
+
+void bfs__note_damage(bfs_cache *c, const char *why)
+{
+	char path[PATH_MAX];
+	int fd, zero = 0;
+
+	if (c->o.admin ||
+	    !atomic_compare_exchange_strong(&c->e->damaged, &zero, 1))
+		return;
+	snprintf(path, sizeof(path), "%s/damaged", c->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, why, strlen(why)) < 0) {
+		/* the marker is a hint; without it the damage is met again */
+	}
+	close(fd);
+}
+
+int bfs__check_value(const struct bfs__env *e, const MDB_val *v,
+		     uint64_t check, void *dst, size_t want_len,
+		     int64_t *label)
 {
 	struct bfs__vhdr h;
 	const uint8_t *payload;
 	uint32_t crc;
 
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
 	if (v->mv_size < BFS__VHDR)
 		return BFS_E_CRC;
 	memcpy(&h, v->mv_data, BFS__VHDR);
@@ -842,11 +1072,14 @@ int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
 }
 
 /* The fast path when CRCs are not checked (skip_crc). */
-static int copy_value(const MDB_val *v, uint64_t check, void *dst,
-		      size_t want_len, int64_t *label)
+static int copy_value(const struct bfs__env *e, const MDB_val *v,
+		      uint64_t check, void *dst, size_t want_len,
+		      int64_t *label)
 {
 	struct bfs__vhdr h;
 
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
 	if (v->mv_size < BFS__VHDR)
 		return BFS_E_CRC;
 	memcpy(&h, v->mv_data, BFS__VHDR);
@@ -885,9 +1118,10 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 	}
 	rc = mdb_get(r->txn, e->samples, &k, &v);
 	if (rc == 0)
-		err = c->o.skip_crc ? copy_value(&v, key->check, dst, len, &lab)
-				    : bfs__check_value(&v, key->check, dst, len,
-						       &lab);
+		err = c->o.skip_crc ? copy_value(e, &v, key->check, dst, len,
+						 &lab)
+				    : bfs__check_value(e, &v, key->check, dst,
+						       len, &lab);
 	else
 		err = bfs__map_err(rc);
 	mdb_txn_reset(r->txn);
@@ -906,6 +1140,13 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 					  memory_order_relaxed);
 		bfs__queue_crcdel(c, key);
 		break;
+	case BFS_E_CORRUPT:
+		if (rc == 0) { /* the value's page, not the environment */
+			atomic_fetch_add_explicit(&c->damaged, 1,
+						  memory_order_relaxed);
+			bfs__note_damage(c, "a sample's overflow page header is damaged");
+		}
+		break;
 	}
 	return err;
 }
@@ -923,6 +1164,25 @@ static int path_equal(const char *stored, size_t n, const char *dir,
 	       stored[dn] == '/' && !memcmp(stored + dn + 1, shard, sn);
 }
 
+/* The index value v: 0 and its header in *h, or BFS_E_CRC. */
+static int index_value(const MDB_val *v, struct bfs__ihdr *h)
+{
+	const uint8_t *p = (const uint8_t *)v->mv_data + BFS__IHDR;
+	uint32_t crc;
+
+	if (v->mv_size < BFS__IHDR)
+		return BFS_E_CRC;
+	memcpy(h, v->mv_data, BFS__IHDR);
+	if (h->magic != BFS__IMAGIC || h->version != BFS__CACHE_FORMAT ||
+	    h->hdr_len != BFS__IHDR ||
+	    (uint64_t)h->path_len + h->blob_len != v->mv_size - BFS__IHDR)
+		return BFS_E_CRC;
+	crc = bfs_crc32c(0, p, h->path_len + h->blob_len);
+	crc = bfs_crc32c(crc, h, 8);
+	crc = bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__IHDR - 12);
+	return crc == h->crc ? 0 : BFS_E_CRC;
+}
+
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 			const bfs_shard_stamp *st, void **blob, size_t *len)
 {
@@ -932,7 +1192,6 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 	MDB_txn *txn;
 	struct bfs__ihdr h;
 	const uint8_t *p;
-	uint32_t crc;
 	int rc, err = -ENOENT;
 
 	*blob = NULL;
@@ -948,29 +1207,19 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 		err = bfs__map_err(rc);
 		goto out;
 	}
-	if (v.mv_size < BFS__IHDR) {
-		err = BFS_E_CRC;
+	if (bfs__check_ovhdr(e, &v)) {
+		err = BFS_E_CORRUPT;
+		bfs__note_damage(c, "a shard index's overflow page header is damaged");
 		goto out;
 	}
-	memcpy(&h, v.mv_data, BFS__IHDR);
+	if ((err = index_value(&v, &h)))
+		goto out;
 	p = (const uint8_t *)v.mv_data + BFS__IHDR;
-	if (h.magic != BFS__IMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__IHDR ||
-	    (uint64_t)h.path_len + h.blob_len != v.mv_size - BFS__IHDR) {
-		err = BFS_E_CRC;
-		goto out;
-	}
+	err = -ENOENT;
 	if (!path_equal((const char *)p, h.path_len, dir, shard) ||
 	    h.size != st->size || h.mtime_ns != st->mtime_ns ||
 	    h.ino != st->ino || h.ctime_ns != st->ctime_ns)
 		goto out; /* another shard or another identity: a miss */
-	crc = bfs_crc32c(0, p, h.path_len + h.blob_len);
-	crc = bfs_crc32c(crc, &h, 8);
-	crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__IHDR - 12);
-	if (crc != h.crc) {
-		err = BFS_E_CRC;
-		goto out;
-	}
 	*blob = malloc(h.blob_len ? h.blob_len : 1);
 	if (!*blob) {
 		err = -ENOMEM;
@@ -1026,6 +1275,7 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 	st->write_errors = LD(write_errors);
 	st->index_hits = LD(index_hits);
 	st->index_misses = LD(index_misses);
+	st->damaged = LD(damaged);
 	st->full = LD(paused_until_ns) > bfs__now_ns();
 	/* The flushed baselines and the meta DB must be read as one.  The
 	 * writer makes flush_seq odd while it commits a counter flush and

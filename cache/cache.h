@@ -64,6 +64,29 @@
  *   kernel's page cache, which outlives the process), but a power loss or
  *   kernel crash may corrupt the environment; the writer then syncs every
  *   30 s and at close to narrow that window.
+ *   Damage.  A CRC covers what LMDB stores, not how: LMDB trusts its page
+ *   structure, and one bad byte in a node's offset, flags or size makes
+ *   mdb_get read, or the writer write, anywhere -- a SIGSEGV, which for a
+ *   mount is ENOTCONN.  So the first open of a directory in a process
+ *   checks data.mdb before LMDB touches it (bfs_cache_check: a bounds-
+ *   checked walk of LMDB's on-disk format, every branch and leaf page of
+ *   every database and the free list, in a forked child, so that even a
+ *   bug in the check cannot crash the caller).  A file that fails the
+ *   check, or whose check dies, is moved aside when no other process has
+ *   the directory open: renamed to data.mdb.damaged-YYYYmmddTHHMMSSZ (the
+ *   newest such copy is kept, for a post-mortem; clear removes it), and a
+ *   fresh cache starts, which bfs_cache_notice() reports.  A damage costs
+ *   a rebuild, never the mount.  With other processes on the directory it
+ *   is kept for them and the open fails (BFS_E_CORRUPT: run without a
+ *   cache).  Overflow values (every sample larger than ~2 KB) are not read
+ *   at open -- that would be a random read per sample --; instead every
+ *   get and every delete or overwrite checks the 16-byte LMDB page header
+ *   in front of the value (page number, P_OVERFLOW, page count), by which
+ *   LMDB frees the value's pages.  A value whose header is wrong is never
+ *   served, deleted or overwritten; it is counted in `damaged`, and
+ *   DIR/damaged is left so that the next open with the directory to itself
+ *   moves the file aside.  What one bad byte can still do unseen, and why
+ *   that is harmless, is listed in docs/RELIABILITY.md.
  *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
  *   writer killed mid-transaction releases the lock; reader slots of dead
  *   processes are cleared at open, every 30 s and when the map is full).  Within one process an environment
@@ -90,6 +113,8 @@
  *     cache       = bfs_cache_open({dir = --cache or NULL for the default,
  *                   max_bytes = --cache-size or 0, fingerprint = fp})
  *     on error: log errmsg and run without a cache.
+ *     on success, log bfs_cache_notice() if it is not NULL (a damaged
+ *     data.mdb was moved aside).
  *   Source open, per shard: bfs_cache_index_get(cache, abs dir, shard,
  *     stamp) -> use the blob, or scan and bfs_cache_index_put() the
  *     serialized index (the same bfs_shard_stamp as bfs_sample_identity
@@ -199,7 +224,9 @@ typedef struct {
 	/* 1: tools (`batchfs cache`): the directory and environment must
 	 * exist (-ENOENT otherwise), the map size is adopted from the file
 	 * (max_bytes ignored), no writer thread is started (submit and
-	 * index_put return -EPERM), and nothing is written at open. */
+	 * index_put return -EPERM), and nothing is written at open: a
+	 * damaged data.mdb fails the open (BFS_E_CORRUPT, errmsg says where)
+	 * and stays where it is. */
 	int admin;
 } bfs_cache_opts;
 
@@ -232,6 +259,9 @@ typedef struct {
 				   fingerprints, changed shards, bad CRCs */
 	uint64_t write_errors;  /* transactions failed for other reasons */
 	uint64_t index_hits, index_misses;
+	uint64_t damaged;       /* values found on a damaged LMDB page (see
+				   DESIGN, Damage): not served, never deleted
+				   or overwritten */
 	/* The environment now (all fingerprints, all processes). */
 	uint64_t entries;       /* samples stored */
 	uint64_t index_entries; /* shard indexes stored */
@@ -258,8 +288,23 @@ typedef struct {
 	uint64_t shard_hash;
 	uint64_t offset;        /* record offset in the shard */
 	uint64_t len;           /* stored value size */
-	int code;               /* BFS_E_CRC or BFS_E_CORRUPT */
+	/* BFS_E_CRC: CRC or header wrong; BFS_E_CORRUPT: the value's LMDB
+	 * page header is damaged, or a key that is not a sample's */
+	int code;
 } bfs_cache_entry_info;
+
+/* What bfs_cache_check() walked. */
+typedef struct {
+	uint64_t txnid;          /* the LMDB snapshot checked */
+	uint64_t psize;          /* LMDB page size */
+	uint64_t pages;          /* pages up to the snapshot's last one */
+	uint64_t tree_pages;     /* branch and leaf pages, read whole */
+	uint64_t overflow_pages; /* pages of values kept outside the trees */
+	uint64_t free_pages;     /* pages on LMDB's free list */
+	uint64_t samples;        /* sample entries */
+	uint64_t indexes;        /* shard index entries */
+	uint64_t usec;           /* wall time, fork included (bfs_cache_check) */
+} bfs_cache_check_info;
 
 /*
  * The default cache directory: "$XDG_CACHE_HOME/batchfs" when
@@ -285,17 +330,23 @@ uint64_t bfs_cache_default_size(const char *dir);
  * be open on one directory in one process (they share the environment)
  * and any number of processes may open it at once.  On failure nothing is
  * left open; the caller should run without a cache.
- * Files that are not a usable LMDB environment, or a cache of another
- * batchfs cache format, are deleted and replaced by an empty cache when no
- * other process has the directory open (it is only a cache).
+ * The first open of a directory in a process checks data.mdb
+ * (bfs_cache_check, in a child process; see DESIGN, Damage) before LMDB
+ * reads it.  A damaged file is moved aside to data.mdb.damaged-TIME and
+ * replaced by an empty cache when no other process has the directory
+ * open; bfs_cache_notice() then says so.  Files that are not a usable
+ * LMDB environment, or a cache of another batchfs cache format, are
+ * deleted and replaced the same way (it is only a cache).
  * Errors: -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
  * fingerprint not 16 hex digits or missing), -ENOENT (admin and no cache
  * there), -EACCES, -ENOSPC, -ENOMEM, -EAGAIN (thread), BFS_E_CORRUPT (the
- * files are unusable and another process has them open, or admin:
- * `batchfs cache clear DIR` removes them); errmsg says which file and
- * what LMDB said.
- * Any thread; call it after any fork() that will use it (a daemon opens
- * its cache in the daemon process).
+ * files are damaged or unusable and another process has them open, or
+ * admin: `batchfs cache clear DIR` removes them); errmsg says which file
+ * and what is wrong (the page and what the check found, or what LMDB
+ * said).
+ * Any thread (it forks for the check; the child runs only the check and
+ * exits); call it after any fork() that will use it (a daemon opens its
+ * cache in the daemon process).
  */
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg);
 
@@ -312,6 +363,12 @@ void bfs_cache_close(bfs_cache *c);
 /* The directory of an open cache (absolute or as given); lives as long as
  * c.  Any thread. */
 const char *bfs_cache_dir(const bfs_cache *c);
+
+/* What bfs_cache_open found and did that a person should hear about, as
+ * one line ("data.mdb was damaged (page 12 (leaf of 'samples'): ...);
+ * moved it aside to data.mdb.damaged-20240102T030405Z, and a new cache was
+ * started"), or NULL.  Lives as long as c.  Any thread. */
+const char *bfs_cache_notice(const bfs_cache *c);
 
 /*
  * The fingerprint to key a mount's samples with: engine_fp (16 hex digits
@@ -362,9 +419,11 @@ void bfs_cache_reader_destroy(bfs_cache_reader *r);
  * the writer for deletion, counted in crc_errors -- decode the sample and
  * count it as a cache CRC error), -EINVAL (len differs from the stored
  * length: a caller bug, the key's fingerprint does not match the size;
- * not counted), -EIO or BFS_E_CORRUPT (the environment failed; treat as a
- * miss).  On any error *label is untouched.  Whatever the code, the
- * caller can always fall back to decoding.
+ * not counted), BFS_E_CORRUPT (the value's LMDB page header is damaged:
+ * counted in damaged, never deleted or replaced; or the environment
+ * failed), -EIO (the environment failed); treat those as a miss.  On any
+ * error *label is untouched.  Whatever the code, the caller can always
+ * fall back to decoding.
  * Threads: one thread per reader at a time; any number of readers of one
  * cache at once.  Never blocks on the writer (LMDB readers take no lock),
  * except for a moment while another process's growth of the map is
@@ -414,8 +473,8 @@ int bfs_cache_flush(bfs_cache *c);
  * Returns 0, -ENOENT (never stored, or stored for another stamp; counted
  * in index_misses), BFS_E_CRC (stored copy corrupt, counted in
  * index_misses: rescan and put, which replaces it), -EINVAL (NULL
- * arguments), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed:
- * rescan).
+ * arguments), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed, or the
+ * stored copy's page is damaged: rescan).
  * Any thread, at any time (uses its own short read transaction).
  */
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
@@ -458,7 +517,8 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 		    uint64_t *removed);
 
 /*
- * Remove the cache files of dir (data.mdb, lock.mdb), so the space goes
+ * Remove the cache files of dir (data.mdb, lock.mdb, a damaged copy that
+ * an open moved aside and a mount's damage marker), so the space goes
  * back to the file system -- only if no bfs_cache of any process has dir
  * open (users.lock is free).  Works on an environment LMDB cannot open.
  * Returns 0 (removed, or nothing was there), -EBUSY (in use: use
@@ -469,12 +529,15 @@ int bfs_cache_remove_files(const char *dir);
 
 /*
  * Check the CRC and identity header of every sample entry (of fingerprint
- * only, when not NULL).  For each bad entry calls bad(ctx, info) (may be
- * NULL) and, when remove is 1, deletes it.  *checked and *nbad (either may
- * be NULL) get the counts.  Reads in chunks of short read transactions,
- * so it does not pin pages for long; entries added meanwhile may or may
- * not be seen.  Returns 0 (whether or not bad entries were found),
- * -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT (environment).
+ * only, when not NULL) and the LMDB page header of each one's value.  The
+ * structure of data.mdb was checked when c was opened (bfs_cache_open).
+ * For each bad entry calls bad(ctx, info) (may be NULL) and, when remove
+ * is 1, deletes it if its page is sound (BFS_E_CRC).  *checked and *nbad
+ * (either may be NULL) get the counts.  Reads in chunks of short read
+ * transactions, so it does not pin pages for long; entries added
+ * meanwhile may or may not be seen.  Returns 0 (whether or not bad
+ * entries were found), -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT
+ * (environment).
  * Any thread.
  */
 int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
@@ -491,5 +554,44 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
  */
 int bfs_cache_fingerprints(bfs_cache *c, bfs_cache_fp_info **out,
 			   size_t *n);
+
+/*
+ * Check the structure of dir/data.mdb without trusting any byte of it
+ * (see DESIGN, Damage): the meta pages; the snapshot LMDB uses, walked
+ * from its roots (the free database, the main one and every named one it
+ * lists): each branch and leaf page's header (page number, flags, pad,
+ * lower/upper), its node offsets inside the page and the nodes tiling
+ * the used part exactly, key and data sizes inside the page, node flags a
+ * batchfs cache uses, keys ascending within each page and inside the
+ * range the parent's separators give it, the same depth for every leaf,
+ * overflow page numbers and counts inside the file, the free list's page
+ * lists (inside the file, descending), no page reached twice (a loop, or
+ * a page both in use and free), and the counts of every database record
+ * and of the meta page exactly matched (every page up to the last is in
+ * use or free).  Samples' overflow pages are claimed but not read.
+ * Runs in a forked child; a check that dies is a verdict (BFS_E_CORRUPT),
+ * never a crash of the caller.  When no other process has dir open
+ * (users.lock) the newest snapshot is walked; otherwise the child begins
+ * an LMDB read transaction first, whose snapshot other writers cannot
+ * recycle under the walk.  Costs one read of every branch and leaf page
+ * (about 40 bytes of tree per sample) -- docs/RELIABILITY.md has
+ * measurements.
+ * Returns 0 (sound; *info filled), BFS_E_CORRUPT (damaged: errmsg says
+ * which page and what is wrong, or how the check died), -ENOENT (no
+ * data.mdb), -EAGAIN (other processes committed too fast for a snapshot
+ * to be walked, three times), -ENOMEM, -errno (pipe, fork, open, mmap).
+ * info may be NULL.  Any thread; forks.
+ */
+int bfs_cache_check(const char *dir, bfs_cache_check_info *info,
+		    char *errmsg);
+
+/*
+ * The same walk over an image of data.mdb in memory (len bytes; all of it
+ * readable), in the calling process, for tests: nothing in the bytes is
+ * trusted.  The newest snapshot is walked.  Returns 0, BFS_E_CORRUPT
+ * (errmsg says why), -ENOMEM, -EINVAL (data NULL).  Any thread.
+ */
+int bfs_cache_check_image(const void *data, size_t len,
+			  bfs_cache_check_info *info, char *errmsg);
 
 #endif

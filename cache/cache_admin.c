@@ -1,7 +1,8 @@
 /*
  * cache_admin.c - whole-cache operations for tools and tests (see
  * cache.h): clear (all or one fingerprint), verify every CRC, list the
- * fingerprints present, and remove the files of an unused cache.
+ * fingerprints present, and remove the files of an unused cache (and the
+ * copy of a damaged one that an open moved aside).
  *
  * These run on the calling thread, in their own short transactions, next
  * to the writer thread and to other processes: LMDB serializes the write
@@ -10,6 +11,7 @@
  */
 #include "cache/cache_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -75,6 +77,24 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 	return 0;
 }
 
+void bfs__remove_damaged_copies(const char *dir)
+{
+	const size_t plen = strlen(BFS__DAMAGED_PREFIX);
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, BFS__DAMAGED_PREFIX, plen))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 int bfs_cache_remove_files(const char *dir)
 {
 	char path[PATH_MAX];
@@ -97,6 +117,9 @@ int bfs_cache_remove_files(const char *dir)
 	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
 	if (unlink(path) != 0 && errno != ENOENT && !err)
 		err = -errno;
+	snprintf(path, sizeof(path), "%s/damaged", dir);
+	unlink(path);
+	bfs__remove_damaged_copies(dir);
 	close(fd); /* the lock file stays: openers may be waiting on it */
 	return err;
 }
@@ -139,7 +162,9 @@ static int delete_bad(bfs_cache *c, uint8_t (*bad)[BFS_CACHE_KEY_BYTES],
 		}
 		if (rc)
 			break;
-		if (bfs__check_value(&v, 0, NULL, 0, NULL) != 0) {
+		/* a value on a damaged page stays: LMDB would free the
+		 * wrong pages */
+		if (bfs__check_value(e, &v, 0, NULL, 0, NULL) == BFS_E_CRC) {
 			rc = mdb_del(txn, e->samples, &k, NULL);
 			if (rc)
 				break;
@@ -210,7 +235,8 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
 				break;
 			}
 			code = k.mv_size == BFS_CACHE_KEY_BYTES
-				       ? bfs__check_value(&v, 0, NULL, 0, NULL)
+				       ? bfs__check_value(e, &v, 0, NULL, 0,
+							  NULL)
 				       : BFS_E_CORRUPT;
 			nc++;
 			if (code) {

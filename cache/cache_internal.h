@@ -30,6 +30,9 @@
 #define BFS__ITEM_MAX (1ull << 30)
 #define BFS__PAUSE_NS (5ll * 1000000000ll)   /* inserts paused when full */
 #define BFS__FLUSH_NS (30ll * 1000000000ll)  /* counters -> meta DB */
+/* A damaged data.mdb moved aside at open: DIR/data.mdb.damaged-TIME.  Its
+ * marker, DIR/damaged, is left by a mount that met damage at run time. */
+#define BFS__DAMAGED_PREFIX "data.mdb.damaged-"
 
 /* The header in front of every sample value.  The CRC32C covers the
  * payload, then header bytes [0, 8) and [12, 48). */
@@ -80,6 +83,11 @@ struct bfs__env {
 	MDB_env *env;
 	MDB_dbi samples, index, meta;
 	unsigned psize;
+	/* The map (bfs__check_ovhdr), protected by maplock: read-held to use,
+	 * set at open and while write-held in adopt_map. */
+	const uint8_t *map;
+	size_t mapsize;
+	_Atomic int damaged;    /* 1 once bfs__note_damage wrote the marker */
 	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
 				   only after mdb_env_close */
 	/* Read-held by every transaction of this process, write-held while
@@ -111,6 +119,7 @@ struct bfs__pending {
 struct bfs_cache {
 	bfs_cache_opts o;       /* copy; strings point into this struct */
 	char *dir;
+	char *notice;           /* bfs_cache_notice(); set at open */
 	char fp_hex[17];
 	uint8_t fp[8];
 	int has_fp;
@@ -134,7 +143,7 @@ struct bfs_cache {
 	_Atomic int64_t paused_until_ns; /* CLOCK_MONOTONIC; 0 = not full */
 	_Atomic uint64_t hits, misses, crc_errors, inserts, duplicates,
 		dropped_queue, dropped_full, evictions, write_errors,
-		index_hits, index_misses;
+		index_hits, index_misses, damaged;
 	/* Odd while the writer commits a counter flush and moves flushed_*
 	 * (a seqlock for get_stats). */
 	_Atomic uint64_t flush_seq;
@@ -173,11 +182,27 @@ uint64_t bfs__get_be64(const uint8_t *p);
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
 /* Commit (commit=1) or abort, then release maplock. */
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
-/* Check a stored sample value: 0 ok, BFS_E_CRC (bad CRC or header),
- * -ENOENT (identity check differs, when check != 0).  When dst is not
- * NULL the payload is copied into it while checked. */
-int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
-		     size_t want_len, int64_t *label);
+/* Check a stored sample value, read in a transaction of e: 0 ok,
+ * BFS_E_CRC (bad CRC or header: the entry may be deleted or replaced),
+ * BFS_E_CORRUPT (the LMDB page holding it is damaged, bfs__check_ovhdr:
+ * never delete or replace it), -ENOENT (identity check differs, when
+ * check != 0), -EINVAL (dst and a length other than want_len).  When dst
+ * is not NULL the payload is copied into it while checked. */
+int bfs__check_value(const struct bfs__env *e, const MDB_val *v,
+		     uint64_t check, void *dst, size_t want_len,
+		     int64_t *label);
+/* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
+ * lies on an overflow page whose header is not what LMDB wrote: LMDB
+ * would free or overwrite the wrong pages when the value is deleted or
+ * replaced, so it must be neither.  Values outside the map (pages dirtied
+ * by the caller's own write transaction) and values inside leaf pages
+ * pass. */
+int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
+/* Record that c found its environment damaged at run time (why: text):
+ * once per environment, DIR/damaged is written, so the next open that
+ * has the directory to itself moves data.mdb aside.  No-op for admin
+ * handles.  Any thread. */
+void bfs__note_damage(bfs_cache *c, const char *why);
 /* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
  * bytes written; chunked so the map is read once. */
 uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
@@ -188,6 +213,22 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
 /* Queue the deletion of a corrupt entry (no-op for admin handles). */
 void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key);
+
+/* cache_check.c */
+/* Run fn(arg, info, errmsg) in a forked child and return what it returned,
+ * with its info and message, through a pipe.  A child that dies before it
+ * answers is BFS_E_CORRUPT, with a message naming the signal. */
+int bfs__run_isolated(int (*fn)(void *arg, bfs_cache_check_info *info,
+				char *errmsg),
+		      void *arg, bfs_cache_check_info *info, char *errmsg);
+/* bfs_cache_check of dir, in a child; pin: other processes may be writing
+ * (walk the snapshot of a read transaction). */
+int bfs__check_dir(const char *dir, int pin, bfs_cache_check_info *info,
+		   char *errmsg);
+
+/* cache_admin.c */
+/* Remove every DIR/data.mdb.damaged-* (best effort). */
+void bfs__remove_damaged_copies(const char *dir);
 
 /* cache_writer.c */
 int bfs__writer_start(bfs_cache *c);

@@ -149,11 +149,12 @@ static void maybe_sync(bfs_cache *c, int force)
 /* Delete entries of samples whose key starts with prefix[0..plen), inside
  * txn, until none is left (returns 0, *more = 0) or max_count entries /
  * max_bytes bytes are gone (*more = 1). */
-static int del_prefix_txn(struct bfs__env *e, MDB_txn *txn,
+static int del_prefix_txn(bfs_cache *c, MDB_txn *txn,
 			  const uint8_t *prefix, size_t plen,
 			  uint64_t max_count, uint64_t max_bytes,
 			  uint64_t *count, uint64_t *bytes, int *more)
 {
+	struct bfs__env *e = c->e;
 	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
 	MDB_cursor *cur;
 	int rc;
@@ -180,6 +181,14 @@ static int del_prefix_txn(struct bfs__env *e, MDB_txn *txn,
 			break;
 		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen))
 			break;
+		/* LMDB frees a value's pages by what its page header says:
+		 * stop rather than free the wrong ones */
+		if (bfs__check_ovhdr(e, &v)) {
+			ADD(damaged, 1);
+			bfs__note_damage(c, "a sample's overflow page header is damaged");
+			rc = MDB_CORRUPTED;
+			break;
+		}
 		rc = mdb_cursor_del(cur, 0);
 		if (rc)
 			break;
@@ -203,7 +212,7 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 		rc = bfs__txn_begin(c->e, 0, &txn);
 		if (rc)
 			break;
-		rc = del_prefix_txn(c->e, txn, prefix, plen, DEL_CHUNK,
+		rc = del_prefix_txn(c, txn, prefix, plen, DEL_CHUNK,
 				    max_bytes - b, &n, &nb, &more);
 		if (rc) {
 			bfs__txn_end(c->e, txn, 0);
@@ -240,7 +249,7 @@ static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 			return rc;
 		memcpy(prefix, fp, 8);
 		bfs__put_be64(prefix + 8, hash);
-		rc = del_prefix_txn(c->e, txn, prefix, 16, UINT64_MAX,
+		rc = del_prefix_txn(c, txn, prefix, 16, UINT64_MAX,
 				    UINT64_MAX, &n, &b, &more);
 		if (rc)
 			return rc;
@@ -387,9 +396,18 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 			     MDB_NOOVERWRITE | MDB_RESERVE);
 		if (rc == MDB_KEYEXIST) {
 			/* another mount got there first: keep a good copy,
-			 * replace a corrupt or foreign one */
-			if (bfs__check_value(&v, it->key.check, NULL, 0, NULL) == 0) {
+			 * replace a corrupt or foreign one -- never one whose
+			 * page is damaged (LMDB would free the wrong pages) */
+			int chk = bfs__check_value(e, &v, it->key.check,
+						   NULL, 0, NULL);
+
+			if (chk == 0) {
 				(*dup)++;
+				continue;
+			}
+			if (chk == BFS_E_CORRUPT) {
+				ADD(damaged, 1);
+				bfs__note_damage(c, "a sample's overflow page header is damaged");
 				continue;
 			}
 			v.mv_size = BFS__VHDR + it->len;
@@ -487,6 +505,12 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 		return 0;
 	if (rc)
 		return rc;
+	/* the put replaces the old value: LMDB frees its pages by their
+	 * header */
+	if (bfs__check_ovhdr(e, &v)) {
+		bfs__note_damage(c, "a shard index's overflow page header is damaged");
+		return MDB_CORRUPTED;
+	}
 	if (v.mv_size < BFS__IHDR)
 		return 0;
 	memcpy(&oh, v.mv_data, BFS__IHDR);
@@ -529,7 +553,8 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 			/* re-check: a good copy may have replaced it */
 			if (rc == 0 &&
-			    bfs__check_value(&v, 0, NULL, 0, NULL) == BFS_E_CRC) {
+			    bfs__check_value(e, &v, 0, NULL, 0, NULL) ==
+			    BFS_E_CRC) {
 				rc = mdb_del(txn, e->samples, &k, NULL);
 				if (rc == 0)
 					ADD(evictions, 1);

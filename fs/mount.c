@@ -1488,6 +1488,8 @@ static void open_cache(struct mnt *m, char *why, size_t cap)
 		m->cache = NULL;
 		snprintf(why, cap, "cache disabled: %s",
 			 errmsg[0] ? errmsg : bfs_strerror(err));
+	} else if (bfs_cache_notice(m->cache)) {
+		snprintf(why, cap, "%s", bfs_cache_notice(m->cache));
 	}
 }
 

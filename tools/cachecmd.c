@@ -44,10 +44,13 @@ static const char usage_stats[] =
 static const char usage_verify[] =
 	"usage: batchfs cache verify [DIR] [--fingerprint FP] [--delete]\n"
 	"\n"
-	"Reads every cached sample and checks its CRC32C and header; lists\n"
-	"each bad entry (fingerprint, shard hash, record offset).  Mounts\n"
-	"already drop a bad entry when they read it and decode the sample\n"
-	"again, so this is a health check.  Exit status 1 if any entry is bad.\n"
+	"Checks the structure of data.mdb (every B-tree page LMDB would\n"
+	"follow), then reads every cached sample and checks its CRC32C and\n"
+	"header; lists each bad entry (fingerprint, shard hash, record offset).\n"
+	"Mounts already drop a bad entry when they read it and decode the\n"
+	"sample again, and move a damaged data.mdb aside when they open it, so\n"
+	"this is a health check.  Exit status 1 if the file is damaged or any\n"
+	"entry is bad.\n"
 	"\n"
 	"options:\n"
 	"  --fingerprint FP   check only this fingerprint's entries\n"
@@ -170,7 +173,7 @@ static void print_bad(void *ctx, const bfs_cache_entry_info *e)
 	       e->fingerprint, (unsigned long long)e->shard_hash,
 	       (unsigned long long)e->offset, (unsigned long long)e->len,
 	       e->code == BFS_E_CRC ? "CRC32C or header mismatch"
-				    : bfs_strerror(e->code));
+				    : "damaged LMDB page or unknown key");
 }
 
 static int cmd_verify(const char *dir, const char *fp, int del)
