@@ -232,6 +232,17 @@ void bfs__index_key(const char *dir, const char *shard, uint8_t out[16])
 	bfs__put_be64(out + 8, mix64(h.b));
 }
 
+void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16])
+{
+	hash2 h;
+
+	h2_init(&h, 0x494e444558ull);
+	h2_feed(&h, path, n);
+	h2_feed(&h, "", 1);
+	bfs__put_be64(out, mix64(h.a));
+	bfs__put_be64(out + 8, mix64(h.b));
+}
+
 int bfs_cache_fingerprint(char out[17], const char *engine_fp,
 			  const char *source_settings)
 {
@@ -1039,9 +1050,9 @@ void bfs__note_damage(bfs_cache *c, const char *why)
 	close(fd);
 }
 
-int bfs__check_value(const struct bfs__env *e, const MDB_val *v,
-		     uint64_t check, void *dst, size_t want_len,
-		     int64_t *label)
+int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
+		     const MDB_val *v, uint64_t check, void *dst,
+		     size_t want_len, int64_t *label)
 {
 	struct bfs__vhdr h;
 	const uint8_t *payload;
@@ -1064,7 +1075,8 @@ int bfs__check_value(const struct bfs__env *e, const MDB_val *v,
 		crc = bfs__copy_crc(dst, payload, h.len, 0);
 	else
 		crc = bfs_crc32c(0, payload, h.len);
-	if (bfs__vhdr_crc(crc, &h) != h.crc)
+	crc = bfs__vhdr_crc(crc, &h);
+	if (bfs_crc32c(crc, key, BFS_CACHE_KEY_BYTES) != h.crc)
 		return BFS_E_CRC;
 	if (label)
 		*label = h.label;
@@ -1120,8 +1132,8 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 	if (rc == 0)
 		err = c->o.skip_crc ? copy_value(e, &v, key->check, dst, len,
 						 &lab)
-				    : bfs__check_value(e, &v, key->check, dst,
-						       len, &lab);
+				    : bfs__check_value(e, key->k, &v, key->check,
+						       dst, len, &lab);
 	else
 		err = bfs__map_err(rc);
 	mdb_txn_reset(r->txn);
@@ -1183,6 +1195,24 @@ static int index_value(const MDB_val *v, struct bfs__ihdr *h)
 	return crc == h->crc ? 0 : BFS_E_CRC;
 }
 
+int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
+			   const MDB_val *v)
+{
+	struct bfs__ihdr h;
+	uint8_t want[16];
+	int err;
+
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
+	if ((err = index_value(v, &h)))
+		return err;
+	bfs__index_key_joined((const uint8_t *)v->mv_data + BFS__IHDR,
+			      h.path_len, want);
+	if (k->mv_size != 16 || memcmp(k->mv_data, want, 16))
+		return BFS_E_CRC; /* a key that is not its path's */
+	return 0;
+}
+
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 			const bfs_shard_stamp *st, void **blob, size_t *len)
 {
@@ -1239,15 +1269,80 @@ out:
 	return err;
 }
 
+/* ---- meta records ----------------------------------------------------------- */
+
+static uint32_t meta_crc(const void *key, size_t klen, const void *val,
+			 size_t n)
+{
+	return bfs_crc32c(bfs_crc32c(0, key, klen), val, n);
+}
+
+int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, void *out, size_t n)
+{
+	MDB_val k = { klen, (void *)key }, v;
+	uint32_t crc;
+	int rc;
+
+	rc = mdb_get(txn, e->meta, &k, &v);
+	if (rc)
+		return rc;
+	if (v.mv_size != n + 4)
+		return MDB_NOTFOUND;
+	memcpy(&crc, (const uint8_t *)v.mv_data + n, 4);
+	if (crc != meta_crc(key, klen, v.mv_data, n))
+		return MDB_NOTFOUND;
+	memcpy(out, v.mv_data, n);
+	return 0;
+}
+
+int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, const void *val, size_t n)
+{
+	uint8_t buf[64];
+	MDB_val k = { klen, (void *)key }, v = { n + 4, buf };
+	uint32_t crc = meta_crc(key, klen, val, n);
+
+	if (n + 4 > sizeof(buf))
+		return EINVAL;
+	memcpy(buf, val, n);
+	memcpy(buf + n, &crc, 4);
+	return mdb_put(txn, e->meta, &k, &v, 0);
+}
+
+int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v)
+{
+	const uint8_t *kb = k->mv_data;
+	size_t n;
+	uint32_t crc, fmt;
+
+	if (k->mv_size == 6 && !memcmp(kb, "format", 6)) {
+		if (v->mv_size != 4)
+			return BFS_E_CRC;
+		memcpy(&fmt, v->mv_data, 4);
+		return fmt == BFS__CACHE_FORMAT ? 0 : BFS_E_CRC;
+	}
+	if ((k->mv_size == 4 && !memcmp(kb, "hits", 4)) ||
+	    (k->mv_size == 6 && !memcmp(kb, "misses", 6)))
+		n = 8;
+	else if (k->mv_size == 10 && kb[0] == 'f' && kb[1] == 'p')
+		n = sizeof(struct bfs__fprec);
+	else
+		return BFS_E_CORRUPT; /* no such record */
+	if (v->mv_size != n + 4)
+		return BFS_E_CRC;
+	memcpy(&crc, (const uint8_t *)v->mv_data + n, 4);
+	return crc == meta_crc(kb, k->mv_size, v->mv_data, n) ? 0 : BFS_E_CRC;
+}
+
 /* ---- stats ---------------------------------------------------------------- */
 
 static uint64_t meta_u64(struct bfs__env *e, MDB_txn *txn, const char *name)
 {
-	MDB_val k = { strlen(name), (void *)name }, v;
 	uint64_t x = 0;
 
-	if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == 8)
-		memcpy(&x, v.mv_data, 8);
+	if (bfs__meta_get(e, txn, name, strlen(name), &x, 8) != 0)
+		x = 0;
 	return x;
 }
 

@@ -20,7 +20,8 @@
  *   Values.  A 48-byte header (magic, format version, CRC32C, payload
  *   length, int64 label, identity check) followed by exactly the sample's
  *   bytes as the engine caches them (H*W*3*itemsize, float32 stays
- *   float32).  The payload
+ *   float32).  The CRC32C covers payload, header and the key, so a key
+ *   changed on disk is caught too.  The payload
  *   starts 64 bytes into its LMDB overflow page, so it is cache-line
  *   aligned in the map.
  *   Reads.  One bfs_cache_reader per worker thread: a read-only LMDB
@@ -51,7 +52,8 @@
  *   transaction (what fitted of the submission is committed in a retry),
  *   and inserts pause for 5 s (submissions are dropped and counted) before
  *   the writer probes again.  Serving is never affected: a miss decodes.
- *   Integrity.  Every value carries a CRC32C, checked on every get.  The
+ *   Integrity.  Every value carries a CRC32C, checked on every get; so do
+ *   shard indexes and the counter and fingerprint records.  The
  *   environment is opened without MDB_WRITEMAP (a full disk can then only
  *   fail a write(), never SIGBUS a mapped store), with MDB_NOTLS (reader
  *   transactions belong to bfs_cache_reader objects, not threads) and, by
@@ -284,12 +286,14 @@ typedef struct {
 
 /* One entry as reported by bfs_cache_verify(). */
 typedef struct {
-	char fingerprint[17];
-	uint64_t shard_hash;
-	uint64_t offset;        /* record offset in the shard */
+	char db[8];             /* "samples", "index" or "meta" */
+	char fingerprint[17];   /* samples only ("-" otherwise) */
+	uint64_t shard_hash;    /* samples only */
+	uint64_t offset;        /* record offset in the shard; samples only */
 	uint64_t len;           /* stored value size */
-	/* BFS_E_CRC: CRC or header wrong; BFS_E_CORRUPT: the value's LMDB
-	 * page header is damaged, or a key that is not a sample's */
+	/* BFS_E_CRC: CRC, header or key wrong; BFS_E_CORRUPT: the value's
+	 * LMDB page header is damaged, or a key that does not belong in
+	 * that database */
 	int code;
 } bfs_cache_entry_info;
 
@@ -528,16 +532,19 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 int bfs_cache_remove_files(const char *dir);
 
 /*
- * Check the CRC and identity header of every sample entry (of fingerprint
- * only, when not NULL) and the LMDB page header of each one's value.  The
- * structure of data.mdb was checked when c was opened (bfs_cache_open).
- * For each bad entry calls bad(ctx, info) (may be NULL) and, when remove
- * is 1, deletes it if its page is sound (BFS_E_CRC).  *checked and *nbad
- * (either may be NULL) get the counts.  Reads in chunks of short read
- * transactions, so it does not pin pages for long; entries added
- * meanwhile may or may not be seen.  Returns 0 (whether or not bad
- * entries were found), -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT
- * (environment).
+ * Check the CRC, header and key of every sample entry (of fingerprint
+ * only, when not NULL) and the LMDB page header of each one's value; with
+ * fingerprint NULL, also every shard index (CRC, and a key that is its
+ * path's) and every meta record (a known name, its CRC).  The structure
+ * of data.mdb was checked when c was opened (bfs_cache_open).  For each
+ * bad entry calls bad(ctx, info) (may be NULL) and, when remove is 1,
+ * deletes it if it is a bad sample entry with a sound page (BFS_E_CRC).
+ * *checked gets the number of sample entries checked, *nbad the number
+ * of bad entries of any database (either may be NULL).  Reads samples
+ * in chunks of short read transactions, so it does not pin pages for
+ * long; entries added meanwhile may or may not be seen.  Returns 0
+ * (whether or not bad entries were found), -EINVAL (bad fingerprint),
+ * -EIO/BFS_E_CORRUPT (environment).
  * Any thread.
  */
 int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,

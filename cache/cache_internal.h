@@ -19,8 +19,9 @@
  * (BFS_E_CORRUPT) and `batchfs cache clear` removes it.  The "format"
  * record itself (4 bytes, no CRC) never changes, so every version can read
  * it.  2: index headers and shard hashes carry the inode number and
- * ctime. */
-#define BFS__CACHE_FORMAT 2
+ * ctime.  3: sample CRCs cover the key; counter and fingerprint records
+ * carry a CRC32C. */
+#define BFS__CACHE_FORMAT 3
 
 #define BFS__VMAGIC   0x63534642u /* "BFSc" */
 #define BFS__IMAGIC   0x69534642u /* "BFSi" */
@@ -35,7 +36,7 @@
 #define BFS__DAMAGED_PREFIX "data.mdb.damaged-"
 
 /* The header in front of every sample value.  The CRC32C covers the
- * payload, then header bytes [0, 8) and [12, 48). */
+ * payload, then header bytes [0, 8) and [12, 48), then the 24-byte key. */
 struct bfs__vhdr {
 	uint32_t magic;
 	uint16_t version;  /* BFS__CACHE_FORMAT */
@@ -65,7 +66,9 @@ struct bfs__ihdr {
 	int64_t ctime_ns;
 };
 
-/* The meta record of one fingerprint ("fp" + 8 bytes). */
+/* The meta record of one fingerprint ("fp" + 8 bytes), stored like the
+ * counters "hits" and "misses" (uint64_t): the value's bytes, then a CRC32C
+ * of key and value (bfs__meta_get/put). */
 struct bfs__fprec {
 	int64_t last_active_ns; /* CLOCK_REALTIME */
 	int64_t first_seen_ns;
@@ -174,6 +177,8 @@ uint64_t bfs__shard_hash(const char *dir, const char *shard,
 uint64_t bfs__shard_hash_joined(const void *path, size_t n,
 				const bfs_shard_stamp *st);
 void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
+/* The same, from the joined path as stored in an index value. */
+void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 void bfs__put_be64(uint8_t *p, uint64_t v);
 uint64_t bfs__get_be64(const uint8_t *p);
 /* Begin a transaction (read-only when rdonly) with e->maplock read-held;
@@ -182,15 +187,16 @@ uint64_t bfs__get_be64(const uint8_t *p);
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
 /* Commit (commit=1) or abort, then release maplock. */
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
-/* Check a stored sample value, read in a transaction of e: 0 ok,
- * BFS_E_CRC (bad CRC or header: the entry may be deleted or replaced),
- * BFS_E_CORRUPT (the LMDB page holding it is damaged, bfs__check_ovhdr:
- * never delete or replace it), -ENOENT (identity check differs, when
- * check != 0), -EINVAL (dst and a length other than want_len).  When dst
- * is not NULL the payload is copied into it while checked. */
-int bfs__check_value(const struct bfs__env *e, const MDB_val *v,
-		     uint64_t check, void *dst, size_t want_len,
-		     int64_t *label);
+/* Check a stored sample value under key (24 bytes), read in a
+ * transaction of e: 0 ok, BFS_E_CRC (bad CRC or header: the entry may be
+ * deleted or replaced), BFS_E_CORRUPT (the LMDB page holding it is
+ * damaged, bfs__check_ovhdr: never delete or replace it), -ENOENT
+ * (identity check differs, when check != 0), -EINVAL (dst and a length
+ * other than want_len).  When dst is not NULL the payload is copied into
+ * it while checked. */
+int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
+		     const MDB_val *v, uint64_t check, void *dst,
+		     size_t want_len, int64_t *label);
 /* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
  * lies on an overflow page whose header is not what LMDB wrote: LMDB
  * would free or overwrite the wrong pages when the value is deleted or
@@ -203,6 +209,19 @@ int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
  * has the directory to itself moves data.mdb aside.  No-op for admin
  * handles.  Any thread. */
 void bfs__note_damage(bfs_cache *c, const char *why);
+/* A counter or fingerprint record of the meta database (see struct
+ * bfs__fprec): 0 and n bytes in out, MDB_NOTFOUND (absent, or its size or
+ * CRC is wrong), or an LMDB code. */
+int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, void *out, size_t n);
+int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, const void *val, size_t n);
+/* Whole entries, for bfs_cache_verify: 0, BFS_E_CRC (bad CRC, header, or
+ * a key that does not belong to the value) or BFS_E_CORRUPT (damaged
+ * page, or a key the database never holds). */
+int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
+			   const MDB_val *v);
+int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v);
 /* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
  * bytes written; chunked so the map is read once. */
 uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);

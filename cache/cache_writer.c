@@ -39,19 +39,16 @@
 static int meta_add_u64(struct bfs__env *e, MDB_txn *txn, const char *name,
 			uint64_t add)
 {
-	MDB_val k = { strlen(name), (void *)name }, v;
 	uint64_t x = 0;
 	int rc;
 
-	rc = mdb_get(txn, e->meta, &k, &v);
-	if (rc == 0 && v.mv_size == 8)
-		memcpy(&x, v.mv_data, 8);
-	else if (rc && rc != MDB_NOTFOUND)
+	rc = bfs__meta_get(e, txn, name, strlen(name), &x, 8);
+	if (rc == MDB_NOTFOUND)
+		x = 0; /* absent, or damaged: counted again from here */
+	else if (rc)
 		return rc;
 	x += add;
-	v.mv_size = 8;
-	v.mv_data = &x;
-	return mdb_put(txn, e->meta, &k, &v, 0);
+	return bfs__meta_put(e, txn, name, strlen(name), &x, 8);
 }
 
 int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
@@ -70,18 +67,16 @@ int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
 	c->pend_misses = m;
 	if (c->has_fp) {
 		uint8_t kb[10] = { 'f', 'p' };
-		MDB_val k = { sizeof(kb), kb }, v;
 		struct bfs__fprec rec = { 0, 0 };
 
 		memcpy(kb + 2, c->fp, 8);
-		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
-			memcpy(&rec, v.mv_data, sizeof(rec));
+		if (bfs__meta_get(e, txn, kb, sizeof(kb), &rec, sizeof(rec)))
+			memset(&rec, 0, sizeof(rec));
 		rec.last_active_ns = bfs__wall_ns();
 		if (!rec.first_seen_ns)
 			rec.first_seen_ns = rec.last_active_ns;
-		v.mv_size = sizeof(rec);
-		v.mv_data = &rec;
-		if ((rc = mdb_put(txn, e->meta, &k, &v, 0)))
+		if ((rc = bfs__meta_put(e, txn, kb, sizeof(kb), &rec,
+					sizeof(rec))))
 			return rc;
 	}
 	return 0;
@@ -295,7 +290,6 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 		return 0;
 	while (n < sizeof(cands) / sizeof(cands[0])) {
 		uint8_t kb[10] = { 'f', 'p' };
-		MDB_val k = { sizeof(kb), kb }, v;
 		struct bfs__fprec rec = { 0, 0 };
 		uint64_t next;
 		int own;
@@ -304,8 +298,8 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 			break;
 		own = c->has_fp && !memcmp(fp, c->fp, 8);
 		memcpy(kb + 2, fp, 8);
-		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
-			memcpy(&rec, v.mv_data, sizeof(rec));
+		if (bfs__meta_get(e, txn, kb, sizeof(kb), &rec, sizeof(rec)))
+			memset(&rec, 0, sizeof(rec));
 		if (own ? allow_own
 			: c->o.foreign_idle_s > 0 && now - rec.last_active_ns >= idle) {
 			memcpy(cands[n].fp, fp, 8);
@@ -363,7 +357,8 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 	uint32_t crc;
 
 	crc = bfs__copy_crc((uint8_t *)dst + BFS__VHDR, it->data, it->len, 0);
-	h.crc = bfs__vhdr_crc(crc, &h);
+	crc = bfs__vhdr_crc(crc, &h);
+	h.crc = bfs_crc32c(crc, it->key.k, BFS_CACHE_KEY_BYTES);
 	memcpy(dst, &h, BFS__VHDR);
 }
 
@@ -398,8 +393,9 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 			/* another mount got there first: keep a good copy,
 			 * replace a corrupt or foreign one -- never one whose
 			 * page is damaged (LMDB would free the wrong pages) */
-			int chk = bfs__check_value(e, &v, it->key.check,
-						   NULL, 0, NULL);
+			int chk = bfs__check_value(e, it->key.k, &v,
+						   it->key.check, NULL, 0,
+						   NULL);
 
 			if (chk == 0) {
 				(*dup)++;
@@ -553,8 +549,8 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 			/* re-check: a good copy may have replaced it */
 			if (rc == 0 &&
-			    bfs__check_value(e, &v, 0, NULL, 0, NULL) ==
-			    BFS_E_CRC) {
+			    bfs__check_value(e, p->key.k, &v, 0, NULL, 0,
+					     NULL) == BFS_E_CRC) {
 				rc = mdb_del(txn, e->samples, &k, NULL);
 				if (rc == 0)
 					ADD(evictions, 1);

@@ -1652,6 +1652,7 @@ static void test_cache_damaged_overflow_header_is_never_served_deleted_or_overwr
 	assert_int_equal(nbad, 1);
 	assert_int_equal(info.code, BFS_E_CORRUPT);
 	assert_int_equal(info.offset, 2);
+	assert_string_equal(info.db, "samples");
 	/* clear stops at it instead of freeing the wrong pages (its
 	 * transaction, which had deleted 0 and 1, is aborted) */
 	assert_int_equal(bfs_cache_clear(c, FP_A, &removed), BFS_E_CORRUPT);
@@ -1674,6 +1675,96 @@ static void test_cache_damaged_overflow_header_is_never_served_deleted_or_overwr
 	assert_int_equal(access(p, F_OK), -1);
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.entries, 0);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* A key byte changed on disk in a way that keeps the tree in order is
+ * structurally sound; the value's CRC covers its key, so verify finds it. */
+static void test_cache_value_crc_covers_the_key(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_entry_info info = { .code = 0 };
+	uint64_t checked, nbad;
+	db_image im;
+	uint8_t *pg;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "k", 0, 5, SMALL, 5);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "samples") + 40));
+	assert_int_equal(im_nkeys(pg), 5);
+	im_node(pg, 4)[8 + 23] ^= 0x40; /* the last key's offset: 4 -> 68 */
+	assert_int_equal(bfs_cache_check_image(im.m, im.len, NULL, NULL), 0);
+	image_write(dir, &im);
+	free(im.m);
+	c = open_cache(dir, FP_A, 0);
+	assert_null(bfs_cache_notice(c));
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "k", 4, SMALL), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, note_bad, &info, &checked, &nbad), 0);
+	assert_int_equal(checked, 5);
+	assert_int_equal(nbad, 1);
+	assert_int_equal(info.offset, 68);
+	assert_int_equal(info.code, BFS_E_CRC);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void count_bad_db(void *ctx, const bfs_cache_entry_info *e)
+{
+	char *seen = ctx;
+
+	strncat(seen, e->db, 63 - strlen(seen));
+	strncat(seen, " ", 63 - strlen(seen));
+}
+
+/* Verify covers the shard indexes (a key that is not its path's hash)
+ * and the meta records (CRC32C over key and value), not only samples. */
+static void test_cache_verify_checks_indexes_and_counters(void **s)
+{
+	char dir[64], seen[64] = "", msg[BFS_ERRMSG_MAX];
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c;
+	uint64_t checked, nbad;
+	db_image im;
+	uint8_t *pg, *nd = NULL;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "x", 0, 3, SMALL, 3);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "x", ST(1, 1), "idx", 3), 0);
+	bfs_cache_flush(c);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	/* the shard index's key: still in order, no longer its path's */
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "index") + 40));
+	assert_int_equal(im_nkeys(pg), 1);
+	im_node(pg, 0)[8 + 15] ^= 0x01;
+	/* the fingerprint record's last-use time */
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "meta") + 40));
+	for (unsigned i = 0; i < im_nkeys(pg); i++)
+		if (ld16(im_node(pg, i) + 6) == 10)
+			nd = im_node(pg, i);
+	assert_non_null(nd);
+	nd[8 + 10 + 1] ^= 0x01;
+	assert_int_equal(bfs_cache_check_image(im.m, im.len, NULL, NULL), 0);
+	image_write(dir, &im);
+	free(im.m);
+	o.dir = dir; /* a tool: no writer to rewrite the record first */
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	assert_int_equal(bfs_cache_verify(c, FP_A, 0, count_bad_db, seen, &checked, &nbad), 0);
+	assert_int_equal(nbad, 0); /* one fingerprint's samples only */
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, count_bad_db, seen, &checked, &nbad), 0);
+	assert_int_equal(checked, 3);
+	assert_int_equal(nbad, 2);
+	assert_string_equal(seen, "index meta ");
 	bfs_cache_close(c);
 	remove_dir(dir);
 }
@@ -2030,6 +2121,8 @@ int main(void)
 		cmocka_unit_test(test_cache_check_that_dies_is_a_verdict_not_a_crash),
 		cmocka_unit_test(test_cache_open_moves_a_damaged_file_aside_and_starts_afresh),
 		cmocka_unit_test(test_cache_damaged_overflow_header_is_never_served_deleted_or_overwritten),
+		cmocka_unit_test(test_cache_value_crc_covers_the_key),
+		cmocka_unit_test(test_cache_verify_checks_indexes_and_counters),
 		cmocka_unit_test(test_cache_check_finds_every_healthy_state_sound),
 		cmocka_unit_test(test_cache_check_of_a_cache_in_use_pins_its_snapshot),
 		cmocka_unit_test(test_cache_get_speed_is_reported),
