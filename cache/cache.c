@@ -17,6 +17,7 @@
  */
 #include "cache/cache_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,7 +34,7 @@
 #include "engine/crc32c.h"
 
 _Static_assert(sizeof(struct bfs__vhdr) == BFS__VHDR, "value header size");
-_Static_assert(sizeof(struct bfs__ihdr) == BFS__VHDR, "index header size");
+_Static_assert(sizeof(struct bfs__ihdr) == BFS__IHDR, "index header size");
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bfs__env *reg_head; /* protected by reg_lock */
@@ -189,20 +190,27 @@ static void h2_path(hash2 *h, const char *dir, const char *shard)
 	h2_feed(h, shard, strlen(shard) + 1);
 }
 
-uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
-			 int64_t mtime_ns)
+static void h2_stamp(hash2 *h, const bfs_shard_stamp *st)
+{
+	h2_u64(h, st->size);
+	h2_u64(h, (uint64_t)st->mtime_ns);
+	h2_u64(h, st->ino);
+	h2_u64(h, (uint64_t)st->ctime_ns);
+}
+
+uint64_t bfs__shard_hash(const char *dir, const char *shard,
+			 const bfs_shard_stamp *st)
 {
 	hash2 h;
 
 	h2_init(&h, 0x5348415244ull); /* "SHARD" */
 	h2_path(&h, dir, shard);
-	h2_u64(&h, size);
-	h2_u64(&h, (uint64_t)mtime_ns);
+	h2_stamp(&h, st);
 	return mix64(h.a);
 }
 
-uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
-				int64_t mtime_ns)
+uint64_t bfs__shard_hash_joined(const void *path, size_t n,
+				const bfs_shard_stamp *st)
 {
 	hash2 h;
 
@@ -210,8 +218,7 @@ uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
 	h2_init(&h, 0x5348415244ull);
 	h2_feed(&h, path, n);
 	h2_feed(&h, "", 1);
-	h2_u64(&h, size);
-	h2_u64(&h, (uint64_t)mtime_ns);
+	h2_stamp(&h, st);
 	return mix64(h.a);
 }
 
@@ -221,6 +228,17 @@ void bfs__index_key(const char *dir, const char *shard, uint8_t out[16])
 
 	h2_init(&h, 0x494e444558ull); /* "INDEX" */
 	h2_path(&h, dir, shard);
+	bfs__put_be64(out, mix64(h.a));
+	bfs__put_be64(out + 8, mix64(h.b));
+}
+
+void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16])
+{
+	hash2 h;
+
+	h2_init(&h, 0x494e444558ull);
+	h2_feed(&h, path, n);
+	h2_feed(&h, "", 1);
 	bfs__put_be64(out, mix64(h.a));
 	bfs__put_be64(out + 8, mix64(h.b));
 }
@@ -248,6 +266,7 @@ int bfs_cache_fingerprint(char out[17], const char *engine_fp,
 int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
 		       const char *dir, const bfs_sample_identity *id)
 {
+	bfs_shard_stamp st;
 	hash2 h;
 	int err;
 
@@ -256,14 +275,15 @@ int bfs_cache_key_make(bfs_cache_key *key, const char *fingerprint,
 	err = bfs__parse_fp(fingerprint, key->k);
 	if (err)
 		return err;
-	bfs__put_be64(key->k + 8, bfs__shard_hash(dir, id->shard,
-						  id->shard_size,
-						  id->shard_mtime_ns));
+	st.size = id->shard_size;
+	st.mtime_ns = id->shard_mtime_ns;
+	st.ino = id->shard_ino;
+	st.ctime_ns = id->shard_ctime_ns;
+	bfs__put_be64(key->k + 8, bfs__shard_hash(dir, id->shard, &st));
 	bfs__put_be64(key->k + 16, id->offset);
 	h2_init(&h, 0x53414d504c45ull); /* "SAMPLE" */
 	h2_path(&h, dir, id->shard);
-	h2_u64(&h, id->shard_size);
-	h2_u64(&h, (uint64_t)id->shard_mtime_ns);
+	h2_stamp(&h, &st);
 	h2_u64(&h, id->offset);
 	h2_u64(&h, id->length);
 	h2_feed(&h, fingerprint, 16);
@@ -353,12 +373,57 @@ static int mkdir_p(const char *dir)
 
 /* ---- the environment registry ------------------------------------------ */
 
+/* e->map and e->mapsize: where LMDB mapped data.mdb (maplock write-held,
+ * or e not yet shared).  LMDB 0.9 does not say (mdb_env_info gives only a
+ * MDB_FIXEDMAP address), so the base is worked out from the page that
+ * holds the main database's first key: a leaf whose header, checked at
+ * open, names its page number.  The map starts on an OS page boundary, so
+ * when LMDB's pages divide OS pages, a key's page starts at its address
+ * rounded down to psize.  Otherwise map stays NULL and bfs__check_ovhdr
+ * passes every value. */
+static void note_map(struct bfs__env *e)
+{
+	long os = sysconf(_SC_PAGESIZE);
+	MDB_envinfo info;
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_dbi main;
+	MDB_val k, v;
+
+	e->map = NULL;
+	if (mdb_env_info(e->env, &info) != 0 || !e->psize || os <= 0 ||
+	    (unsigned long)os % e->psize)
+		return;
+	e->mapsize = info.me_mapsize;
+	if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) != 0)
+		return;
+	if (mdb_dbi_open(txn, NULL, 0, &main) == 0 &&
+	    mdb_cursor_open(txn, main, &cur) == 0) {
+		if (mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0) {
+			uintptr_t pg = (uintptr_t)k.mv_data &
+				       ~(uintptr_t)(e->psize - 1);
+			uint64_t pgno;
+			uint16_t flags;
+
+			memcpy(&pgno, (const void *)pg, 8);
+			memcpy(&flags, (const uint8_t *)pg + 10, 2);
+			if (flags == 0x02 /* P_LEAF */ &&
+			    pgno <= (uint64_t)info.me_last_pgno &&
+			    pgno * e->psize <= pg)
+				e->map = (const uint8_t *)(pg - pgno * e->psize);
+		}
+		mdb_cursor_close(cur);
+	}
+	mdb_txn_abort(txn);
+}
+
 static void adopt_map(struct bfs__env *e)
 {
 	pthread_rwlock_wrlock(&e->maplock);
 	/* no transaction of this process is open: size 0 adopts the size
 	 * the growing process stored in the meta page */
 	mdb_env_set_mapsize(e->env, 0);
+	note_map(e);
 	pthread_rwlock_unlock(&e->maplock);
 }
 
@@ -456,8 +521,103 @@ fail:
 	return bfs__map_err(rc);
 }
 
-/* Open or share the environment of dir.  Registry lock held inside. */
-static int env_acquire(bfs_cache *c, char *errmsg)
+/* ---- a damaged data.mdb: found at open, moved aside --------------------- */
+
+/* The text a mount left in DIR/damaged (bfs__note_damage), in why: 0, or
+ * -errno (no marker). */
+static int read_marker(const char *path, char *why, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, why, cap - 1);
+	close(fd);
+	why[n > 0 ? n : 0] = '\0';
+	for (char *q = why; *q; q++)
+		if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
+			*q = '?';
+	if (!why[0])
+		snprintf(why, cap, "a mount found it damaged");
+	return 0;
+}
+
+/* data.mdb of c->dir is damaged (why) and no other process has the
+ * directory open: rename it to data.mdb.damaged-TIME (the only such copy
+ * kept), drop lock.mdb and the marker, and say so in c->notice.  0, or
+ * BFS_E_CORRUPT when the file can be neither renamed nor removed. */
+static int move_aside(bfs_cache *c, const char *why, char *errmsg)
+{
+	char from[PATH_MAX], to[PATH_MAX], name[64], when[32];
+	struct tm tm;
+	time_t now = time(NULL);
+	int kept = 1, n;
+
+	snprintf(from, sizeof(from), "%s/data.mdb", c->dir);
+	if (!gmtime_r(&now, &tm) ||
+	    !strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm))
+		snprintf(when, sizeof(when), "%lld", (long long)now);
+	snprintf(name, sizeof(name), BFS__DAMAGED_PREFIX "%s", when);
+	snprintf(to, sizeof(to), "%s/%s", c->dir, name);
+	bfs__remove_damaged_copies(c->dir);
+	if (rename(from, to) != 0) {
+		kept = 0;
+		if (unlink(from) != 0) {
+			bfs_seterr(errmsg, "%s is damaged (%s) and can be neither moved aside nor removed: %s",
+				   from, why, strerror(errno));
+			return BFS_E_CORRUPT;
+		}
+	}
+	snprintf(from, sizeof(from), "%s/lock.mdb", c->dir);
+	unlink(from);
+	snprintf(from, sizeof(from), "%s/damaged", c->dir);
+	unlink(from);
+	n = asprintf(&c->notice, "data.mdb was damaged (%s); %s%s, and a new cache was started",
+		     why, kept ? "moved it aside to " : "removed it",
+		     kept ? name : "");
+	if (n < 0)
+		c->notice = NULL;
+	return 0;
+}
+
+/* Before this process first uses c->dir's environment, check data.mdb
+ * (bfs__check_dir, in a child).  excl: no other process has the directory
+ * open, so no snapshot needs pinning, the marker a mount left is
+ * believed, and a damaged file is moved aside.  Returns 0 (sound, new,
+ * not checkable now -- then LMDB decides --, or moved aside: c->notice
+ * says so) or BFS_E_CORRUPT (damaged and kept: an admin handle, or the
+ * directory is in use elsewhere; errmsg says why). */
+static int vet_files(bfs_cache *c, int excl, char *errmsg)
+{
+	char path[PATH_MAX], marker[PATH_MAX], why[BFS_ERRMSG_MAX] = "";
+	bfs_cache_check_info info;
+	struct stat st;
+	int err;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+	snprintf(marker, sizeof(marker), "%s/damaged", c->dir);
+	if (stat(path, &st) != 0 || st.st_size == 0) {
+		if (excl && !c->o.admin)
+			unlink(marker);
+		return 0;
+	}
+	if ((excl || c->o.admin) && read_marker(marker, why, sizeof(why)) == 0)
+		err = BFS_E_CORRUPT;
+	else
+		err = bfs__check_dir(c->dir, !excl, &info, why);
+	if (err != BFS_E_CORRUPT)
+		return 0;
+	if (c->o.admin || !excl) {
+		bfs_seterr(errmsg, "%s is damaged: %s", path, why);
+		return BFS_E_CORRUPT;
+	}
+	return move_aside(c, why, errmsg);
+}
+
+/* Open or share the environment of dir.  Registry lock held inside.
+ * excl: see vet_files. */
+static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 {
 	struct bfs__env *e;
 	struct stat st;
@@ -481,6 +641,11 @@ static int env_acquire(bfs_cache *c, char *errmsg)
 			pthread_mutex_unlock(&reg_lock);
 			return 0;
 		}
+	err = vet_files(c, excl, errmsg);
+	if (err) {
+		pthread_mutex_unlock(&reg_lock);
+		return err;
+	}
 	e = calloc(1, sizeof(*e));
 	if (!e) {
 		pthread_mutex_unlock(&reg_lock);
@@ -531,6 +696,7 @@ static int env_acquire(bfs_cache *c, char *errmsg)
 		goto fail;
 	mdb_env_stat(e->env, &ms);
 	e->psize = ms.ms_psize;
+	note_map(e);
 	e->next = reg_head;
 	reg_head = e;
 	c->e = e;
@@ -569,12 +735,18 @@ static void env_release(struct bfs__env *e)
 /* ---- open / close -------------------------------------------------------- */
 
 /* users.lock: held shared while a handle is open; bfs_cache_remove_files
- * takes it exclusively.  Blocks only while a remove_files runs. */
-static int lock_users(bfs_cache *c, char *errmsg)
+ * takes it exclusively.  An opener first tries to take it exclusively:
+ * *excl = 1 says no other process has the directory open (so its files
+ * can be checked without pinning a snapshot, and replaced); it is
+ * downgraded to shared once the environment is open (unlock_excl).
+ * Blocks only while another process holds it exclusively (a remove_files,
+ * or another opener checking the files). */
+static int lock_users(bfs_cache *c, int *excl, char *errmsg)
 {
 	char path[PATH_MAX];
 	int err;
 
+	*excl = 0;
 	snprintf(path, sizeof(path), "%s/users.lock", c->dir);
 	c->users_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (c->users_fd < 0 && c->o.admin)
@@ -584,6 +756,11 @@ static int lock_users(bfs_cache *c, char *errmsg)
 		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
 		return err;
 	}
+	if (flock(c->users_fd, LOCK_EX | LOCK_NB) == 0) {
+		*excl = 1;
+		return 0;
+	}
+	/* a failed conversion may have dropped nothing or everything */
 	while (flock(c->users_fd, LOCK_SH) != 0) {
 		if (errno != EINTR) {
 			err = -errno;
@@ -594,13 +771,22 @@ static int lock_users(bfs_cache *c, char *errmsg)
 	return 0;
 }
 
+/* Exclusive -> shared on users.lock (not atomic: flock drops the old lock
+ * first, so a remove_files may get in between; env_acquire copes with
+ * files that vanish). */
+static void unlock_excl(bfs_cache *c)
+{
+	while (flock(c->users_fd, LOCK_SH) != 0 && errno == EINTR)
+		;
+}
+
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 {
 	bfs_cache *c;
 	pthread_condattr_t ca;
 	char path[PATH_MAX];
 	struct stat st;
-	int err;
+	int err, excl;
 
 	*out = NULL;
 	if (!o)
@@ -677,7 +863,7 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 	if (!c->o.foreign_idle_s)
 		c->o.foreign_idle_s = BFS_CACHE_FOREIGN_IDLE_S;
 
-	err = lock_users(c, errmsg);
+	err = lock_users(c, &excl, errmsg);
 	if (err)
 		goto fail;
 	/* the files may have been removed while we waited: env_acquire
@@ -690,16 +876,22 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 			goto fail;
 		}
 	}
-	err = env_acquire(c, errmsg);
+	err = env_acquire(c, excl, errmsg);
+	if (excl)
+		unlock_excl(c);
 	if (err == BFS_E_CORRUPT && !o->admin) {
-		/* Not an LMDB file, or a cache of another batchfs format: it
-		 * is only a cache, so replace it -- when nobody else uses it. */
+		/* Not an LMDB file, a cache of another batchfs format, or a
+		 * damaged one another process uses: it is only a cache, so
+		 * replace it -- when nobody else uses it. */
 		close(c->users_fd);
 		c->users_fd = -1;
 		if (bfs_cache_remove_files(c->dir) == 0) {
-			err = lock_users(c, errmsg);
-			if (!err)
-				err = env_acquire(c, errmsg);
+			err = lock_users(c, &excl, errmsg);
+			if (!err) {
+				err = env_acquire(c, excl, errmsg);
+				if (excl)
+					unlock_excl(c);
+			}
 		} else {
 			size_t n = errmsg ? strlen(errmsg) : 0;
 
@@ -736,6 +928,7 @@ void bfs_cache_close(bfs_cache *c)
 	pthread_cond_destroy(&c->wake);
 	pthread_cond_destroy(&c->progress);
 	pthread_mutex_destroy(&c->lock);
+	free(c->notice);
 	free(c->dir);
 	free(c);
 }
@@ -743,6 +936,11 @@ void bfs_cache_close(bfs_cache *c)
 const char *bfs_cache_dir(const bfs_cache *c)
 {
 	return c->dir;
+}
+
+const char *bfs_cache_notice(const bfs_cache *c)
+{
+	return c->notice;
 }
 
 /* ---- reads ---------------------------------------------------------------- */
@@ -804,13 +1002,64 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
 	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
 }
 
-int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
+int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v)
+{
+	uintptr_t base = (uintptr_t)e->map, at = (uintptr_t)v->mv_data;
+	const uint8_t *h;
+	uint64_t off, pgno, hpgno, need;
+	uint32_t pages;
+	uint16_t flags;
+	MDB_envinfo info;
+
+	if (!e->map || at < base || at - base >= e->mapsize)
+		return 0; /* a page of the caller's own write transaction */
+	off = at - base;
+	/* an overflow value starts right after its page's 16-byte header;
+	 * a value inside a leaf page never does (nodes start at 16) */
+	if (off % e->psize != 16)
+		return 0;
+	h = (const uint8_t *)v->mv_data - 16;
+	pgno = (off - 16) / e->psize;
+	memcpy(&hpgno, h, 8);
+	memcpy(&flags, h + 10, 2);
+	memcpy(&pages, h + 12, 4);
+	need = (15 + (uint64_t)v->mv_size) / e->psize + 1;
+	if (mdb_env_info(e->env, &info) != 0)
+		return 0;
+	if (hpgno != pgno || flags != 0x04 /* P_OVERFLOW */ || pages < need ||
+	    pgno + pages > (uint64_t)info.me_last_pgno + 1)
+		return BFS_E_CORRUPT;
+	return 0;
+}
+
+void bfs__note_damage(bfs_cache *c, const char *why)
+{
+	char path[PATH_MAX];
+	int fd, zero = 0;
+
+	if (c->o.admin ||
+	    !atomic_compare_exchange_strong(&c->e->damaged, &zero, 1))
+		return;
+	snprintf(path, sizeof(path), "%s/damaged", c->dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, why, strlen(why)) < 0) {
+		/* the marker is a hint; without it the damage is met again */
+	}
+	close(fd);
+}
+
+int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
+		     const MDB_val *v, uint64_t check, void *dst,
 		     size_t want_len, int64_t *label)
 {
 	struct bfs__vhdr h;
 	const uint8_t *payload;
 	uint32_t crc;
 
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
 	if (v->mv_size < BFS__VHDR)
 		return BFS_E_CRC;
 	memcpy(&h, v->mv_data, BFS__VHDR);
@@ -826,7 +1075,8 @@ int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
 		crc = bfs__copy_crc(dst, payload, h.len, 0);
 	else
 		crc = bfs_crc32c(0, payload, h.len);
-	if (bfs__vhdr_crc(crc, &h) != h.crc)
+	crc = bfs__vhdr_crc(crc, &h);
+	if (bfs_crc32c(crc, key, BFS_CACHE_KEY_BYTES) != h.crc)
 		return BFS_E_CRC;
 	if (label)
 		*label = h.label;
@@ -834,11 +1084,14 @@ int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
 }
 
 /* The fast path when CRCs are not checked (skip_crc). */
-static int copy_value(const MDB_val *v, uint64_t check, void *dst,
-		      size_t want_len, int64_t *label)
+static int copy_value(const struct bfs__env *e, const MDB_val *v,
+		      uint64_t check, void *dst, size_t want_len,
+		      int64_t *label)
 {
 	struct bfs__vhdr h;
 
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
 	if (v->mv_size < BFS__VHDR)
 		return BFS_E_CRC;
 	memcpy(&h, v->mv_data, BFS__VHDR);
@@ -877,9 +1130,10 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 	}
 	rc = mdb_get(r->txn, e->samples, &k, &v);
 	if (rc == 0)
-		err = c->o.skip_crc ? copy_value(&v, key->check, dst, len, &lab)
-				    : bfs__check_value(&v, key->check, dst, len,
-						       &lab);
+		err = c->o.skip_crc ? copy_value(e, &v, key->check, dst, len,
+						 &lab)
+				    : bfs__check_value(e, key->k, &v, key->check,
+						       dst, len, &lab);
 	else
 		err = bfs__map_err(rc);
 	mdb_txn_reset(r->txn);
@@ -898,6 +1152,13 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 					  memory_order_relaxed);
 		bfs__queue_crcdel(c, key);
 		break;
+	case BFS_E_CORRUPT:
+		if (rc == 0) { /* the value's page, not the environment */
+			atomic_fetch_add_explicit(&c->damaged, 1,
+						  memory_order_relaxed);
+			bfs__note_damage(c, "a sample's overflow page header is damaged");
+		}
+		break;
 	}
 	return err;
 }
@@ -915,9 +1176,45 @@ static int path_equal(const char *stored, size_t n, const char *dir,
 	       stored[dn] == '/' && !memcmp(stored + dn + 1, shard, sn);
 }
 
+/* The index value v: 0 and its header in *h, or BFS_E_CRC. */
+static int index_value(const MDB_val *v, struct bfs__ihdr *h)
+{
+	const uint8_t *p = (const uint8_t *)v->mv_data + BFS__IHDR;
+	uint32_t crc;
+
+	if (v->mv_size < BFS__IHDR)
+		return BFS_E_CRC;
+	memcpy(h, v->mv_data, BFS__IHDR);
+	if (h->magic != BFS__IMAGIC || h->version != BFS__CACHE_FORMAT ||
+	    h->hdr_len != BFS__IHDR ||
+	    (uint64_t)h->path_len + h->blob_len != v->mv_size - BFS__IHDR)
+		return BFS_E_CRC;
+	crc = bfs_crc32c(0, p, h->path_len + h->blob_len);
+	crc = bfs_crc32c(crc, h, 8);
+	crc = bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__IHDR - 12);
+	return crc == h->crc ? 0 : BFS_E_CRC;
+}
+
+int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
+			   const MDB_val *v)
+{
+	struct bfs__ihdr h;
+	uint8_t want[16];
+	int err;
+
+	if (bfs__check_ovhdr(e, v))
+		return BFS_E_CORRUPT;
+	if ((err = index_value(v, &h)))
+		return err;
+	bfs__index_key_joined((const uint8_t *)v->mv_data + BFS__IHDR,
+			      h.path_len, want);
+	if (k->mv_size != 16 || memcmp(k->mv_data, want, 16))
+		return BFS_E_CRC; /* a key that is not its path's */
+	return 0;
+}
+
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, void **blob,
-			size_t *len)
+			const bfs_shard_stamp *st, void **blob, size_t *len)
 {
 	struct bfs__env *e = c->e;
 	uint8_t key[16];
@@ -925,12 +1222,11 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 	MDB_txn *txn;
 	struct bfs__ihdr h;
 	const uint8_t *p;
-	uint32_t crc;
 	int rc, err = -ENOENT;
 
 	*blob = NULL;
 	*len = 0;
-	if (!dir || !shard)
+	if (!dir || !shard || !st)
 		return -EINVAL;
 	bfs__index_key(dir, shard, key);
 	rc = bfs__txn_begin(e, 1, &txn);
@@ -941,28 +1237,19 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 		err = bfs__map_err(rc);
 		goto out;
 	}
-	if (v.mv_size < BFS__VHDR) {
-		err = BFS_E_CRC;
+	if (bfs__check_ovhdr(e, &v)) {
+		err = BFS_E_CORRUPT;
+		bfs__note_damage(c, "a shard index's overflow page header is damaged");
 		goto out;
 	}
-	memcpy(&h, v.mv_data, BFS__VHDR);
-	p = (const uint8_t *)v.mv_data + BFS__VHDR;
-	if (h.magic != BFS__IMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR ||
-	    (uint64_t)h.path_len + h.blob_len != v.mv_size - BFS__VHDR) {
-		err = BFS_E_CRC;
+	if ((err = index_value(&v, &h)))
 		goto out;
-	}
+	p = (const uint8_t *)v.mv_data + BFS__IHDR;
+	err = -ENOENT;
 	if (!path_equal((const char *)p, h.path_len, dir, shard) ||
-	    h.size != size || h.mtime_ns != mtime_ns)
+	    h.size != st->size || h.mtime_ns != st->mtime_ns ||
+	    h.ino != st->ino || h.ctime_ns != st->ctime_ns)
 		goto out; /* another shard or another identity: a miss */
-	crc = bfs_crc32c(0, p, h.path_len + h.blob_len);
-	crc = bfs_crc32c(crc, &h, 8);
-	crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
-	if (crc != h.crc) {
-		err = BFS_E_CRC;
-		goto out;
-	}
 	*blob = malloc(h.blob_len ? h.blob_len : 1);
 	if (!*blob) {
 		err = -ENOMEM;
@@ -982,15 +1269,80 @@ out:
 	return err;
 }
 
+/* ---- meta records ----------------------------------------------------------- */
+
+static uint32_t meta_crc(const void *key, size_t klen, const void *val,
+			 size_t n)
+{
+	return bfs_crc32c(bfs_crc32c(0, key, klen), val, n);
+}
+
+int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, void *out, size_t n)
+{
+	MDB_val k = { klen, (void *)key }, v;
+	uint32_t crc;
+	int rc;
+
+	rc = mdb_get(txn, e->meta, &k, &v);
+	if (rc)
+		return rc;
+	if (v.mv_size != n + 4)
+		return MDB_NOTFOUND;
+	memcpy(&crc, (const uint8_t *)v.mv_data + n, 4);
+	if (crc != meta_crc(key, klen, v.mv_data, n))
+		return MDB_NOTFOUND;
+	memcpy(out, v.mv_data, n);
+	return 0;
+}
+
+int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, const void *val, size_t n)
+{
+	uint8_t buf[64];
+	MDB_val k = { klen, (void *)key }, v = { n + 4, buf };
+	uint32_t crc = meta_crc(key, klen, val, n);
+
+	if (n + 4 > sizeof(buf))
+		return EINVAL;
+	memcpy(buf, val, n);
+	memcpy(buf + n, &crc, 4);
+	return mdb_put(txn, e->meta, &k, &v, 0);
+}
+
+int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v)
+{
+	const uint8_t *kb = k->mv_data;
+	size_t n;
+	uint32_t crc, fmt;
+
+	if (k->mv_size == 6 && !memcmp(kb, "format", 6)) {
+		if (v->mv_size != 4)
+			return BFS_E_CRC;
+		memcpy(&fmt, v->mv_data, 4);
+		return fmt == BFS__CACHE_FORMAT ? 0 : BFS_E_CRC;
+	}
+	if ((k->mv_size == 4 && !memcmp(kb, "hits", 4)) ||
+	    (k->mv_size == 6 && !memcmp(kb, "misses", 6)))
+		n = 8;
+	else if (k->mv_size == 10 && kb[0] == 'f' && kb[1] == 'p')
+		n = sizeof(struct bfs__fprec);
+	else
+		return BFS_E_CORRUPT; /* no such record */
+	if (v->mv_size != n + 4)
+		return BFS_E_CRC;
+	memcpy(&crc, (const uint8_t *)v->mv_data + n, 4);
+	return crc == meta_crc(kb, k->mv_size, v->mv_data, n) ? 0 : BFS_E_CRC;
+}
+
 /* ---- stats ---------------------------------------------------------------- */
 
 static uint64_t meta_u64(struct bfs__env *e, MDB_txn *txn, const char *name)
 {
-	MDB_val k = { strlen(name), (void *)name }, v;
 	uint64_t x = 0;
 
-	if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == 8)
-		memcpy(&x, v.mv_data, 8);
+	if (bfs__meta_get(e, txn, name, strlen(name), &x, 8) != 0)
+		x = 0;
 	return x;
 }
 
@@ -1018,6 +1370,7 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 	st->write_errors = LD(write_errors);
 	st->index_hits = LD(index_hits);
 	st->index_misses = LD(index_misses);
+	st->damaged = LD(damaged);
 	st->full = LD(paused_until_ns) > bfs__now_ns();
 	/* The flushed baselines and the meta DB must be read as one.  The
 	 * writer makes flush_seq odd while it commits a counter flush and

@@ -9,9 +9,10 @@
  *       fingerprint (8) | shard hash (8) | record offset (8), big-endian,
  *   where the fingerprint is bfs_cache_fingerprint() (every engine and
  *   source setting that changes a sample's bytes) and the shard hash
- *   covers the shard's
- *   absolute path, size and mtime.  Different settings or a changed shard
- *   produce different keys, so a stale entry is never hit.  A second,
+ *   covers the shard's absolute path and its bfs_shard_stamp: size, mtime,
+ *   inode number and ctime (a shard rewritten at the same size with its
+ *   mtime set back still gets a new ctime).  Different settings or a
+ *   changed shard produce different keys, so a stale entry is never hit.  A second,
  *   independent 64-bit hash of the full identity travels in the value and
  *   is compared on every get, so even a shard-hash collision cannot serve
  *   another sample's bytes.  Entries of one shard are adjacent, in offset
@@ -19,7 +20,8 @@
  *   Values.  A 48-byte header (magic, format version, CRC32C, payload
  *   length, int64 label, identity check) followed by exactly the sample's
  *   bytes as the engine caches them (H*W*3*itemsize, float32 stays
- *   float32).  The payload
+ *   float32).  The CRC32C covers payload, header and the key, so a key
+ *   changed on disk is caught too.  The payload
  *   starts 64 bytes into its LMDB overflow page, so it is cache-line
  *   aligned in the map.
  *   Reads.  One bfs_cache_reader per worker thread: a read-only LMDB
@@ -50,7 +52,8 @@
  *   transaction (what fitted of the submission is committed in a retry),
  *   and inserts pause for 5 s (submissions are dropped and counted) before
  *   the writer probes again.  Serving is never affected: a miss decodes.
- *   Integrity.  Every value carries a CRC32C, checked on every get.  The
+ *   Integrity.  Every value carries a CRC32C, checked on every get; so do
+ *   shard indexes and the counter and fingerprint records.  The
  *   environment is opened without MDB_WRITEMAP (a full disk can then only
  *   fail a write(), never SIGBUS a mapped store), with MDB_NOTLS (reader
  *   transactions belong to bfs_cache_reader objects, not threads) and, by
@@ -63,6 +66,29 @@
  *   kernel's page cache, which outlives the process), but a power loss or
  *   kernel crash may corrupt the environment; the writer then syncs every
  *   30 s and at close to narrow that window.
+ *   Damage.  A CRC covers what LMDB stores, not how: LMDB trusts its page
+ *   structure, and one bad byte in a node's offset, flags or size makes
+ *   mdb_get read, or the writer write, anywhere -- a SIGSEGV, which for a
+ *   mount is ENOTCONN.  So the first open of a directory in a process
+ *   checks data.mdb before LMDB touches it (bfs_cache_check: a bounds-
+ *   checked walk of LMDB's on-disk format, every branch and leaf page of
+ *   every database and the free list, in a forked child, so that even a
+ *   bug in the check cannot crash the caller).  A file that fails the
+ *   check, or whose check dies, is moved aside when no other process has
+ *   the directory open: renamed to data.mdb.damaged-YYYYmmddTHHMMSSZ (the
+ *   newest such copy is kept, for a post-mortem; clear removes it), and a
+ *   fresh cache starts, which bfs_cache_notice() reports.  A damage costs
+ *   a rebuild, never the mount.  With other processes on the directory it
+ *   is kept for them and the open fails (BFS_E_CORRUPT: run without a
+ *   cache).  Overflow values (every sample larger than ~2 KB) are not read
+ *   at open -- that would be a random read per sample --; instead every
+ *   get and every delete or overwrite checks the 16-byte LMDB page header
+ *   in front of the value (page number, P_OVERFLOW, page count), by which
+ *   LMDB frees the value's pages.  A value whose header is wrong is never
+ *   served, deleted or overwritten; it is counted in `damaged`, and
+ *   DIR/damaged is left so that the next open with the directory to itself
+ *   moves the file aside.  What one bad byte can still do unseen, and why
+ *   that is harmless, is listed in docs/RELIABILITY.md.
  *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
  *   writer killed mid-transaction releases the lock; reader slots of dead
  *   processes are cleared at open, every 30 s and when the map is full).  Within one process an environment
@@ -89,9 +115,12 @@
  *     cache       = bfs_cache_open({dir = --cache or NULL for the default,
  *                   max_bytes = --cache-size or 0, fingerprint = fp})
  *     on error: log errmsg and run without a cache.
+ *     on success, log bfs_cache_notice() if it is not NULL (a damaged
+ *     data.mdb was moved aside).
  *   Source open, per shard: bfs_cache_index_get(cache, abs dir, shard,
- *     size, mtime_ns) -> use the blob, or scan and bfs_cache_index_put()
- *     the serialized index (same size/mtime as bfs_sample_identity uses).
+ *     stamp) -> use the blob, or scan and bfs_cache_index_put() the
+ *     serialized index (the same bfs_shard_stamp as bfs_sample_identity
+ *     carries).
  *   Each worker: one bfs_cache_reader, created with the worker, destroyed
  *     before bfs_cache_close.
  *   Producing source sample i into dst (the stage-1 sample, before
@@ -197,7 +226,9 @@ typedef struct {
 	/* 1: tools (`batchfs cache`): the directory and environment must
 	 * exist (-ENOENT otherwise), the map size is adopted from the file
 	 * (max_bytes ignored), no writer thread is started (submit and
-	 * index_put return -EPERM), and nothing is written at open. */
+	 * index_put return -EPERM), and nothing is written at open: a
+	 * damaged data.mdb fails the open (BFS_E_CORRUPT, errmsg says where)
+	 * and stays where it is. */
 	int admin;
 } bfs_cache_opts;
 
@@ -230,6 +261,9 @@ typedef struct {
 				   fingerprints, changed shards, bad CRCs */
 	uint64_t write_errors;  /* transactions failed for other reasons */
 	uint64_t index_hits, index_misses;
+	uint64_t damaged;       /* values found on a damaged LMDB page (see
+				   DESIGN, Damage): not served, never deleted
+				   or overwritten */
 	/* The environment now (all fingerprints, all processes). */
 	uint64_t entries;       /* samples stored */
 	uint64_t index_entries; /* shard indexes stored */
@@ -252,12 +286,29 @@ typedef struct {
 
 /* One entry as reported by bfs_cache_verify(). */
 typedef struct {
-	char fingerprint[17];
-	uint64_t shard_hash;
-	uint64_t offset;        /* record offset in the shard */
+	char db[8];             /* "samples", "index" or "meta" */
+	char fingerprint[17];   /* samples only ("-" otherwise) */
+	uint64_t shard_hash;    /* samples only */
+	uint64_t offset;        /* record offset in the shard; samples only */
 	uint64_t len;           /* stored value size */
-	int code;               /* BFS_E_CRC or BFS_E_CORRUPT */
+	/* BFS_E_CRC: CRC, header or key wrong; BFS_E_CORRUPT: the value's
+	 * LMDB page header is damaged, or a key that does not belong in
+	 * that database */
+	int code;
 } bfs_cache_entry_info;
+
+/* What bfs_cache_check() walked. */
+typedef struct {
+	uint64_t txnid;          /* the LMDB snapshot checked */
+	uint64_t psize;          /* LMDB page size */
+	uint64_t pages;          /* pages up to the snapshot's last one */
+	uint64_t tree_pages;     /* branch and leaf pages, read whole */
+	uint64_t overflow_pages; /* pages of values kept outside the trees */
+	uint64_t free_pages;     /* pages on LMDB's free list */
+	uint64_t samples;        /* sample entries */
+	uint64_t indexes;        /* shard index entries */
+	uint64_t usec;           /* wall time, fork included (bfs_cache_check) */
+} bfs_cache_check_info;
 
 /*
  * The default cache directory: "$XDG_CACHE_HOME/batchfs" when
@@ -283,17 +334,23 @@ uint64_t bfs_cache_default_size(const char *dir);
  * be open on one directory in one process (they share the environment)
  * and any number of processes may open it at once.  On failure nothing is
  * left open; the caller should run without a cache.
- * Files that are not a usable LMDB environment, or a cache of another
- * batchfs cache format, are deleted and replaced by an empty cache when no
- * other process has the directory open (it is only a cache).
+ * The first open of a directory in a process checks data.mdb
+ * (bfs_cache_check, in a child process; see DESIGN, Damage) before LMDB
+ * reads it.  A damaged file is moved aside to data.mdb.damaged-TIME and
+ * replaced by an empty cache when no other process has the directory
+ * open; bfs_cache_notice() then says so.  Files that are not a usable
+ * LMDB environment, or a cache of another batchfs cache format, are
+ * deleted and replaced the same way (it is only a cache).
  * Errors: -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
  * fingerprint not 16 hex digits or missing), -ENOENT (admin and no cache
  * there), -EACCES, -ENOSPC, -ENOMEM, -EAGAIN (thread), BFS_E_CORRUPT (the
- * files are unusable and another process has them open, or admin:
- * `batchfs cache clear DIR` removes them); errmsg says which file and
- * what LMDB said.
- * Any thread; call it after any fork() that will use it (a daemon opens
- * its cache in the daemon process).
+ * files are damaged or unusable and another process has them open, or
+ * admin: `batchfs cache clear DIR` removes them); errmsg says which file
+ * and what is wrong (the page and what the check found, or what LMDB
+ * said).
+ * Any thread (it forks for the check; the child runs only the check and
+ * exits); call it after any fork() that will use it (a daemon opens its
+ * cache in the daemon process).
  */
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg);
 
@@ -310,6 +367,12 @@ void bfs_cache_close(bfs_cache *c);
 /* The directory of an open cache (absolute or as given); lives as long as
  * c.  Any thread. */
 const char *bfs_cache_dir(const bfs_cache *c);
+
+/* What bfs_cache_open found and did that a person should hear about, as
+ * one line ("data.mdb was damaged (page 12 (leaf of 'samples'): ...);
+ * moved it aside to data.mdb.damaged-20240102T030405Z, and a new cache was
+ * started"), or NULL.  Lives as long as c.  Any thread. */
+const char *bfs_cache_notice(const bfs_cache *c);
 
 /*
  * The fingerprint to key a mount's samples with: engine_fp (16 hex digits
@@ -360,9 +423,11 @@ void bfs_cache_reader_destroy(bfs_cache_reader *r);
  * the writer for deletion, counted in crc_errors -- decode the sample and
  * count it as a cache CRC error), -EINVAL (len differs from the stored
  * length: a caller bug, the key's fingerprint does not match the size;
- * not counted), -EIO or BFS_E_CORRUPT (the environment failed; treat as a
- * miss).  On any error *label is untouched.  Whatever the code, the
- * caller can always fall back to decoding.
+ * not counted), BFS_E_CORRUPT (the value's LMDB page header is damaged:
+ * counted in damaged, never deleted or replaced; or the environment
+ * failed), -EIO (the environment failed); treat those as a miss.  On any
+ * error *label is untouched.  Whatever the code, the caller can always
+ * fall back to decoding.
  * Threads: one thread per reader at a time; any number of readers of one
  * cache at once.  Never blocks on the writer (LMDB readers take no lock),
  * except for a moment while another process's growth of the map is
@@ -405,32 +470,33 @@ int bfs_cache_flush(bfs_cache *c);
 
 /*
  * The stored index of one shard, identified like a sample (dir =
- * bfs_source_dir(), shard relative to it, the shard's size and mtime in
- * ns).  On a hit *blob is a malloc()ed copy of exactly the bytes given to
- * bfs_cache_index_put, *len its length; the caller frees it with free().
- * Returns 0, -ENOENT (never stored, or stored for another size or mtime;
- * counted in index_misses), BFS_E_CRC (stored copy corrupt, counted in
- * index_misses: rescan and put, which replaces it), -ENOMEM, -EIO or
- * BFS_E_CORRUPT (environment failed: rescan).
+ * bfs_source_dir(), shard relative to it, *st the shard's stamp: size,
+ * mtime, inode number and ctime).  On a hit *blob is a malloc()ed copy of
+ * exactly the bytes given to bfs_cache_index_put, *len its length; the
+ * caller frees it with free().
+ * Returns 0, -ENOENT (never stored, or stored for another stamp; counted
+ * in index_misses), BFS_E_CRC (stored copy corrupt, counted in
+ * index_misses: rescan and put, which replaces it), -EINVAL (NULL
+ * arguments), -ENOMEM, -EIO or BFS_E_CORRUPT (environment failed, or the
+ * stored copy's page is damaged: rescan).
  * Any thread, at any time (uses its own short read transaction).
  */
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, void **blob,
-			size_t *len);
+			const bfs_shard_stamp *st, void **blob, size_t *len);
 
 /*
  * Store the index of one shard (blob is copied; the caller keeps it).  The
  * write happens on the writer thread, batched with other index puts into
  * one transaction; bfs_cache_flush() waits for it.  If an index for the
- * same dir/shard with another size or mtime is stored, it is replaced and
- * every sample entry of the old shard identity (all fingerprints) is
- * deleted, counted in evictions.  Returns 0 (queued), -EAGAIN (more than
- * 256 MiB of index puts pending: not stored, scan next time), -EPERM
- * (admin), -EINVAL (len above 1 GiB, NULL arguments), -ENOMEM.
+ * same dir/shard with another stamp is stored, it is replaced and every
+ * sample entry of the old shard identity (all fingerprints) is deleted,
+ * counted in evictions.  Returns 0 (queued), -EAGAIN (more than 256 MiB
+ * of index puts pending: not stored, scan next time), -EPERM (admin),
+ * -EINVAL (len above 1 GiB, NULL arguments), -ENOMEM.
  * Any thread.
  */
 int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, const void *blob,
+			const bfs_shard_stamp *st, const void *blob,
 			size_t len);
 
 /*
@@ -455,7 +521,8 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 		    uint64_t *removed);
 
 /*
- * Remove the cache files of dir (data.mdb, lock.mdb), so the space goes
+ * Remove the cache files of dir (data.mdb, lock.mdb, a damaged copy that
+ * an open moved aside and a mount's damage marker), so the space goes
  * back to the file system -- only if no bfs_cache of any process has dir
  * open (users.lock is free).  Works on an environment LMDB cannot open.
  * Returns 0 (removed, or nothing was there), -EBUSY (in use: use
@@ -465,13 +532,19 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 int bfs_cache_remove_files(const char *dir);
 
 /*
- * Check the CRC and identity header of every sample entry (of fingerprint
- * only, when not NULL).  For each bad entry calls bad(ctx, info) (may be
- * NULL) and, when remove is 1, deletes it.  *checked and *nbad (either may
- * be NULL) get the counts.  Reads in chunks of short read transactions,
- * so it does not pin pages for long; entries added meanwhile may or may
- * not be seen.  Returns 0 (whether or not bad entries were found),
- * -EINVAL (bad fingerprint), -EIO/BFS_E_CORRUPT (environment).
+ * Check the CRC, header and key of every sample entry (of fingerprint
+ * only, when not NULL) and the LMDB page header of each one's value; with
+ * fingerprint NULL, also every shard index (CRC, and a key that is its
+ * path's) and every meta record (a known name, its CRC).  The structure
+ * of data.mdb was checked when c was opened (bfs_cache_open).  For each
+ * bad entry calls bad(ctx, info) (may be NULL) and, when remove is 1,
+ * deletes it if it is a bad sample entry with a sound page (BFS_E_CRC).
+ * *checked gets the number of sample entries checked, *nbad the number
+ * of bad entries of any database (either may be NULL).  Reads samples
+ * in chunks of short read transactions, so it does not pin pages for
+ * long; entries added meanwhile may or may not be seen.  Returns 0
+ * (whether or not bad entries were found), -EINVAL (bad fingerprint),
+ * -EIO/BFS_E_CORRUPT (environment).
  * Any thread.
  */
 int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
@@ -488,5 +561,44 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
  */
 int bfs_cache_fingerprints(bfs_cache *c, bfs_cache_fp_info **out,
 			   size_t *n);
+
+/*
+ * Check the structure of dir/data.mdb without trusting any byte of it
+ * (see DESIGN, Damage): the meta pages; the snapshot LMDB uses, walked
+ * from its roots (the free database, the main one and every named one it
+ * lists): each branch and leaf page's header (page number, flags, pad,
+ * lower/upper), its node offsets inside the page and the nodes tiling
+ * the used part exactly, key and data sizes inside the page, node flags a
+ * batchfs cache uses, keys ascending within each page and inside the
+ * range the parent's separators give it, the same depth for every leaf,
+ * overflow page numbers and counts inside the file, the free list's page
+ * lists (inside the file, descending), no page reached twice (a loop, or
+ * a page both in use and free), and the counts of every database record
+ * and of the meta page exactly matched (every page up to the last is in
+ * use or free).  Samples' overflow pages are claimed but not read.
+ * Runs in a forked child; a check that dies is a verdict (BFS_E_CORRUPT),
+ * never a crash of the caller.  When no other process has dir open
+ * (users.lock) the newest snapshot is walked; otherwise the child begins
+ * an LMDB read transaction first, whose snapshot other writers cannot
+ * recycle under the walk.  Costs one read of every branch and leaf page
+ * (about 40 bytes of tree per sample) -- docs/RELIABILITY.md has
+ * measurements.
+ * Returns 0 (sound; *info filled), BFS_E_CORRUPT (damaged: errmsg says
+ * which page and what is wrong, or how the check died), -ENOENT (no
+ * data.mdb), -EAGAIN (other processes committed too fast for a snapshot
+ * to be walked, three times), -ENOMEM, -errno (pipe, fork, open, mmap).
+ * info may be NULL.  Any thread; forks.
+ */
+int bfs_cache_check(const char *dir, bfs_cache_check_info *info,
+		    char *errmsg);
+
+/*
+ * The same walk over an image of data.mdb in memory (len bytes; all of it
+ * readable), in the calling process, for tests: nothing in the bytes is
+ * trusted.  The newest snapshot is walked.  Returns 0, BFS_E_CORRUPT
+ * (errmsg says why), -ENOMEM, -EINVAL (data NULL).  Any thread.
+ */
+int bfs_cache_check_image(const void *data, size_t len,
+			  bfs_cache_check_info *info, char *errmsg);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * cache_admin.c - whole-cache operations for tools and tests (see
- * cache.h): clear (all or one fingerprint), verify every CRC, list the
- * fingerprints present, and remove the files of an unused cache.
+ * cache.h): clear (all or one fingerprint), verify every entry, list the
+ * fingerprints present, and remove the files of an unused cache (and the
+ * copy of a damaged one that an open moved aside).
  *
  * These run on the calling thread, in their own short transactions, next
  * to the writer thread and to other processes: LMDB serializes the write
@@ -10,6 +11,7 @@
  */
 #include "cache/cache_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -75,6 +77,24 @@ int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 	return 0;
 }
 
+void bfs__remove_damaged_copies(const char *dir)
+{
+	const size_t plen = strlen(BFS__DAMAGED_PREFIX);
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, BFS__DAMAGED_PREFIX, plen))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 int bfs_cache_remove_files(const char *dir)
 {
 	char path[PATH_MAX];
@@ -97,17 +117,23 @@ int bfs_cache_remove_files(const char *dir)
 	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
 	if (unlink(path) != 0 && errno != ENOENT && !err)
 		err = -errno;
+	snprintf(path, sizeof(path), "%s/damaged", dir);
+	unlink(path);
+	bfs__remove_damaged_copies(dir);
 	close(fd); /* the lock file stays: openers may be waiting on it */
 	return err;
 }
 
-static void entry_info(bfs_cache_entry_info *info, const MDB_val *k,
-		       const MDB_val *v, int code)
+static void entry_info(bfs_cache_entry_info *info, const char *db,
+		       const MDB_val *k, const MDB_val *v, int code)
 {
 	const uint8_t *kb = k->mv_data;
 
 	memset(info, 0, sizeof(*info));
-	if (k->mv_size == BFS_CACHE_KEY_BYTES) {
+	snprintf(info->db, sizeof(info->db), "%s", db);
+	if (strcmp(db, "samples")) {
+		snprintf(info->fingerprint, sizeof(info->fingerprint), "-");
+	} else if (k->mv_size == BFS_CACHE_KEY_BYTES) {
 		bfs__fp_hex(kb, info->fingerprint);
 		info->shard_hash = bfs__get_be64(kb + 8);
 		info->offset = bfs__get_be64(kb + 16);
@@ -139,7 +165,10 @@ static int delete_bad(bfs_cache *c, uint8_t (*bad)[BFS_CACHE_KEY_BYTES],
 		}
 		if (rc)
 			break;
-		if (bfs__check_value(&v, 0, NULL, 0, NULL) != 0) {
+		/* a value on a damaged page stays: LMDB would free the
+		 * wrong pages */
+		if (bfs__check_value(e, bad[i], &v, 0, NULL, 0, NULL) ==
+		    BFS_E_CRC) {
 			rc = mdb_del(txn, e->samples, &k, NULL);
 			if (rc)
 				break;
@@ -160,6 +189,52 @@ static int key_inc(uint8_t *k, size_t n)
 		if (++k[i] != 0)
 			return 1;
 	return 0;
+}
+
+/* The index and meta databases, in one read transaction each (they are
+ * small: one entry per shard, a few records). */
+static int verify_small(bfs_cache *c,
+			void (*bad)(void *ctx, const bfs_cache_entry_info *e),
+			void *ctx, uint64_t *nb)
+{
+	struct bfs__env *e = c->e;
+	int rc = 0;
+
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		MDB_dbi dbi = pass ? e->meta : e->index;
+		const char *db = pass ? "meta" : "index";
+		MDB_txn *txn;
+		MDB_cursor *cur;
+		MDB_val k, v;
+
+		rc = bfs__txn_begin(e, 1, &txn);
+		if (rc)
+			break;
+		rc = mdb_cursor_open(txn, dbi, &cur);
+		if (rc) {
+			bfs__txn_end(e, txn, 0);
+			break;
+		}
+		for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+		     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+			int code = pass ? bfs__check_meta_entry(&k, &v)
+					: bfs__check_index_entry(e, &k, &v);
+
+			if (code) {
+				bfs_cache_entry_info info;
+
+				(*nb)++;
+				entry_info(&info, db, &k, &v, code);
+				if (bad)
+					bad(ctx, &info);
+			}
+		}
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+		mdb_cursor_close(cur);
+		bfs__txn_end(e, txn, 0);
+	}
+	return rc;
 }
 
 int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
@@ -210,14 +285,15 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
 				break;
 			}
 			code = k.mv_size == BFS_CACHE_KEY_BYTES
-				       ? bfs__check_value(&v, 0, NULL, 0, NULL)
+				       ? bfs__check_value(e, k.mv_data, &v, 0,
+							  NULL, 0, NULL)
 				       : BFS_E_CORRUPT;
 			nc++;
 			if (code) {
 				bfs_cache_entry_info info;
 
 				nb++;
-				entry_info(&info, &k, &v, code);
+				entry_info(&info, "samples", &k, &v, code);
 				if (bad)
 					bad(ctx, &info);
 				if (remove && k.mv_size == BFS_CACHE_KEY_BYTES)
@@ -237,6 +313,8 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
 		if (!done && !key_inc(start, sizeof(start)))
 			done = 1;
 	}
+	if (!rc && !fingerprint)
+		rc = verify_small(c, bad, ctx, &nb);
 	if (checked)
 		*checked = nc;
 	if (nbad)
@@ -327,9 +405,9 @@ int bfs_cache_fingerprints(bfs_cache *c, bfs_cache_fp_info **out,
 
 		if (k.mv_size < 2 || kb[0] != 'f' || kb[1] != 'p')
 			break;
-		if (k.mv_size != 10 || v.mv_size != sizeof(rec))
+		if (k.mv_size != 10 ||
+		    bfs__meta_get(e, txn, kb, 10, &rec, sizeof(rec)) != 0)
 			continue;
-		memcpy(&rec, v.mv_data, sizeof(rec));
 		f = fp_slot(&list, &cnt, &cap, kb + 2);
 		if (!f) {
 			rc = ENOMEM;

@@ -16,19 +16,27 @@
 
 /* The format of what the cache stores.  Bump on any change of keys,
  * headers or meta records: an environment with another value is refused
- * (BFS_E_CORRUPT) and `batchfs cache clear` removes it. */
-#define BFS__CACHE_FORMAT 1
+ * (BFS_E_CORRUPT) and `batchfs cache clear` removes it.  The "format"
+ * record itself (4 bytes, no CRC) never changes, so every version can read
+ * it.  2: index headers and shard hashes carry the inode number and
+ * ctime.  3: sample CRCs cover the key; counter and fingerprint records
+ * carry a CRC32C. */
+#define BFS__CACHE_FORMAT 3
 
 #define BFS__VMAGIC   0x63534642u /* "BFSc" */
 #define BFS__IMAGIC   0x69534642u /* "BFSi" */
 #define BFS__VHDR     48
+#define BFS__IHDR     64
 #define BFS__MAXREADERS 2048
 #define BFS__ITEM_MAX (1ull << 30)
 #define BFS__PAUSE_NS (5ll * 1000000000ll)   /* inserts paused when full */
 #define BFS__FLUSH_NS (30ll * 1000000000ll)  /* counters -> meta DB */
+/* A damaged data.mdb moved aside at open: DIR/data.mdb.damaged-TIME.  Its
+ * marker, DIR/damaged, is left by a mount that met damage at run time. */
+#define BFS__DAMAGED_PREFIX "data.mdb.damaged-"
 
 /* The header in front of every sample value.  The CRC32C covers the
- * payload, then header bytes [0, 8) and [12, 48). */
+ * payload, then header bytes [0, 8) and [12, 48), then the 24-byte key. */
 struct bfs__vhdr {
 	uint32_t magic;
 	uint16_t version;  /* BFS__CACHE_FORMAT */
@@ -42,20 +50,25 @@ struct bfs__vhdr {
 };
 
 /* The header in front of every index value, followed by the path (no NUL)
- * and the blob.  CRC32C covers path and blob, then bytes [0,8), [12,48). */
+ * and the blob.  CRC32C covers path and blob, then bytes [0,8), [12,64).
+ * size, mtime_ns, ino and ctime_ns are the shard's bfs_shard_stamp. */
 struct bfs__ihdr {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t hdr_len;
+	uint16_t hdr_len;  /* BFS__IHDR */
 	uint32_t crc;
 	uint32_t path_len;
 	uint64_t size;
 	int64_t mtime_ns;
 	uint64_t blob_len;
-	int64_t stamp_ns;
+	int64_t stamp_ns;  /* CLOCK_REALTIME at insert (informational) */
+	uint64_t ino;
+	int64_t ctime_ns;
 };
 
-/* The meta record of one fingerprint ("fp" + 8 bytes). */
+/* The meta record of one fingerprint ("fp" + 8 bytes), stored like the
+ * counters "hits" and "misses" (uint64_t): the value's bytes, then a CRC32C
+ * of key and value (bfs__meta_get/put). */
 struct bfs__fprec {
 	int64_t last_active_ns; /* CLOCK_REALTIME */
 	int64_t first_seen_ns;
@@ -73,6 +86,11 @@ struct bfs__env {
 	MDB_env *env;
 	MDB_dbi samples, index, meta;
 	unsigned psize;
+	/* The map (bfs__check_ovhdr), protected by maplock: read-held to use,
+	 * set at open and while write-held in adopt_map. */
+	const uint8_t *map;
+	size_t mapsize;
+	_Atomic int damaged;    /* 1 once bfs__note_damage wrote the marker */
 	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
 				   only after mdb_env_close */
 	/* Read-held by every transaction of this process, write-held while
@@ -104,6 +122,7 @@ struct bfs__pending {
 struct bfs_cache {
 	bfs_cache_opts o;       /* copy; strings point into this struct */
 	char *dir;
+	char *notice;           /* bfs_cache_notice(); set at open */
 	char fp_hex[17];
 	uint8_t fp[8];
 	int has_fp;
@@ -127,7 +146,7 @@ struct bfs_cache {
 	_Atomic int64_t paused_until_ns; /* CLOCK_MONOTONIC; 0 = not full */
 	_Atomic uint64_t hits, misses, crc_errors, inserts, duplicates,
 		dropped_queue, dropped_full, evictions, write_errors,
-		index_hits, index_misses;
+		index_hits, index_misses, damaged;
 	/* Odd while the writer commits a counter flush and moves flushed_*
 	 * (a seqlock for get_stats). */
 	_Atomic uint64_t flush_seq;
@@ -151,13 +170,15 @@ int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
 int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
 int bfs__parse_fp(const char *hex, uint8_t out[8]);
 void bfs__fp_hex(const uint8_t fp[8], char out[17]);
-uint64_t bfs__shard_hash(const char *dir, const char *shard, uint64_t size,
-			 int64_t mtime_ns);
+uint64_t bfs__shard_hash(const char *dir, const char *shard,
+			 const bfs_shard_stamp *st);
 /* The same, from the joined path "dir/shard" (n bytes, no NUL) as stored
  * in an index value. */
-uint64_t bfs__shard_hash_joined(const void *path, size_t n, uint64_t size,
-				int64_t mtime_ns);
+uint64_t bfs__shard_hash_joined(const void *path, size_t n,
+				const bfs_shard_stamp *st);
 void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
+/* The same, from the joined path as stored in an index value. */
+void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 void bfs__put_be64(uint8_t *p, uint64_t v);
 uint64_t bfs__get_be64(const uint8_t *p);
 /* Begin a transaction (read-only when rdonly) with e->maplock read-held;
@@ -166,11 +187,41 @@ uint64_t bfs__get_be64(const uint8_t *p);
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
 /* Commit (commit=1) or abort, then release maplock. */
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
-/* Check a stored sample value: 0 ok, BFS_E_CRC (bad CRC or header),
- * -ENOENT (identity check differs, when check != 0).  When dst is not
- * NULL the payload is copied into it while checked. */
-int bfs__check_value(const MDB_val *v, uint64_t check, void *dst,
+/* Check a stored sample value under key (24 bytes), read in a
+ * transaction of e: 0 ok, BFS_E_CRC (bad CRC or header: the entry may be
+ * deleted or replaced), BFS_E_CORRUPT (the LMDB page holding it is
+ * damaged, bfs__check_ovhdr: never delete or replace it), -ENOENT
+ * (identity check differs, when check != 0), -EINVAL (dst and a length
+ * other than want_len).  When dst is not NULL the payload is copied into
+ * it while checked. */
+int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
+		     const MDB_val *v, uint64_t check, void *dst,
 		     size_t want_len, int64_t *label);
+/* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
+ * lies on an overflow page whose header is not what LMDB wrote: LMDB
+ * would free or overwrite the wrong pages when the value is deleted or
+ * replaced, so it must be neither.  Values outside the map (pages dirtied
+ * by the caller's own write transaction) and values inside leaf pages
+ * pass. */
+int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
+/* Record that c found its environment damaged at run time (why: text):
+ * once per environment, DIR/damaged is written, so the next open that
+ * has the directory to itself moves data.mdb aside.  No-op for admin
+ * handles.  Any thread. */
+void bfs__note_damage(bfs_cache *c, const char *why);
+/* A counter or fingerprint record of the meta database (see struct
+ * bfs__fprec): 0 and n bytes in out, MDB_NOTFOUND (absent, or its size or
+ * CRC is wrong), or an LMDB code. */
+int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, void *out, size_t n);
+int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
+		  size_t klen, const void *val, size_t n);
+/* Whole entries, for bfs_cache_verify: 0, BFS_E_CRC (bad CRC, header, or
+ * a key that does not belong to the value) or BFS_E_CORRUPT (damaged
+ * page, or a key the database never holds). */
+int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
+			   const MDB_val *v);
+int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v);
 /* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
  * bytes written; chunked so the map is read once. */
 uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
@@ -181,6 +232,22 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
 /* Queue the deletion of a corrupt entry (no-op for admin handles). */
 void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key);
+
+/* cache_check.c */
+/* Run fn(arg, info, errmsg) in a forked child and return what it returned,
+ * with its info and message, through a pipe.  A child that dies before it
+ * answers is BFS_E_CORRUPT, with a message naming the signal. */
+int bfs__run_isolated(int (*fn)(void *arg, bfs_cache_check_info *info,
+				char *errmsg),
+		      void *arg, bfs_cache_check_info *info, char *errmsg);
+/* bfs_cache_check of dir, in a child; pin: other processes may be writing
+ * (walk the snapshot of a read transaction). */
+int bfs__check_dir(const char *dir, int pin, bfs_cache_check_info *info,
+		   char *errmsg);
+
+/* cache_admin.c */
+/* Remove every DIR/data.mdb.damaged-* (best effort). */
+void bfs__remove_damaged_copies(const char *dir);
 
 /* cache_writer.c */
 int bfs__writer_start(bfs_cache *c);

@@ -39,19 +39,16 @@
 static int meta_add_u64(struct bfs__env *e, MDB_txn *txn, const char *name,
 			uint64_t add)
 {
-	MDB_val k = { strlen(name), (void *)name }, v;
 	uint64_t x = 0;
 	int rc;
 
-	rc = mdb_get(txn, e->meta, &k, &v);
-	if (rc == 0 && v.mv_size == 8)
-		memcpy(&x, v.mv_data, 8);
-	else if (rc && rc != MDB_NOTFOUND)
+	rc = bfs__meta_get(e, txn, name, strlen(name), &x, 8);
+	if (rc == MDB_NOTFOUND)
+		x = 0; /* absent, or damaged: counted again from here */
+	else if (rc)
 		return rc;
 	x += add;
-	v.mv_size = 8;
-	v.mv_data = &x;
-	return mdb_put(txn, e->meta, &k, &v, 0);
+	return bfs__meta_put(e, txn, name, strlen(name), &x, 8);
 }
 
 int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
@@ -70,18 +67,16 @@ int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
 	c->pend_misses = m;
 	if (c->has_fp) {
 		uint8_t kb[10] = { 'f', 'p' };
-		MDB_val k = { sizeof(kb), kb }, v;
 		struct bfs__fprec rec = { 0, 0 };
 
 		memcpy(kb + 2, c->fp, 8);
-		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
-			memcpy(&rec, v.mv_data, sizeof(rec));
+		if (bfs__meta_get(e, txn, kb, sizeof(kb), &rec, sizeof(rec)))
+			memset(&rec, 0, sizeof(rec));
 		rec.last_active_ns = bfs__wall_ns();
 		if (!rec.first_seen_ns)
 			rec.first_seen_ns = rec.last_active_ns;
-		v.mv_size = sizeof(rec);
-		v.mv_data = &rec;
-		if ((rc = mdb_put(txn, e->meta, &k, &v, 0)))
+		if ((rc = bfs__meta_put(e, txn, kb, sizeof(kb), &rec,
+					sizeof(rec))))
 			return rc;
 	}
 	return 0;
@@ -149,11 +144,12 @@ static void maybe_sync(bfs_cache *c, int force)
 /* Delete entries of samples whose key starts with prefix[0..plen), inside
  * txn, until none is left (returns 0, *more = 0) or max_count entries /
  * max_bytes bytes are gone (*more = 1). */
-static int del_prefix_txn(struct bfs__env *e, MDB_txn *txn,
+static int del_prefix_txn(bfs_cache *c, MDB_txn *txn,
 			  const uint8_t *prefix, size_t plen,
 			  uint64_t max_count, uint64_t max_bytes,
 			  uint64_t *count, uint64_t *bytes, int *more)
 {
+	struct bfs__env *e = c->e;
 	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
 	MDB_cursor *cur;
 	int rc;
@@ -180,6 +176,14 @@ static int del_prefix_txn(struct bfs__env *e, MDB_txn *txn,
 			break;
 		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen))
 			break;
+		/* LMDB frees a value's pages by what its page header says:
+		 * stop rather than free the wrong ones */
+		if (bfs__check_ovhdr(e, &v)) {
+			ADD(damaged, 1);
+			bfs__note_damage(c, "a sample's overflow page header is damaged");
+			rc = MDB_CORRUPTED;
+			break;
+		}
 		rc = mdb_cursor_del(cur, 0);
 		if (rc)
 			break;
@@ -203,7 +207,7 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 		rc = bfs__txn_begin(c->e, 0, &txn);
 		if (rc)
 			break;
-		rc = del_prefix_txn(c->e, txn, prefix, plen, DEL_CHUNK,
+		rc = del_prefix_txn(c, txn, prefix, plen, DEL_CHUNK,
 				    max_bytes - b, &n, &nb, &more);
 		if (rc) {
 			bfs__txn_end(c->e, txn, 0);
@@ -240,7 +244,7 @@ static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 			return rc;
 		memcpy(prefix, fp, 8);
 		bfs__put_be64(prefix + 8, hash);
-		rc = del_prefix_txn(c->e, txn, prefix, 16, UINT64_MAX,
+		rc = del_prefix_txn(c, txn, prefix, 16, UINT64_MAX,
 				    UINT64_MAX, &n, &b, &more);
 		if (rc)
 			return rc;
@@ -286,7 +290,6 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 		return 0;
 	while (n < sizeof(cands) / sizeof(cands[0])) {
 		uint8_t kb[10] = { 'f', 'p' };
-		MDB_val k = { sizeof(kb), kb }, v;
 		struct bfs__fprec rec = { 0, 0 };
 		uint64_t next;
 		int own;
@@ -295,8 +298,8 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 			break;
 		own = c->has_fp && !memcmp(fp, c->fp, 8);
 		memcpy(kb + 2, fp, 8);
-		if (mdb_get(txn, e->meta, &k, &v) == 0 && v.mv_size == sizeof(rec))
-			memcpy(&rec, v.mv_data, sizeof(rec));
+		if (bfs__meta_get(e, txn, kb, sizeof(kb), &rec, sizeof(rec)))
+			memset(&rec, 0, sizeof(rec));
 		if (own ? allow_own
 			: c->o.foreign_idle_s > 0 && now - rec.last_active_ns >= idle) {
 			memcpy(cands[n].fp, fp, 8);
@@ -354,7 +357,8 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 	uint32_t crc;
 
 	crc = bfs__copy_crc((uint8_t *)dst + BFS__VHDR, it->data, it->len, 0);
-	h.crc = bfs__vhdr_crc(crc, &h);
+	crc = bfs__vhdr_crc(crc, &h);
+	h.crc = bfs_crc32c(crc, it->key.k, BFS_CACHE_KEY_BYTES);
 	memcpy(dst, &h, BFS__VHDR);
 }
 
@@ -387,9 +391,19 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 			     MDB_NOOVERWRITE | MDB_RESERVE);
 		if (rc == MDB_KEYEXIST) {
 			/* another mount got there first: keep a good copy,
-			 * replace a corrupt or foreign one */
-			if (bfs__check_value(&v, it->key.check, NULL, 0, NULL) == 0) {
+			 * replace a corrupt or foreign one -- never one whose
+			 * page is damaged (LMDB would free the wrong pages) */
+			int chk = bfs__check_value(e, it->key.k, &v,
+						   it->key.check, NULL, 0,
+						   NULL);
+
+			if (chk == 0) {
 				(*dup)++;
+				continue;
+			}
+			if (chk == BFS_E_CORRUPT) {
+				ADD(damaged, 1);
+				bfs__note_damage(c, "a sample's overflow page header is damaged");
 				continue;
 			}
 			v.mv_size = BFS__VHDR + it->len;
@@ -479,7 +493,7 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 	MDB_val k = { 16, (void *)p->ikey }, v;
 	struct bfs__ihdr oh, nh;
 	const uint8_t *op, *np;
-	uint64_t hash;
+	bfs_shard_stamp ost;
 	int rc;
 
 	rc = mdb_get(txn, e->index, &k, &v);
@@ -487,20 +501,31 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 		return 0;
 	if (rc)
 		return rc;
-	if (v.mv_size < BFS__VHDR)
+	/* the put replaces the old value: LMDB frees its pages by their
+	 * header */
+	if (bfs__check_ovhdr(e, &v)) {
+		bfs__note_damage(c, "a shard index's overflow page header is damaged");
+		return MDB_CORRUPTED;
+	}
+	if (v.mv_size < BFS__IHDR)
 		return 0;
-	memcpy(&oh, v.mv_data, BFS__VHDR);
-	memcpy(&nh, p->ival, BFS__VHDR);
-	op = (const uint8_t *)v.mv_data + BFS__VHDR;
-	np = (const uint8_t *)p->ival + BFS__VHDR;
+	memcpy(&oh, v.mv_data, BFS__IHDR);
+	memcpy(&nh, p->ival, BFS__IHDR);
+	op = (const uint8_t *)v.mv_data + BFS__IHDR;
+	np = (const uint8_t *)p->ival + BFS__IHDR;
 	if (oh.magic != BFS__IMAGIC || oh.path_len != nh.path_len ||
-	    (uint64_t)oh.path_len + BFS__VHDR > v.mv_size ||
+	    (uint64_t)oh.path_len + BFS__IHDR > v.mv_size ||
 	    memcmp(op, np, nh.path_len))
 		return 0; /* unreadable, or another path with the same hash */
-	if (oh.size == nh.size && oh.mtime_ns == nh.mtime_ns)
+	if (oh.size == nh.size && oh.mtime_ns == nh.mtime_ns &&
+	    oh.ino == nh.ino && oh.ctime_ns == nh.ctime_ns)
 		return 0;
-	hash = bfs__shard_hash_joined(op, oh.path_len, oh.size, oh.mtime_ns);
-	return purge_shard(c, txn, hash);
+	ost.size = oh.size;
+	ost.mtime_ns = oh.mtime_ns;
+	ost.ino = oh.ino;
+	ost.ctime_ns = oh.ctime_ns;
+	return purge_shard(c, txn, bfs__shard_hash_joined(op, oh.path_len,
+							  &ost));
 }
 
 static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
@@ -524,7 +549,8 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 			/* re-check: a good copy may have replaced it */
 			if (rc == 0 &&
-			    bfs__check_value(&v, 0, NULL, 0, NULL) == BFS_E_CRC) {
+			    bfs__check_value(e, p->key.k, &v, 0, NULL, 0,
+					     NULL) == BFS_E_CRC) {
 				rc = mdb_del(txn, e->samples, &k, NULL);
 				if (rc == 0)
 					ADD(evictions, 1);
@@ -644,7 +670,7 @@ drop:
 }
 
 int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
-			uint64_t size, int64_t mtime_ns, const void *blob,
+			const bfs_shard_stamp *st, const void *blob,
 			size_t len)
 {
 	struct bfs__pending *p;
@@ -656,7 +682,7 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 
 	if (!c || c->o.admin)
 		return -EPERM;
-	if (!dir || !shard || (!blob && len) || len > BFS__ITEM_MAX)
+	if (!dir || !shard || !st || (!blob && len) || len > BFS__ITEM_MAX)
 		return -EINVAL;
 	dn = strlen(dir);
 	while (dn > 0 && dir[dn - 1] == '/')
@@ -664,13 +690,13 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 	sn = strlen(shard);
 	plen = dn + 1 + sn;
 	p = calloc(1, sizeof(*p));
-	val = malloc(BFS__VHDR + plen + len);
+	val = malloc(BFS__IHDR + plen + len);
 	if (!p || !val) {
 		free(p);
 		free(val);
 		return -ENOMEM;
 	}
-	q = val + BFS__VHDR;
+	q = val + BFS__IHDR;
 	memcpy(q, dir, dn);
 	q[dn] = '/';
 	memcpy(q + dn + 1, shard, sn);
@@ -679,20 +705,22 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 	memset(&h, 0, sizeof(h));
 	h.magic = BFS__IMAGIC;
 	h.version = BFS__CACHE_FORMAT;
-	h.hdr_len = BFS__VHDR;
+	h.hdr_len = BFS__IHDR;
 	h.path_len = (uint32_t)plen;
-	h.size = size;
-	h.mtime_ns = mtime_ns;
+	h.size = st->size;
+	h.mtime_ns = st->mtime_ns;
 	h.blob_len = len;
 	h.stamp_ns = bfs__wall_ns();
+	h.ino = st->ino;
+	h.ctime_ns = st->ctime_ns;
 	crc = bfs_crc32c(0, q, plen + len);
 	crc = bfs_crc32c(crc, &h, 8);
-	h.crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__VHDR - 12);
-	memcpy(val, &h, BFS__VHDR);
+	h.crc = bfs_crc32c(crc, (const uint8_t *)&h + 12, BFS__IHDR - 12);
+	memcpy(val, &h, BFS__IHDR);
 	p->kind = BFS__P_INDEX;
 	bfs__index_key(dir, shard, p->ikey);
 	p->ival = val;
-	p->ival_len = BFS__VHDR + plen + len;
+	p->ival_len = BFS__IHDR + plen + len;
 
 	pthread_mutex_lock(&c->lock);
 	if (c->stop)

@@ -5,7 +5,8 @@
  * DESIGN: the index is built once by bfs_source_open() and never changes
  * afterwards, so readers need no lock.  Each sample costs one struct
  * bfs_sample (24 bytes); names live once per shard.  Reads open the shard,
- * check that it is still the file that was indexed (size and mtime), pread
+ * check that it is still the file that was indexed (its bfs_shard_stamp:
+ * size, mtime, inode number and ctime), pread
  * the record and close it again, so a deleted or rewritten shard gives a
  * clear error instead of wrong bytes.
  */
@@ -41,8 +42,7 @@ struct bfs_shard {
 	char *name;        /* relative to the source dir */
 	uint64_t first;    /* index of its first sample */
 	uint64_t count;
-	off_t size;        /* identity checked at each read */
-	struct timespec mtime;
+	bfs_shard_stamp stamp; /* identity checked at each read */
 };
 
 struct scan_error {
@@ -224,6 +224,22 @@ static int add_error(bfs_source *s, const char *shard, const char *msg)
 	return 0;
 }
 
+static void stamp_of(const struct stat *st, bfs_shard_stamp *out)
+{
+	out->size = (uint64_t)st->st_size;
+	out->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 +
+			st->st_mtim.tv_nsec;
+	out->ino = (uint64_t)st->st_ino;
+	out->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 +
+			st->st_ctim.tv_nsec;
+}
+
+static int stamp_equal(const bfs_shard_stamp *a, const bfs_shard_stamp *b)
+{
+	return a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ino == b->ino && a->ctime_ns == b->ctime_ns;
+}
+
 static int add_shard(bfs_source *s, const char *name, const struct stat *st)
 {
 	struct bfs_shard *sh;
@@ -241,8 +257,7 @@ static int add_shard(bfs_source *s, const char *name, const struct stat *st)
 	if (!(sh->name = strdup(name)))
 		return -ENOMEM;
 	sh->first = s->nsamples;
-	sh->size = st->st_size;
-	sh->mtime = st->st_mtim;
+	stamp_of(st, &sh->stamp);
 	s->nshards++;
 	return 0;
 }
@@ -299,11 +314,6 @@ struct index_ent {
 	uint32_t flags;
 };
 
-static int64_t mtime_ns(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
 /* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
  * (then nothing was added), or -ENOMEM. */
 static int load_index(bfs_source *s, const char *name, const struct stat *st)
@@ -313,11 +323,13 @@ static int load_index(bfs_source *s, const char *name, const struct stat *st)
 	size_t len = 0;
 	const struct index_ent *ent;
 	const char *err;
+	bfs_shard_stamp stamp;
 	int rc = 0;
 
+	stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, (uint64_t)st->st_size,
-			   mtime_ns(st), &blob, &len) != 0)
+	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob,
+			   &len) != 0)
 		return 0;
 	if (len < sizeof(h))
 		goto out;
@@ -354,7 +366,7 @@ out:
 }
 
 /* Store the index of the shard just scanned (the last one added). */
-static void store_index(bfs_source *s, const struct stat *st, const char *errmsg)
+static void store_index(bfs_source *s, const char *errmsg)
 {
 	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
 	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0;
@@ -376,8 +388,8 @@ static void store_index(bfs_source *s, const struct stat *st, const char *errmsg
 
 		memcpy(p + i * sizeof(e), &e, sizeof(e));
 	}
-	s->o.index_put(s->o.index_ctx, s->dir, sh->name, (uint64_t)st->st_size,
-		       mtime_ns(st), blob, len);
+	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob,
+		       len);
 	free(blob);
 }
 
@@ -435,7 +447,7 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 		/* a read error is not the shard's content: do not store it */
 		if (cache_index && (!err || err == BFS_E_TRUNCATED ||
 				    err == BFS_E_CRC || err == BFS_E_CORRUPT))
-			store_index(s, &st, err ? msg : NULL);
+			store_index(s, err ? msg : NULL);
 	}
 	return 0;
 }
@@ -827,11 +839,12 @@ int bfs_source_identity(const bfs_source *s, uint64_t i,
 		return -EINVAL;
 	sh = &s->shards[s->samples[i].shard];
 	id->shard = sh->name;
-	id->shard_size = (uint64_t)sh->size;
-	id->shard_mtime_ns = (int64_t)sh->mtime.tv_sec * 1000000000 +
-			     sh->mtime.tv_nsec;
+	id->shard_size = sh->stamp.size;
+	id->shard_mtime_ns = sh->stamp.mtime_ns;
 	id->offset = s->samples[i].offset;
 	id->length = s->samples[i].length;
+	id->shard_ino = sh->stamp.ino;
+	id->shard_ctime_ns = sh->stamp.ctime_ns;
 	return 0;
 }
 
@@ -869,6 +882,7 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 	const struct bfs_shard *sh;
 	char path[PATH_MAX];
 	struct stat st;
+	bfs_shard_stamp now;
 	size_t need;
 	ssize_t r;
 	int fd, err;
@@ -895,12 +909,13 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		bfs_seterr(errmsg, "cannot open shard: %s", strerror(errno));
 		return err;
 	}
-	if (fstat(fd, &st) != 0 || st.st_size != sh->size ||
-	    st.st_mtim.tv_sec != sh->mtime.tv_sec ||
-	    st.st_mtim.tv_nsec != sh->mtime.tv_nsec) {
+	err = fstat(fd, &st);
+	if (err == 0)
+		stamp_of(&st, &now);
+	if (err != 0 || !stamp_equal(&now, &sh->stamp)) {
 		close(fd);
 		bfs_seterr(errmsg,
-			   "shard changed since it was indexed (size or mtime); remount to re-index");
+			   "shard changed since it was indexed (size, mtime, inode or ctime); remount to re-index");
 		return -EIO;
 	}
 	need = (size_t)smp->length + (s->format == BFS_FORMAT_TFRECORD ? 4 : 0);

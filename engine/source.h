@@ -36,6 +36,23 @@ typedef enum {
 
 typedef struct bfs_source bfs_source;
 
+/* What the file system says about a shard's file that changes whenever its
+ * bytes can have: the size and mtime, and the two a user cannot set back --
+ * the inode number (a file replaced by a rename or a copy is a new inode)
+ * and the ctime (set to the current time by every write, truncate, utime,
+ * chmod, chown, link and unlink of the file).  A shard rewritten in place at
+ * the same size with its mtime restored (touch -d, rsync -t, tar x) keeps
+ * size and mtime but gets a new ctime.  So a chmod or a new hard link of a
+ * shard counts as a change too.  The device number is left out: it is not
+ * stable across reboots for network and FUSE file systems, and the path
+ * already says where the file is. */
+typedef struct {
+	uint64_t size;
+	int64_t mtime_ns;
+	uint64_t ino;
+	int64_t ctime_ns;
+} bfs_shard_stamp;
+
 typedef struct {
 	const char *dir;        /* SHARD_DIR */
 	bfs_format format;      /* AUTO detects from the contents */
@@ -44,12 +61,12 @@ typedef struct {
 	/* Optional store of TFRecord shard indexes (the sample cache), so a
 	 * remount skips the scan.  get: 0 and a malloc()ed *blob the source
 	 * frees, or anything else for a miss.  put stores a copy.  Both are
-	 * keyed by (dir, shard, size, mtime_ns); may be NULL. */
+	 * keyed by (dir, shard, *st), st valid only during the call.  Either
+	 * may be NULL (no store). */
 	int (*index_get)(void *ctx, const char *dir, const char *shard,
-			 uint64_t size, int64_t mtime_ns, void **blob,
-			 size_t *len);
+			 const bfs_shard_stamp *st, void **blob, size_t *len);
 	int (*index_put)(void *ctx, const char *dir, const char *shard,
-			 uint64_t size, int64_t mtime_ns, const void *blob,
+			 const bfs_shard_stamp *st, const void *blob,
 			 size_t len);
 	void *index_ctx;
 } bfs_source_opts;
@@ -93,8 +110,9 @@ const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i);
  * next call with the same buf.  The payload CRC of a TFRecord is checked.
  * Errors: BFS_E_CRC, BFS_E_TRUNCATED (the shard shrank), BFS_E_CORRUPT or
  * BFS_E_NOKEY (the Example), -EIO/-ENOENT/-EACCES (the shard changed, went
- * away or became unreadable: a shard whose size or mtime differs from the
- * index is refused, never half-read), -ENOMEM.  errmsg says what. */
+ * away or became unreadable: a shard whose size, mtime, inode number or
+ * ctime differs from the index is refused, never half-read), -ENOMEM.
+ * errmsg says what. */
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg);
@@ -111,16 +129,20 @@ const char *bfs_source_sample_shard(const bfs_source *s, uint64_t i,
 				    uint64_t *record);
 
 /* What identifies sample i's bytes on disk, for cache keys: the shard's
- * path relative to bfs_source_dir(), its size and mtime as indexed, and
- * the record's payload offset (0 for a folder image).  A shard whose size
- * or mtime changes gets new identities, so stale entries are never hit.
- * shard points into s and lives as long as s.  Returns 0 or -EINVAL. */
+ * path relative to bfs_source_dir(), its stamp as indexed (size, mtime,
+ * inode number and ctime: see bfs_shard_stamp), and the record's payload
+ * offset (0 for a folder image) and length.  A shard whose stamp changes
+ * gets new identities, so stale entries are never hit, even for a shard
+ * rewritten at the same size with its mtime set back.  shard points into s
+ * and lives as long as s.  Returns 0 or -EINVAL. */
 typedef struct {
 	const char *shard;
 	uint64_t shard_size;
 	int64_t shard_mtime_ns;
 	uint64_t offset;
 	uint32_t length;
+	uint64_t shard_ino;
+	int64_t shard_ctime_ns;
 } bfs_sample_identity;
 int bfs_source_identity(const bfs_source *s, uint64_t i,
 			bfs_sample_identity *id);

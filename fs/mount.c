@@ -110,16 +110,15 @@ static void on_view_warn(void *ctx, const char *text)
 /* ---- putting the mount together -------------------------------------- */
 
 static int index_get(void *ctx, const char *dir, const char *shard,
-		     uint64_t size, int64_t mtime_ns, void **blob, size_t *len)
+		     const bfs_shard_stamp *st, void **blob, size_t *len)
 {
-	return bfs_cache_index_get(ctx, dir, shard, size, mtime_ns, blob, len);
+	return bfs_cache_index_get(ctx, dir, shard, st, blob, len);
 }
 
 static int index_put(void *ctx, const char *dir, const char *shard,
-		     uint64_t size, int64_t mtime_ns, const void *blob,
-		     size_t len)
+		     const bfs_shard_stamp *st, const void *blob, size_t len)
 {
-	return bfs_cache_index_put(ctx, dir, shard, size, mtime_ns, blob, len);
+	return bfs_cache_index_put(ctx, dir, shard, st, blob, len);
 }
 
 /* Open the sample cache for this mount's settings.  A cache that cannot
@@ -146,6 +145,8 @@ static void open_cache(struct mnt *m, char *why, size_t cap)
 		m->cache = NULL;
 		snprintf(why, cap, "cache disabled: %s",
 			 errmsg[0] ? errmsg : bfs_strerror(err));
+	} else if (bfs_cache_notice(m->cache)) {
+		snprintf(why, cap, "%s", bfs_cache_notice(m->cache));
 	}
 }
 

@@ -7,6 +7,7 @@
  *
  * Every test makes its own directory under /tmp and removes it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,11 +30,16 @@
 #include <cmocka.h>
 
 #include "cache/cache.h"
+#include "cache/cache_internal.h" /* bfs__run_isolated */
 
 #define FP_A "0123456789abcdef"
 #define FP_B "fedcba9876543210"
 #define SRC "/data/shards"
 #define SMALL 12288           /* a 64x64x3 float32 sample */
+#define SHARD_INO 4242        /* the inode number and ctime of every shard */
+#define SHARD_CTIME 1700000000123456789ll
+/* A shard stamp: size and mtime as given, inode and ctime as above. */
+#define ST(size, mtime) (&(bfs_shard_stamp){ (size), (mtime), SHARD_INO, SHARD_CTIME })
 #define BIG 602112            /* a 224x224x3 float32 sample */
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -43,14 +50,33 @@ static void make_dir(char *dir)
 	assert_non_null(mkdtemp(dir));
 }
 
+/* A damaged data.mdb moved aside by an open: its name, or "" if none. */
+static void damaged_copy(const char *dir, char *name, size_t cap)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	name[0] = '\0';
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, "data.mdb.damaged-", 17))
+			snprintf(name, cap, "%s", de->d_name);
+	if (d)
+		closedir(d);
+}
+
 static void remove_dir(const char *dir)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb",
-					     "users.lock" };
-	char p[256];
+					     "users.lock", "damaged" };
+	char p[512], name[256];
 
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < 4; i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		unlink(p);
+	}
+	damaged_copy(dir, name, sizeof(name));
+	if (name[0]) {
+		snprintf(p, sizeof(p), "%s/%s", dir, name);
 		unlink(p);
 	}
 	assert_int_equal(rmdir(dir), 0);
@@ -76,7 +102,7 @@ static bfs_cache *open_cache(const char *dir, const char *fp,
 static bfs_cache_key key_for(const char *fp, const char *shard,
 			     int64_t mtime, uint64_t offset)
 {
-	bfs_sample_identity id = { shard, 1000000, mtime, offset, 5000 };
+	bfs_sample_identity id = { shard, 1000000, mtime, offset, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	assert_int_equal(bfs_cache_key_make(&k, fp, SRC, &id), 0);
@@ -221,7 +247,7 @@ static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **
 	bfs_cache_reader *r;
 	uint8_t buf[SMALL];
 	int64_t label;
-	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000 };
+	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	make_dir(dir);
@@ -251,6 +277,41 @@ static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **
 	remove_dir(dir);
 }
 
+/* A shard rewritten at the same size with its mtime set back (touch -d,
+ * rsync -t) keeps size and mtime: its ctime, or the inode number of a
+ * replacement, must still give its samples new keys. */
+static void test_cache_misses_for_another_inode_or_ctime(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	uint8_t buf[SMALL];
+	int64_t label;
+	bfs_sample_identity id = { "a.tfrecord", 1000000, 1, 3, 5000,
+				   SHARD_INO, SHARD_CTIME };
+	bfs_cache_key k;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a.tfrecord", 0, 5, SMALL, 5);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	id.shard_ctime_ns = SHARD_CTIME + 1;            /* rewritten in place */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_ctime_ns = SHARD_CTIME;
+	id.shard_ino = SHARD_INO + 1;                   /* replaced by a copy */
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
+	id.shard_ino = SHARD_INO;
+	assert_int_equal(bfs_cache_key_make(&k, FP_A, SRC, &id), 0);
+	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 static void test_cache_get_with_a_wrong_length_is_einval(void **s)
 {
 	char dir[64];
@@ -273,7 +334,7 @@ static void test_cache_get_with_a_wrong_length_is_einval(void **s)
 
 static void test_cache_key_and_options_reject_bad_input(void **s)
 {
-	bfs_sample_identity id = { "a", 1, 1, 0, 1 };
+	bfs_sample_identity id = { "a", 1, 1, 0, 1, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 	bfs_cache_opts o = { 0 };
 	bfs_cache *c = (bfs_cache *)1;
@@ -952,27 +1013,30 @@ static void test_cache_index_round_trips_and_misses_on_another_identity(void **s
 	make_dir(dir);
 	pattern(idx, sizeof(idx), 77);
 	c = open_cache(dir, FP_A, 0);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "x.tfrecord", 10, 20, idx, sizeof(idx)), 0);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "empty.tfrecord", 0, 20, NULL, 0), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(10, 20), &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "x.tfrecord", ST(10, 20), idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "empty.tfrecord", ST(0, 20), NULL, 0), 0);
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
 
 	c = open_cache(dir, FP_B, 0); /* indexes do not depend on settings */
-	assert_int_equal(bfs_cache_index_get(c, SRC "/", "x.tfrecord", 10, 20, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC "/", "x.tfrecord", ST(10, 20), &blob, &len), 0);
 	assert_int_equal(len, sizeof(idx));
 	assert_memory_equal(blob, idx, sizeof(idx));
 	free(blob);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "empty.tfrecord", 0, 20, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "empty.tfrecord", ST(0, 20), &blob, &len), 0);
 	assert_int_equal(len, 0);
 	free(blob);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 11, 20, &blob, &len), -ENOENT);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", 10, 21, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(11, 20), &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", ST(10, 21), &blob, &len), -ENOENT);
 	assert_null(blob);
-	assert_int_equal(bfs_cache_index_get(c, "/elsewhere", "x.tfrecord", 10, 20, &blob, &len), -ENOENT);
+	/* the same size and mtime: rewritten in place, or replaced */
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", &(bfs_shard_stamp){ 10, 20, SHARD_INO, SHARD_CTIME + 1 }, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "x.tfrecord", &(bfs_shard_stamp){ 10, 20, SHARD_INO + 1, SHARD_CTIME }, &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, "/elsewhere", "x.tfrecord", ST(10, 20), &blob, &len), -ENOENT);
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.index_hits, 2);
-	assert_int_equal(st.index_misses, 3);
+	assert_int_equal(st.index_misses, 5);
 	assert_int_equal(st.index_entries, 2);
 	bfs_cache_close(c);
 	remove_dir(dir);
@@ -986,20 +1050,20 @@ static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
 	bfs_cache_stats st;
 	uint8_t buf[SMALL];
 	int64_t label;
-	bfs_sample_identity id = { "m.tfrecord", 1000000, 1, 0, 5000 };
+	bfs_sample_identity id = { "m.tfrecord", 1000000, 1, 0, 5000, SHARD_INO, SHARD_CTIME };
 	bfs_cache_key k;
 
 	make_dir(dir);
 	c = open_cache(dir, FP_A, 0);
 	put_range(c, FP_A, "m.tfrecord", 0, 5, SMALL, 5); /* mtime 1 */
 	put_range(c, FP_A, "other", 0, 3, SMALL, 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 1, "i1", 2), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 1), "i1", 2), 0);
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
 	c = open_cache(dir, FP_B, 0);
 	put_range(c, FP_B, "m.tfrecord", 0, 2, SMALL, 2); /* other settings */
 	/* the shard changed (mtime 2): a remount rescans and stores again */
-	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", 1000000, 2, "i2", 2), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 2), "i2", 2), 0);
 	bfs_cache_flush(c);
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.evictions, 7);   /* 5 of FP_A, 2 of FP_B */
@@ -1008,6 +1072,29 @@ static void test_cache_index_of_a_changed_shard_drops_its_old_samples(void **s)
 	assert_int_equal(bfs_cache_key_make(&k, FP_B, SRC, &id), 0);
 	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), -ENOENT);
 	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* The shard's mtime was set back after a rewrite: only its ctime tells. */
+static void test_cache_index_of_a_shard_with_its_mtime_set_back_drops_its_old_samples(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_stats st;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "m.tfrecord", 0, 4, SMALL, 4);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", ST(1000000, 1), "i1", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "m.tfrecord", &(bfs_shard_stamp){ 1000000, 1, SHARD_INO, SHARD_CTIME + 1 }, "i2", 2), 0);
+	bfs_cache_flush(c);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.evictions, 4);
+	assert_int_equal(st.entries, 0);
 	bfs_cache_close(c);
 	remove_dir(dir);
 }
@@ -1027,9 +1114,9 @@ static void test_cache_index_put_makes_room_in_a_full_cache(void **s)
 	bfs_cache_get_stats(c, &st);
 	assert_int_equal(st.full, 1);
 	pattern(idx, sizeof(idx), 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "new.tfrecord", 5, 6, idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "new.tfrecord", ST(5, 6), idx, sizeof(idx)), 0);
 	bfs_cache_flush(c);
-	assert_int_equal(bfs_cache_index_get(c, SRC, "new.tfrecord", 5, 6, &blob, &len), 0);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "new.tfrecord", ST(5, 6), &blob, &len), 0);
 	assert_int_equal(len, sizeof(idx));
 	assert_memory_equal(blob, idx, len);
 	free(blob);
@@ -1057,7 +1144,7 @@ static void test_cache_thousand_shard_indexes_read_back(void **s)
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
 		pattern(idx, sizeof(idx), (uint64_t)i);
-		assert_int_equal(bfs_cache_index_put(c, SRC, name, 140000000, i, idx, sizeof(idx)), 0);
+		assert_int_equal(bfs_cache_index_put(c, SRC, name, ST(140000000, i), idx, sizeof(idx)), 0);
 	}
 	bfs_cache_flush(c);
 	bfs_cache_close(c);
@@ -1065,7 +1152,7 @@ static void test_cache_thousand_shard_indexes_read_back(void **s)
 	t0 = now_s();
 	for (int i = 0; i < 1000; i++) {
 		snprintf(name, sizeof(name), "train-%05d-of-01000", i);
-		assert_int_equal(bfs_cache_index_get(c, SRC, name, 140000000, i, &blob, &len), 0);
+		assert_int_equal(bfs_cache_index_get(c, SRC, name, ST(140000000, i), &blob, &len), 0);
 		assert_int_equal(len, sizeof(idx));
 		free(blob);
 	}
@@ -1093,7 +1180,7 @@ static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s
 	c = open_cache(dir, FP_A, 0);
 	put_range(c, FP_A, "c", 0, 5, SMALL, 5);
 	put_range(c, FP_B, "c", 0, 3, SMALL, 3);
-	assert_int_equal(bfs_cache_index_put(c, SRC, "c", 1, 1, "i", 1), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "c", ST(1, 1), "i", 1), 0);
 	bfs_cache_flush(c);
 	assert_int_equal(bfs_cache_clear(c, FP_B, &removed), 0);
 	assert_int_equal(removed, 3);
@@ -1153,6 +1240,648 @@ static void test_cache_open_replaces_unusable_files_only_when_unused(void **s)
 	assert_int_equal(get_check(r, FP_A, "r", 1, SMALL), 0);
 	bfs_cache_reader_destroy(r);
 	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* ---- the structural check of data.mdb ------------------------------------------- */
+
+/* Enough of LMDB's file format (64-bit, LMDB 0.9) to find what to damage:
+ * pages of psize bytes, each with a 16-byte header (pgno 8, pad 2, flags
+ * 2, lower 2, upper 2), node offsets from byte 16 to lower; a node is lo,
+ * hi, flags, key size (2 bytes each), then the key, then the data or (flag
+ * 1) its overflow page number.  Meta pages 0 and 1 hold from byte 16:
+ * magic 4, version 4, address 8, map size 8, the free and the main
+ * database records (48 bytes: pad 4, flags 2, depth 2, branch, leaf and
+ * overflow pages, entries, root: 8 each), the last page, the txn id. */
+typedef struct {
+	uint8_t *m;
+	size_t len, psize;
+} db_image;
+
+static uint64_t ld64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static uint16_t ld16(const uint8_t *p)
+{
+	uint16_t v;
+
+	memcpy(&v, p, 2);
+	return v;
+}
+
+static void st16(uint8_t *p, uint16_t v)
+{
+	memcpy(p, &v, 2);
+}
+
+static void st64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static db_image image_read(const char *dir)
+{
+	char p[256];
+	struct stat st;
+	db_image im;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	im.len = (size_t)st.st_size;
+	im.m = malloc(im.len);
+	assert_int_equal(pread(fd, im.m, im.len, 0), (ssize_t)im.len);
+	close(fd);
+	memcpy(&im.psize, im.m + 16 + 24, 4);
+	im.psize &= 0xffffffffu;
+	return im;
+}
+
+static db_image image_copy(const db_image *im)
+{
+	db_image c = *im;
+
+	c.m = malloc(im->len);
+	memcpy(c.m, im->m, im->len);
+	return c;
+}
+
+static void image_write(const char *dir, const db_image *im)
+{
+	char p[256];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	fd = open(p, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, im->m, im->len), (ssize_t)im->len);
+	close(fd);
+}
+
+static uint8_t *im_page(const db_image *im, uint64_t pgno)
+{
+	assert_true((pgno + 1) * im->psize <= im->len);
+	return im->m + pgno * im->psize;
+}
+
+static unsigned im_nkeys(const uint8_t *pg)
+{
+	return (ld16(pg + 12) - 16u) / 2;
+}
+
+static uint8_t *im_node(uint8_t *pg, unsigned i)
+{
+	return pg + ld16(pg + 16 + 2 * i);
+}
+
+static uint64_t im_child(const uint8_t *node)
+{
+	return ld16(node) | (uint64_t)ld16(node + 2) << 16 |
+	       (uint64_t)ld16(node + 4) << 32;
+}
+
+/* The newest meta page's MDB_meta. */
+static uint8_t *im_meta(const db_image *im)
+{
+	uint8_t *a = im->m + 16, *b = im->m + im->psize + 16;
+
+	return ld64(a + 128) < ld64(b + 128) ? b : a;
+}
+
+/* The 48-byte record of a named database, in the main database's leaf. */
+static uint8_t *im_dbrec(const db_image *im, const char *name)
+{
+	uint8_t *pg = im_page(im, ld64(im_meta(im) + 24 + 48 + 40));
+
+	assert_int_equal(ld16(pg + 10), 0x02);
+	for (unsigned i = 0; i < im_nkeys(pg); i++) {
+		uint8_t *nd = im_node(pg, i);
+
+		if (ld16(nd + 6) == strlen(name) && !memcmp(nd + 8, name, strlen(name)))
+			return nd + 8 + ld16(nd + 6);
+	}
+	fail_msg("no database %s", name);
+	return NULL;
+}
+
+/* The leftmost leaf below page pgno. */
+static uint8_t *im_first_leaf(const db_image *im, uint64_t pgno)
+{
+	uint8_t *pg = im_page(im, pgno);
+
+	while (ld16(pg + 10) == 0x01)
+		pg = im_page(im, im_child(im_node(pg, 0)));
+	assert_int_equal(ld16(pg + 10), 0x02);
+	return pg;
+}
+
+static void expect_damage(const db_image *im, const char *what)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	int err = bfs_cache_check_image(im->m, im->len, NULL, msg);
+
+	if (err != BFS_E_CORRUPT || !strstr(msg, what))
+		fail_msg("expected BFS_E_CORRUPT with '%s', got %d: %s", what,
+			 err, msg);
+	free(im->m);
+}
+
+/* A cache whose samples database has a branch page over several leaves
+ * of overflow values, index entries, and free pages (a fingerprint
+ * cleared). */
+static db_image damage_fixture(char *dir)
+{
+	bfs_cache *c;
+	uint64_t removed;
+	db_image im;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "f", 0, 300, SMALL, 50);
+	put_range(c, FP_B, "f", 0, 20, SMALL, 20);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "f", ST(9, 9), "idx", 3), 0);
+	bfs_cache_flush(c);
+	assert_int_equal(bfs_cache_clear(c, FP_B, &removed), 0);
+	assert_int_equal(removed, 20);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	assert_int_equal(bfs_cache_check_image(im.m, im.len, NULL, NULL), 0);
+	return im;
+}
+
+static void test_cache_check_finds_hand_made_damage(void **s)
+{
+	char dir[64];
+	db_image im = damage_fixture(dir), d;
+	uint64_t sroot = ld64(im_dbrec(&im, "samples") + 40), fpg;
+	uint8_t *pg, *nd, *idl;
+	unsigned hi = 0;
+
+	/* the samples root is a branch page over leaves */
+	assert_int_equal(ld16(im_page(&im, sroot) + 10), 0x01);
+	assert_true(im_nkeys(im_page(&im, sroot)) >= 2);
+
+	d = image_copy(&im); /* bad page flags: a page marked dirty */
+	st16(im_page(&d, sroot) + 10, 0x11);
+	expect_damage(&d, "flags 0x11");
+
+	d = image_copy(&im); /* a node offset outside the page */
+	st16(im_first_leaf(&d, sroot) + 16, (uint16_t)(d.psize - 4));
+	expect_damage(&d, "outside the node area");
+
+	d = image_copy(&im); /* a key size that runs past the page */
+	pg = im_first_leaf(&d, sroot);
+	for (unsigned i = 1; i < im_nkeys(pg); i++)
+		if (ld16(pg + 16 + 2 * i) > ld16(pg + 16 + 2 * hi))
+			hi = i;
+	st16(im_node(pg, hi) + 6, 500);
+	expect_damage(&d, "past the end of the page");
+
+	d = image_copy(&im); /* an overflow page number past the file */
+	nd = im_node(im_first_leaf(&d, sroot), 0);
+	assert_int_equal(ld16(nd + 4), 0x01); /* F_BIGDATA */
+	st64(nd + 8 + 24, d.len / d.psize + 10);
+	expect_damage(&d, "outside the file");
+
+	d = image_copy(&im); /* a loop: a child that is its own parent */
+	st16(im_node(im_page(&d, sroot), 1), (uint16_t)sroot);
+	st16(im_node(im_page(&d, sroot), 1) + 2, (uint16_t)(sroot >> 16));
+	expect_damage(&d, "reached twice");
+
+	d = image_copy(&im); /* keys out of order */
+	pg = im_first_leaf(&d, sroot);
+	memcpy(im_node(pg, 1) + 8, im_node(pg, 0) + 8, 24);
+	expect_damage(&d, "out of order");
+
+	d = image_copy(&im); /* a free page that is in use */
+	fpg = ld64(im_meta(&d) + 24 + 40);
+	nd = im_node(im_first_leaf(&d, fpg), 0);
+	idl = ld16(nd + 4) & 1 ? im_page(&d, ld64(nd + 8 + 8)) + 16 : nd + 8 + 8;
+	assert_true(ld64(idl) >= 1);
+	st64(idl, 1);
+	st64(idl + 8, sroot);
+	expect_damage(&d, "reached twice");
+
+	d = image_copy(&im); /* a count the tree does not have */
+	st64(im_dbrec(&d, "samples") + 32, 301);
+	expect_damage(&d, "its record says");
+
+	d = image_copy(&im); /* the newest meta page on the wrong side */
+	st64(im_meta(&d) + 128, ld64(im_meta(&d) + 128) + 1);
+	expect_damage(&d, "meta page");
+
+	d = image_copy(&im); /* a database a batchfs cache does not have */
+	nd = im_dbrec(&d, "samples") - 7;
+	memcpy(nd, "sampler", 7);
+	expect_damage(&d, "does not have");
+
+	/* the same through a file and a child process */
+	d = image_copy(&im);
+	st16(im_page(&d, sroot) + 10, 0x02);
+	image_write(dir, &d);
+	free(d.m);
+	{
+		char msg[BFS_ERRMSG_MAX] = "";
+		bfs_cache_check_info info;
+
+		assert_int_equal(bfs_cache_check(dir, &info, msg), BFS_E_CORRUPT);
+		assert_non_null(strstr(msg, "page"));
+		image_write(dir, &im);
+		assert_int_equal(bfs_cache_check(dir, &info, msg), 0);
+		assert_int_equal(info.samples, 300);
+		assert_int_equal(info.indexes, 1);
+		assert_true(info.free_pages > 0);
+		assert_int_equal(info.overflow_pages, 300 * 4);
+		assert_int_equal(info.pages * info.psize, im.len);
+	}
+	free(im.m);
+	remove_dir(dir);
+}
+
+static int die_by_signal(void *arg, bfs_cache_check_info *info, char *errmsg)
+{
+	raise(SIGKILL);
+	return 0;
+}
+
+static int exit_early(void *arg, bfs_cache_check_info *info, char *errmsg)
+{
+	_exit(3);
+}
+
+static int answer(void *arg, bfs_cache_check_info *info, char *errmsg)
+{
+	info->samples = 7;
+	bfs_seterr(errmsg, "fine");
+	return 0;
+}
+
+static void test_cache_check_that_dies_is_a_verdict_not_a_crash(void **s)
+{
+	bfs_cache_check_info info = { 0 };
+	char msg[BFS_ERRMSG_MAX] = "";
+
+	assert_int_equal(bfs__run_isolated(die_by_signal, NULL, &info, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "signal 9"));
+	assert_int_equal(bfs__run_isolated(exit_early, NULL, &info, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "before it finished"));
+	assert_int_equal(bfs__run_isolated(answer, NULL, &info, msg), 0);
+	assert_int_equal(info.samples, 7);
+	assert_string_equal(msg, "fine");
+}
+
+static void test_cache_open_moves_a_damaged_file_aside_and_starts_afresh(void **s)
+{
+	char dir[64], msg[BFS_ERRMSG_MAX], name[256], p[512];
+	db_image im = damage_fixture(dir);
+	uint64_t sroot = ld64(im_dbrec(&im, "samples") + 40);
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c = NULL;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	int lk;
+
+	st16(im_node(im_page(&im, sroot), 1), (uint16_t)sroot); /* a loop */
+	image_write(dir, &im);
+
+	/* a tool reports and leaves it */
+	o.dir = dir;
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "damaged"));
+	assert_non_null(strstr(msg, "reached twice"));
+	/* another process uses it: kept for it, this mount runs without */
+	snprintf(p, sizeof(p), "%s/users.lock", dir);
+	lk = open(p, O_RDWR | O_CREAT, 0600);
+	assert_int_equal(flock(lk, LOCK_SH), 0);
+	o.admin = 0;
+	o.fingerprint = FP_A;
+	o.max_bytes = 64ull << 20;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "damaged"));
+	assert_non_null(strstr(msg, "in use"));
+	close(lk);
+	damaged_copy(dir, name, sizeof(name));
+	assert_string_equal(name, "");
+	assert_int_equal(file_size(dir, "data.mdb"), im.len);
+
+	/* alone: moved aside, a fresh cache, and the notice says so */
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	assert_non_null(bfs_cache_notice(c));
+	assert_non_null(strstr(bfs_cache_notice(c), "damaged"));
+	damaged_copy(dir, name, sizeof(name));
+	assert_non_null(strstr(bfs_cache_notice(c), name));
+	assert_int_equal(file_size(dir, name), im.len);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 0);
+	put_range(c, FP_A, "g", 0, 2, SMALL, 2);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "g", 1, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	/* a sound cache: no notice */
+	c = open_cache(dir, FP_A, 0);
+	assert_null(bfs_cache_notice(c));
+	bfs_cache_close(c);
+	/* clear removes the damaged copy too */
+	assert_int_equal(bfs_cache_remove_files(dir), 0);
+	damaged_copy(dir, name, sizeof(name));
+	assert_string_equal(name, "");
+	free(im.m);
+	remove_dir(dir);
+}
+
+/* The LMDB page header in front of an overflow value is not read at open
+ * (that would be a random read per sample): every get, overwrite and
+ * delete checks it, since LMDB frees a value's pages by what it says. */
+static void test_cache_damaged_overflow_header_is_never_served_deleted_or_overwritten(void **s)
+{
+	char dir[64], p[256], msg[BFS_ERRMSG_MAX], name[256];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	bfs_cache_entry_info info = { .code = 0 };
+	bfs_cache_opts o = { 0 };
+	uint64_t checked, nbad, removed;
+	db_image im;
+	uint8_t *pg, *nd = NULL;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "o", 0, 5, SMALL, 5);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "samples") + 40));
+	for (unsigned i = 0; i < im_nkeys(pg); i++)
+		if (ld64(im_node(pg, i) + 8 + 16) == __builtin_bswap64(2))
+			nd = im_node(pg, i);
+	assert_non_null(nd);
+	/* entry 2's value takes 4 pages; its header says 1 */
+	pg = im_page(&im, ld64(nd + 8 + 24));
+	assert_int_equal(ld16(pg + 10), 0x04);
+	pg[12] = 1;
+	pg[13] = pg[14] = pg[15] = 0;
+	image_write(dir, &im);
+	free(im.m);
+
+	c = open_cache(dir, FP_A, 0); /* the tree is sound: no notice */
+	assert_null(bfs_cache_notice(c));
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "o", 1, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "o", 2, SMALL), BFS_E_CORRUPT);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.damaged, 1);
+	assert_int_equal(st.crc_errors, 0);
+	snprintf(p, sizeof(p), "%s/damaged", dir);
+	assert_int_equal(access(p, F_OK), 0);
+	/* a new copy of the sample does not replace it */
+	put_range(c, FP_A, "o", 2, 3, SMALL, 1);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.damaged, 2);
+	assert_int_equal(st.inserts, 0);
+	assert_int_equal(get_check(r, FP_A, "o", 2, SMALL), BFS_E_CORRUPT);
+	/* verify reports it, and --delete leaves it */
+	assert_int_equal(bfs_cache_verify(c, NULL, 1, note_bad, &info, &checked, &nbad), 0);
+	assert_int_equal(nbad, 1);
+	assert_int_equal(info.code, BFS_E_CORRUPT);
+	assert_int_equal(info.offset, 2);
+	assert_string_equal(info.db, "samples");
+	/* clear stops at it instead of freeing the wrong pages (its
+	 * transaction, which had deleted 0 and 1, is aborted) */
+	assert_int_equal(bfs_cache_clear(c, FP_A, &removed), BFS_E_CORRUPT);
+	assert_int_equal(removed, 0);
+	assert_int_equal(get_check(r, FP_A, "o", 1, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "o", 3, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+
+	/* the next open that has the directory to itself rebuilds */
+	o.dir = dir;
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), BFS_E_CORRUPT);
+	assert_non_null(strstr(msg, "overflow page header"));
+	c = open_cache(dir, FP_A, 0);
+	assert_non_null(bfs_cache_notice(c));
+	assert_non_null(strstr(bfs_cache_notice(c), "overflow page header"));
+	damaged_copy(dir, name, sizeof(name));
+	assert_true(name[0]);
+	assert_int_equal(access(p, F_OK), -1);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 0);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* A key byte changed on disk in a way that keeps the tree in order is
+ * structurally sound; the value's CRC covers its key, so verify finds it. */
+static void test_cache_value_crc_covers_the_key(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_entry_info info = { .code = 0 };
+	uint64_t checked, nbad;
+	db_image im;
+	uint8_t *pg;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "k", 0, 5, SMALL, 5);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "samples") + 40));
+	assert_int_equal(im_nkeys(pg), 5);
+	im_node(pg, 4)[8 + 23] ^= 0x40; /* the last key's offset: 4 -> 68 */
+	assert_int_equal(bfs_cache_check_image(im.m, im.len, NULL, NULL), 0);
+	image_write(dir, &im);
+	free(im.m);
+	c = open_cache(dir, FP_A, 0);
+	assert_null(bfs_cache_notice(c));
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "k", 4, SMALL), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, note_bad, &info, &checked, &nbad), 0);
+	assert_int_equal(checked, 5);
+	assert_int_equal(nbad, 1);
+	assert_int_equal(info.offset, 68);
+	assert_int_equal(info.code, BFS_E_CRC);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void count_bad_db(void *ctx, const bfs_cache_entry_info *e)
+{
+	char *seen = ctx;
+
+	strncat(seen, e->db, 63 - strlen(seen));
+	strncat(seen, " ", 63 - strlen(seen));
+}
+
+/* Verify covers the shard indexes (a key that is not its path's hash)
+ * and the meta records (CRC32C over key and value), not only samples. */
+static void test_cache_verify_checks_indexes_and_counters(void **s)
+{
+	char dir[64], seen[64] = "", msg[BFS_ERRMSG_MAX];
+	bfs_cache_opts o = { 0 };
+	bfs_cache *c;
+	uint64_t checked, nbad;
+	db_image im;
+	uint8_t *pg, *nd = NULL;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "x", 0, 3, SMALL, 3);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "x", ST(1, 1), "idx", 3), 0);
+	bfs_cache_flush(c);
+	bfs_cache_close(c);
+	im = image_read(dir);
+	/* the shard index's key: still in order, no longer its path's */
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "index") + 40));
+	assert_int_equal(im_nkeys(pg), 1);
+	im_node(pg, 0)[8 + 15] ^= 0x01;
+	/* the fingerprint record's last-use time */
+	pg = im_first_leaf(&im, ld64(im_dbrec(&im, "meta") + 40));
+	for (unsigned i = 0; i < im_nkeys(pg); i++)
+		if (ld16(im_node(pg, i) + 6) == 10)
+			nd = im_node(pg, i);
+	assert_non_null(nd);
+	nd[8 + 10 + 1] ^= 0x01;
+	assert_int_equal(bfs_cache_check_image(im.m, im.len, NULL, NULL), 0);
+	image_write(dir, &im);
+	free(im.m);
+	o.dir = dir; /* a tool: no writer to rewrite the record first */
+	o.admin = 1;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	assert_int_equal(bfs_cache_verify(c, FP_A, 0, count_bad_db, seen, &checked, &nbad), 0);
+	assert_int_equal(nbad, 0); /* one fingerprint's samples only */
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, count_bad_db, seen, &checked, &nbad), 0);
+	assert_int_equal(checked, 3);
+	assert_int_equal(nbad, 2);
+	assert_string_equal(seen, "index meta ");
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+static void check_sound(const char *dir, const char *when)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	db_image im = image_read(dir);
+	int err = bfs_cache_check_image(im.m, im.len, NULL, msg);
+
+	free(im.m);
+	if (err)
+		fail_msg("%s: the image check says %d: %s", when, err, msg);
+	err = bfs_cache_check(dir, NULL, msg);
+	if (err)
+		fail_msg("%s: the check says %d: %s", when, err, msg);
+}
+
+/* No false alarm: every state a cache goes through -- values inside leaf
+ * pages, on one overflow page and on many, a deep tree, index puts that
+ * replace and purge, a cleared fingerprint, eviction when full -- checks
+ * sound, with the handle open (a pinned snapshot) and from the file. */
+static void test_cache_check_finds_every_healthy_state_sound(void **s)
+{
+	char dir[64], name[32];
+	bfs_cache *c;
+	bfs_cache_stats st;
+	uint64_t removed, checked, nbad;
+	static uint8_t idx[40000];
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 24ull << 20);
+	check_sound(dir, "new");
+	put_range(c, FP_A, "inline", 0, 3000, 100, 250);
+	check_sound(dir, "3000 values inside leaf pages");
+	put_range(c, FP_B, "one-page", 0, 300, 3000, 60);
+	put_range(c, FP_A, "many-pages", 0, 10, SMALL, 5);
+	check_sound(dir, "overflow values");
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "s%03d", i);
+		pattern(idx, sizeof(idx), (uint64_t)i);
+		assert_int_equal(bfs_cache_index_put(c, SRC, name, ST(1, 1), idx, i & 1 ? sizeof(idx) : 500), 0);
+	}
+	bfs_cache_flush(c);
+	check_sound(dir, "index puts");
+	for (int i = 0; i < 50; i += 3) { /* changed shards: purges */
+		snprintf(name, sizeof(name), "s%03d", i);
+		assert_int_equal(bfs_cache_index_put(c, SRC, name, ST(1, 2), idx, 700), 0);
+	}
+	bfs_cache_flush(c);
+	check_sound(dir, "replaced indexes");
+	assert_int_equal(bfs_cache_clear(c, FP_B, &removed), 0);
+	assert_int_equal(removed, 300);
+	check_sound(dir, "a cleared fingerprint");
+	put_range(c, FP_A, "full", 0, 40, BIG, 4); /* fills the 24 MiB */
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.full, 1);
+	check_sound(dir, "full");
+	assert_int_equal(bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad), 0);
+	assert_int_equal(nbad, 0);
+	bfs_cache_close(c);
+	check_sound(dir, "closed");
+	remove_dir(dir);
+}
+
+/* Another process commits while the check walks: the check pins its
+ * snapshot with a read transaction, so it never sees a half-made tree. */
+static void test_cache_check_of_a_cache_in_use_pins_its_snapshot(void **s)
+{
+	char dir[64], msg[BFS_ERRMSG_MAX], why[BFS_ERRMSG_MAX + 64] = "";
+	int pfd[2], status, sound = 0;
+	bfs_cache *c;
+	pid_t pid;
+	char ch;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "w", 0, 50, 100, 50);
+	bfs_cache_close(c);
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bfs_cache_opts o = { 0 };
+		bfs_cache *cc;
+		uint64_t removed;
+
+		close(pfd[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+		o.dir = dir;
+		o.fingerprint = FP_B;
+		o.max_bytes = 64ull << 20;
+		o.sync = BFS_CACHE_SYNC_NONE;
+		if (bfs_cache_open(&o, &cc, NULL) || write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		for (int round = 0;; round++) {
+			put_range(cc, FP_B, "w", 0, 400, 100, 40);
+			bfs_cache_clear(cc, FP_B, &removed);
+		}
+	}
+	close(pfd[1]);
+	assert_int_equal(read(pfd[0], &ch, 1), 1);
+	close(pfd[0]);
+	for (int i = 0; i < 30 && !why[0]; i++) {
+		int err = bfs_cache_check(dir, NULL, msg);
+
+		if (err != 0 && err != -EAGAIN)
+			snprintf(why, sizeof(why), "check %d while another process writes: %d: %s",
+				 i, err, msg);
+		sound += err == 0;
+	}
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (why[0])
+		fail_msg("%s", why);
+	assert_true(sound > 0);
+	print_message("  %d of 30 checks of a cache being written found it sound (the rest: changed too fast)\n", sound);
 	remove_dir(dir);
 }
 
@@ -1363,6 +2092,7 @@ int main(void)
 		cmocka_unit_test(test_cache_get_returns_the_bytes_and_label_that_were_put),
 		cmocka_unit_test(test_cache_get_of_an_unknown_key_is_a_counted_miss),
 		cmocka_unit_test(test_cache_misses_for_another_fingerprint_mtime_size_or_path),
+		cmocka_unit_test(test_cache_misses_for_another_inode_or_ctime),
 		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),
 		cmocka_unit_test(test_cache_key_and_options_reject_bad_input),
 		cmocka_unit_test(test_cache_fingerprint_folds_in_source_settings),
@@ -1382,10 +2112,19 @@ int main(void)
 		cmocka_unit_test(test_cache_a_second_submission_of_a_key_is_a_duplicate),
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
+		cmocka_unit_test(test_cache_index_of_a_shard_with_its_mtime_set_back_drops_its_old_samples),
 		cmocka_unit_test(test_cache_index_put_makes_room_in_a_full_cache),
 		cmocka_unit_test(test_cache_thousand_shard_indexes_read_back),
 		cmocka_unit_test(test_cache_clear_one_fingerprint_then_all_then_remove_files),
 		cmocka_unit_test(test_cache_open_replaces_unusable_files_only_when_unused),
+		cmocka_unit_test(test_cache_check_finds_hand_made_damage),
+		cmocka_unit_test(test_cache_check_that_dies_is_a_verdict_not_a_crash),
+		cmocka_unit_test(test_cache_open_moves_a_damaged_file_aside_and_starts_afresh),
+		cmocka_unit_test(test_cache_damaged_overflow_header_is_never_served_deleted_or_overwritten),
+		cmocka_unit_test(test_cache_value_crc_covers_the_key),
+		cmocka_unit_test(test_cache_verify_checks_indexes_and_counters),
+		cmocka_unit_test(test_cache_check_finds_every_healthy_state_sound),
+		cmocka_unit_test(test_cache_check_of_a_cache_in_use_pins_its_snapshot),
 		cmocka_unit_test(test_cache_get_speed_is_reported),
 	};
 

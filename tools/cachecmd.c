@@ -44,10 +44,13 @@ static const char usage_stats[] =
 static const char usage_verify[] =
 	"usage: batchfs cache verify [DIR] [--fingerprint FP] [--delete]\n"
 	"\n"
-	"Reads every cached sample and checks its CRC32C and header; lists\n"
-	"each bad entry (fingerprint, shard hash, record offset).  Mounts\n"
-	"already drop a bad entry when they read it and decode the sample\n"
-	"again, so this is a health check.  Exit status 1 if any entry is bad.\n"
+	"Checks the structure of data.mdb (every B-tree page LMDB would\n"
+	"follow), then reads every cached sample, shard index and counter and\n"
+	"checks its CRC32C, header and key; lists each bad entry (fingerprint,\n"
+	"shard hash, record offset).  Mounts already drop a bad entry when they\n"
+	"read it and decode the sample again, and move a damaged data.mdb aside\n"
+	"when they open it, so this is a health check.  Exit status 1 if the\n"
+	"file is damaged or any entry is bad.\n"
 	"\n"
 	"options:\n"
 	"  --fingerprint FP   check only this fingerprint's entries\n"
@@ -166,11 +169,18 @@ static int cmd_stats(const char *dir, const char *fp)
 
 static void print_bad(void *ctx, const bfs_cache_entry_info *e)
 {
-	printf("bad  %s  shard %016llx  offset %llu  %llu bytes: %s\n",
-	       e->fingerprint, (unsigned long long)e->shard_hash,
-	       (unsigned long long)e->offset, (unsigned long long)e->len,
-	       e->code == BFS_E_CRC ? "CRC32C or header mismatch"
-				    : bfs_strerror(e->code));
+	const char *why = e->code == BFS_E_CRC ? "CRC32C, header or key mismatch"
+			: e->code == BFS_E_CORRUPT ? "damaged LMDB page or unknown key"
+						   : bfs_strerror(e->code);
+
+	if (!strcmp(e->db, "samples"))
+		printf("bad  %s  shard %016llx  offset %llu  %llu bytes: %s\n",
+		       e->fingerprint, (unsigned long long)e->shard_hash,
+		       (unsigned long long)e->offset,
+		       (unsigned long long)e->len, why);
+	else
+		printf("bad  %s entry  %llu bytes: %s\n", e->db,
+		       (unsigned long long)e->len, why);
 }
 
 static int cmd_verify(const char *dir, const char *fp, int del)
@@ -188,7 +198,7 @@ static int cmd_verify(const char *dir, const char *fp, int del)
 			bfs_strerror(err), (unsigned long long)checked);
 		return 1;
 	}
-	printf("verified %llu entries: %llu bad%s\n",
+	printf("verified %llu entries, the shard indexes and the counters: %llu bad%s\n",
 	       (unsigned long long)checked, (unsigned long long)nbad,
 	       nbad && del ? " (removed)" : "");
 	return nbad ? 1 : 0;

@@ -34,7 +34,7 @@ struct index_hdr {
 };
 
 static int crafted_index(void *ctx, const char *dir, const char *shard,
-			 uint64_t size, int64_t mtime_ns, void **blob, size_t *len)
+			 const bfs_shard_stamp *st, void **blob, size_t *len)
 {
 	struct index_hdr h = { "BFSIDX02", (1ull << 60) - 1, 16, 0 };
 
