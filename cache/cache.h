@@ -159,6 +159,7 @@
 
 #include "engine/error.h"
 #include "engine/source.h"
+#include "engine/store.h"
 
 typedef struct bfs_cache bfs_cache;
 typedef struct bfs_cache_reader bfs_cache_reader;
@@ -460,6 +461,20 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
  */
 int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
 		     void (*done)(void *ctx), void *ctx);
+
+/*
+ * The engine's store (engine/store.h) over c: a sample's identity becomes
+ * its key through bfs_cache_key_make with this fingerprint (the mount's
+ * bfs_cache_fingerprint) and dir (bfs_source_dir()); get is bfs_cache_get
+ * (a hit, -ENOENT, BFS_E_CRC, ...), offer one bfs_cache_submit (its done
+ * is called exactly once), flush bfs_cache_flush.  Each store reader holds
+ * one cache reader.  *out is filled in; bfs_cache_store_close frees what
+ * it holds, after the engine that used it is gone and before c is closed.
+ * 0, -EINVAL (fingerprint not 16 characters, NULL arguments), -ENOMEM.
+ */
+int bfs_cache_store_open(bfs_cache *c, const char *fingerprint,
+			 const char *dir, bfs_store *out);
+void bfs_cache_store_close(bfs_store *s); /* accepts NULL, or a closed one */
 
 /*
  * Wait until everything submitted to c (samples, index puts, CRC

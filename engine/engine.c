@@ -254,6 +254,8 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		return -ENOMEM;
 	e->src = src;
 	e->o = *opts;
+	if (opts->store)
+		e->store = *opts->store;
 	if (!e->o.batch)
 		e->o.batch = 32;
 	if (!e->o.height || !e->o.width)
@@ -380,12 +382,9 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		w->e = e;
 		if ((err = bfs_decoder_create(&w->dec)))
 			goto fail;
-		if (e->o.cache &&
-		    (err = bfs_cache_reader_create(e->o.cache, &w->cr))) {
-			bfs_decoder_destroy(w->dec);
-			w->dec = NULL;
-			goto fail;
-		}
+		/* a worker the store has no reader for decodes everything */
+		if (e->o.store && e->store.reader_create(e->store.ctx, &w->sr))
+			w->sr = NULL;
 		if (pthread_create(&w->thread, NULL, bfs__worker_main, w)) {
 			bfs_decoder_destroy(w->dec);
 			w->dec = NULL;
@@ -418,12 +417,13 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_mutex_unlock(&e->lock);
 	for (unsigned i = 0; i < e->nworkers; i++)
 		pthread_join(e->workers[i].thread, NULL);
-	/* the cache writer may still read slots it was handed */
-	if (e->o.cache)
-		bfs_cache_flush(e->o.cache);
+	/* the store may still read slots it was offered */
+	if (e->o.store)
+		e->store.flush(e->store.ctx);
 	for (unsigned i = 0; i < e->nworkers; i++) {
 		bfs_decoder_destroy(e->workers[i].dec);
-		bfs_cache_reader_destroy(e->workers[i].cr);
+		if (e->o.store)
+			e->store.reader_destroy(e->workers[i].sr);
 		bfs_buf_free(&e->workers[i].in);
 		free(e->workers[i].scratch);
 	}

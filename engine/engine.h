@@ -28,9 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cache/cache.h"
 #include "engine/error.h"
 #include "engine/source.h"
+#include "engine/store.h"
 #include "engine/types.h"
 
 typedef struct bfs_engine bfs_engine;
@@ -85,11 +85,11 @@ typedef struct {
 	int nchw;
 	int normalize;
 	float mean[3], std[3];
-	/* The persistent sample cache, or NULL.  Samples are looked up before
-	 * decoding and every batch's decoded samples are submitted once it is
-	 * complete.  The cache must outlive the engine. */
-	bfs_cache *cache;
-	char cache_fp[17];       /* bfs_cache_fingerprint() of this mount */
+	/* Where decoded samples are kept between epochs (store.h), or NULL.
+	 * Samples are looked up before decoding, and every batch's decoded
+	 * samples are offered once it is complete.  It must outlive the
+	 * engine, which copies the table. */
+	const bfs_store *store;
 	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
 				  * world 0 = 1 */
 	bfs_on_error on_error;
@@ -148,8 +148,8 @@ typedef struct {
 	uint64_t sample_errors;    /* bad samples seen (distinct, all of them) */
 	uint64_t errors_kept;      /* of which bfs_engine_errors() keeps the
 				    * records (the first BFS_ENGINE_MAX_ERRORS) */
-	uint64_t cache_hits;       /* samples served from the cache */
-	uint64_t cache_crc_errors; /* cached samples that failed their CRC */
+	uint64_t cache_hits;       /* samples served from the store */
+	uint64_t cache_crc_errors; /* stored samples that failed their CRC */
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
 	uint64_t mem_budget;       /* the budget (--mem) */

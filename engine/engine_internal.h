@@ -99,13 +99,13 @@ struct bfs_batch {
 	int64_t *labels;
 	/* cache bookkeeping, position j owned like images[j] */
 	struct cache_rec *rec;
-	bfs_cache_item *items;
+	bfs_store_item *items;
 	bfs_engine *e;        /* for the cache writer's done callback */
 };
 
-/* What the cache needs of position j once the batch is complete. */
+/* What the store needs of position j once the batch is complete. */
 struct cache_rec {
-	bfs_cache_key key;    /* of the sample actually decoded */
+	bfs_sample_identity id; /* of the sample actually decoded */
 	int64_t raw_label;    /* before --label-offset */
 	int decoded;          /* 1: decoded here, so worth inserting */
 };
@@ -121,7 +121,7 @@ struct worker {
 	size_t held;           /* scratch reserved from the budget */
 	struct bfs_batch *slot;/* the slot of the sample it works on, or NULL
 				* (protected by e->lock) */
-	bfs_cache_reader *cr;  /* NULL without a cache */
+	void *sr;              /* its store reader; NULL: none */
 };
 
 struct reader {
@@ -140,6 +140,7 @@ struct reader {
 struct bfs_engine {
 	bfs_source *src;
 	bfs_engine_opts o;
+	bfs_store store;      /* a copy of *o.store, when there is one */
 	uint64_t nsamples;    /* in the source */
 	uint64_t epoch_n;     /* samples one epoch of this rank serves */
 	bfs_order *orders;    /* one per epoch: shuffle and rank slicing */

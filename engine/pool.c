@@ -9,8 +9,8 @@
 
 /* ---- workers ---------------------------------------------------------- */
 
-/* The cache writer finished with batch b's memory (any thread). */
-static void cache_done(void *ctx)
+/* The store finished with batch b's memory (any thread). */
+static void store_done(void *ctx)
 {
 	struct bfs_batch *b = ctx;
 	bfs_engine *e = b->e;
@@ -21,24 +21,24 @@ static void cache_done(void *ctx)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* Hand the samples of a READY, pinned batch that were decoded (not read
- * from the cache) to the cache writer: one transaction per batch.  Called
- * without e->lock, since a dropped submission calls cache_done at once. */
-static void submit_to_cache(bfs_engine *e, struct bfs_batch *b)
+/* Offer the samples of a READY, pinned batch that were decoded (not read
+ * from the store) to the store, one offer per batch.  Called without
+ * e->lock, since the store may call store_done at once. */
+static void offer_to_store(bfs_engine *e, struct bfs_batch *b)
 {
 	size_t n = 0;
 
 	for (unsigned j = 0; j < b->n; j++) {
 		if (!b->rec[j].decoded)
 			continue;
-		b->items[n].key = b->rec[j].key;
+		b->items[n].id = b->rec[j].id;
 		b->items[n].label = b->rec[j].raw_label;
 		b->items[n].data = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
 					     : b->images + (size_t)j * e->sample_bytes;
 		b->items[n].len = e->s1_bytes;
 		n++;
 	}
-	bfs_cache_submit(e->o.cache, b->items, n, cache_done, b);
+	e->store.offer(e->store.ctx, b->items, n, store_done, b);
 }
 
 /* Offer a READY batch to deliver_ahead, pinned and without the lock. */
@@ -151,11 +151,11 @@ void *bfs__worker_main(void *arg)
 			b->state = b->err ? SLOT_FAILED : SLOT_READY;
 			e->st.batches_produced++;
 			pthread_cond_broadcast(&e->done);
-			if (b->state == SLOT_READY && e->o.cache) {
-				/* pinned until the cache writer is done with it */
+			if (b->state == SLOT_READY && e->o.store) {
+				/* pinned until the store is done with it */
 				b->pins++;
 				pthread_mutex_unlock(&e->lock);
-				submit_to_cache(e, b);
+				offer_to_store(e, b);
 				pthread_mutex_lock(&e->lock);
 			}
 			/* Hand on only read-ahead that no reader has asked for

@@ -221,7 +221,7 @@ static void trim(struct worker *w)
 	w->held = 0;
 }
 
-/* Decode source sample i into dst and *label, or copy it from the cache.
+/* Decode source sample i into dst and *label, or copy it from the store.
  * rec tells the batch's completion what to insert.  0 or an error. */
 static int make_sample(struct worker *w, uint64_t i, void *dst,
 		       int64_t *label, struct cache_rec *rec, char *msg)
@@ -237,9 +237,9 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	rec->decoded = 0;
 	if ((err = bfs_source_identity(e->src, i, &id)))
 		return err;
-	if (w->cr && bfs_cache_key_make(&rec->key, e->o.cache_fp,
-					bfs_source_dir(e->src), &id) == 0) {
-		err = bfs_cache_get(w->cr, &rec->key, dst, e->s1_bytes, label);
+	rec->id = id;
+	if (w->sr) {
+		err = e->store.get(w->sr, &id, dst, e->s1_bytes, label);
 		if (err == 0) {
 			pthread_mutex_lock(&e->lock);
 			e->st.cache_hits++;

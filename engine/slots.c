@@ -132,11 +132,11 @@ static int small_buffers(bfs_engine *e, struct bfs_batch *b)
 		b->labels = calloc(e->o.batch, sizeof(*b->labels));
 	if (!b->rec)
 		b->rec = calloc(e->o.batch, sizeof(*b->rec));
-	if (e->o.cache && !b->items)
+	if (e->o.store && !b->items)
 		b->items = calloc(e->o.batch, sizeof(*b->items));
 	b->e = e;
 	return (e->post && !b->stage1) || !b->labels || !b->rec ||
-	       (e->o.cache && !b->items) ? -ENOMEM : 0;
+	       (e->o.store && !b->items) ? -ENOMEM : 0;
 }
 
 /* ---- held files --------------------------------------------------------- */

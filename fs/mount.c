@@ -46,6 +46,7 @@ struct mnt {
 	bfs_engine *eng;
 	bfs_cache *cache;         /* NULL with --cache none or if it failed */
 	char cache_fp[17];
+	bfs_store store;          /* the engine's view of the cache */
 	bfs_view *view;
 	bfs_ll *ll;
 	struct fuse_session *se;
@@ -269,8 +270,9 @@ static int serve(void *ctx, int notify_fd)
 	if (!o->no_push)
 		eo.deliver_ahead = deliver_ahead;
 	eo.ctx = &m;
-	eo.cache = m.cache;
-	memcpy(eo.cache_fp, m.cache_fp, sizeof(eo.cache_fp));
+	if (m.cache && bfs_cache_store_open(m.cache, m.cache_fp,
+					    bfs_source_dir(m.src), &m.store) == 0)
+		eo.store = &m.store;
 	if ((err = bfs_engine_create(m.src, &eo, &m.eng, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: %s",
 			 errmsg[0] ? errmsg : bfs_strerror(err));
@@ -383,6 +385,7 @@ out:
 	bfs_ll_destroy(m.ll);
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
+	bfs_cache_store_close(&m.store);
 	bfs_cache_close(m.cache);
 	if (logf)
 		fclose(logf);
