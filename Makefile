@@ -84,7 +84,7 @@ tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX)
 check-layers:
 	@bash tests/check_layers.sh
 
-test: tests
+test: tests check-layers
 	$(if $(SAN),@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS) && chmod 1777 $(SAN_LOGS))
 	BUILD=$(BUILD) bash tests/run.sh
 	$(if $(SAN),@! ls $(SAN_LOGS)/* >/dev/null 2>&1 || { cat $(SAN_LOGS)/*; \

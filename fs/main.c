@@ -13,9 +13,9 @@
 #include "engine/version.h"
 #include "fs/daemon.h"
 #include "fs/mount.h"
-#include "tools/cachecmd.h"
-#include "tools/inspect.h"
-#include "tools/mkshards.h"
+#include "fs/cachecmd.h"
+#include "fs/inspect.h"
+#include "fs/mkshards.h"
 
 static const char usage_top[] =
 	"usage: batchfs COMMAND [options]\n"

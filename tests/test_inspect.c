@@ -1,5 +1,5 @@
 /*
- * test_inspect.c - tools/inspect: statistics per dtype and byte order,
+ * test_inspect.c - fs/inspect: statistics per dtype and byte order,
  * NaN handling, accuracy on long arrays, the label summary, and exit
  * statuses for good, truncated and garbage files.
  */
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "engine/npy.h"
-#include "tools/inspect.h"
+#include "fs/inspect.h"
 
 #include <fcntl.h>
 #include <math.h>

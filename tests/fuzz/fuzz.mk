@@ -27,7 +27,7 @@ FUZZ_CFLAGS  := -g -O1 -std=gnu11 -I. -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE \
 FUZZ_SRC_tfrecord  := engine/tfrecord.c engine/crc32c.c engine/error.c engine/filekind.c \
                       engine/example.c
 FUZZ_SRC_example   := engine/example.c engine/error.c
-FUZZ_SRC_npy       := engine/npy.c engine/error.c tools/inspect.c
+FUZZ_SRC_npy       := engine/npy.c engine/error.c fs/inspect.c
 FUZZ_SRC_decode    := engine/decode.c engine/error.c engine/filekind.c engine/crc32c.c
 FUZZ_SRC_namespace := fs/namespace.c
 FUZZ_SRC_tar       := engine/tar.c engine/error.c engine/filekind.c engine/crc32c.c

@@ -15,7 +15,7 @@
 #include "engine/error.h"
 #include "engine/npy.h"
 #include "tests/fuzz/fuzz.h"
-#include "tools/inspect.h"
+#include "fs/inspect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -32,7 +32,7 @@ HELPER_C = r'''
 #include "engine/error.h"
 #include "engine/example.h"
 #include "engine/tfrecord.h"
-#include "tools/mkshards.h"
+#include "fs/mkshards.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

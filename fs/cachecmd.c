@@ -2,7 +2,7 @@
  * cachecmd.c - `batchfs cache stats|verify|clear` (see cachecmd.h): a thin
  * command line over the cache's admin functions.
  */
-#include "tools/cachecmd.h"
+#include "fs/cachecmd.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -6,7 +6,7 @@
  * min/max and (Chan et al.) mean/M2, which stays accurate for long arrays.
  * 1-D integer arrays additionally get a label summary from a sorted copy.
  */
-#include "tools/inspect.h"
+#include "fs/inspect.h"
 
 #include "engine/error.h"
 

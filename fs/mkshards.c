@@ -9,7 +9,7 @@
  * known at the end (non-JPEGs are skipped), so the temp files are renamed
  * to their final "-of-N" names last.
  */
-#include "tools/mkshards.h"
+#include "fs/mkshards.h"
 
 #include "engine/error.h"
 #include "engine/example.h"
