@@ -226,6 +226,11 @@ static inline uint64_t bfs__held_bytes_locked(const bfs_engine *e)
 
 /* ---- engine.c ---------------------------------------------------------- */
 
+/* The cached (stage-1) form of a sample for these options: its size and
+ * dtype, and whether stage 2 does anything (*post). */
+void bfs__stage1_of(const bfs_engine_opts *o, int *h, int *w, bfs_dtype *dt,
+		    int *post);
+
 /* Source index of position j of batch id: the epoch's order (file order,
  * or the stateless permutation of (seed, epoch)), sliced for this rank. */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j);

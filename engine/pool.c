@@ -1,11 +1,19 @@
 /*
- * pool.c - the worker threads: which slot gets the next sample, a batch
- * completed (ready or failed), handed to the cache and, when the pool is
- * idle, on to the mount
+ * pool.c - the engine's threads and its life: create (options checked,
+ * the memory budget split, slots and workers made), the workers' loop
+ * (which slot gets the next sample, a batch completed ready or failed,
+ * offered to the store and, while the pool is idle, delivered ahead of its
+ * reader), and destroy.
  */
 #include "engine/engine_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/resize.h"
 
 /* ---- workers ---------------------------------------------------------- */
 
@@ -174,3 +182,326 @@ void *bfs__worker_main(void *arg)
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
 }
+
+/* ---- create/destroy --------------------------------------------------- */
+
+static unsigned online_cores(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (unsigned)n : 1;
+}
+
+/* Scratch one sample of this many pixels may need: its encoded bytes (as
+ * large as the largest record, in the buffer's power-of-two steps), the
+ * decoded pixels (4 bytes each: CMYK decodes through four channels) and
+ * the resize rows. */
+static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
+				uint64_t pixels)
+{
+	uint64_t rs = 0;
+	int side = 1;
+
+	while ((uint64_t)side * side < pixels && side < 65500)
+		side++;
+	/* resize scratch depends on the output (and for crop on the shape):
+	 * the square and the two extreme shapes bound it */
+	for (int k = 0; k < 3; k++) {
+		int w = k == 0 ? side : k == 1 ? 65500 : (int)(pixels / 65500 + 1);
+		int h = k == 0 ? side : k == 1 ? (int)(pixels / 65500 + 1) : 65500;
+		size_t r = e->o.resize_crop
+			? bfs_resize_crop_scratch_size(w, h, e->o.crop_from, e->s1_w, e->s1_h)
+			: bfs_resize_scratch_size(w, h, e->s1_w, e->s1_h);
+
+		if (r > rs)
+			rs = r;
+	}
+	return in_max + pixels * 4 + rs;
+}
+
+/* Split the budget (--mem): a scratch pool for the workers (at least
+ * SCRATCH_BASE each, an eighth of the budget if that is more) and batch
+ * slots in the rest.  A worker may borrow past the pool from the slots'
+ * share (reserve), so the largest sample decodes as long as it fits in
+ * the budget beside one batch and the other workers' SCRATCH_BASE.  With
+ * --max-pixels that must hold for the largest image it allows: a default
+ * budget grows to fit it, a default --max-pixels (max_pixels_auto) shrinks
+ * to what the budget decodes, and otherwise the options are refused with
+ * the --mem that would do.  0 or -EINVAL (errmsg says why). */
+static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
+{
+	uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
+			      (e->post ? (uint64_t)e->s1_bytes * e->o.batch : 0);
+	uint64_t others = (uint64_t)(e->o.threads - 1) * SCRATCH_BASE;
+	uint64_t scratch, slots, in_max = 0, len_max = 0;
+
+	for (uint64_t i = 0; i < e->nsamples; i++) {
+		bfs_sample_identity id;
+
+		if (bfs_source_identity(e->src, i, &id) == 0 && id.length > len_max)
+			len_max = id.length;
+	}
+	in_max = bfs__pow2_at_least((size_t)len_max + 4, 0);
+	if (e->o.max_pixels) {
+		uint64_t need = need_for_pixels(e, in_max, e->o.max_pixels);
+		uint64_t mem = e->o.mem_bytes;
+
+		if (need + slot_bytes + others > mem) {
+			if (mem_default) {
+				mem = need + slot_bytes + others;
+				e->o.mem_bytes = (mem + (1u << 20) - 1) & ~((uint64_t)(1u << 20) - 1);
+			} else {
+				uint64_t fit = mem > slot_bytes + others + in_max
+					? (mem - slot_bytes - others - in_max) / 4 : 0;
+
+				while (fit && need_for_pixels(e, in_max, fit) + slot_bytes +
+						      others > mem)
+					fit -= fit / 64 + 1;
+				if (e->o.max_pixels_auto && fit >= 1) {
+					e->o.max_pixels = fit;
+				} else {
+					bfs_seterr(errmsg,
+						   "--mem %llu MiB cannot decode an image of --max-pixels %llu with %u threads (it needs %llu MiB beside a batch and the other threads' scratch); use --mem %lluM or more%s",
+						   (unsigned long long)(mem >> 20),
+						   (unsigned long long)e->o.max_pixels,
+						   e->o.threads,
+						   (unsigned long long)((need + (1u << 20) - 1) >> 20),
+						   (unsigned long long)((need + slot_bytes + others) >> 20) + 1,
+						   fit ? ", or a smaller --max-pixels" : "");
+					if (fit) {
+						size_t n = strlen(errmsg);
+
+						snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+							 " (at most %llu)",
+							 (unsigned long long)fit);
+					}
+					return -EINVAL;
+				}
+			}
+		}
+	}
+	scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
+	if (mem_default && scratch + 2 * slot_bytes > e->o.mem_bytes)
+		e->o.mem_bytes = scratch + 4 * slot_bytes; /* many threads */
+	if (scratch < e->o.mem_bytes / 8)
+		scratch = e->o.mem_bytes / 8;
+	slots = e->o.mem_bytes > scratch
+		? (e->o.mem_bytes - scratch) / slot_bytes : 0;
+	if (slots > MAX_SLOTS)
+		slots = MAX_SLOTS;
+	if (e->o.slots)
+		slots = e->o.slots; /* an explicit count wins */
+	if (slots < 2) {
+		bfs_seterr(errmsg,
+			   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
+			   (unsigned long long)(e->o.mem_bytes >> 20),
+			   (unsigned long long)(slot_bytes >> 20),
+			   (unsigned long long)(scratch >> 20),
+			   e->o.threads,
+			   (unsigned long long)((2 * slot_bytes + scratch * 8 / 7) >> 20) + 1);
+		return -EINVAL;
+	}
+	e->o.slots = (unsigned)slots;
+	e->scratch_budget = (size_t)scratch;
+	e->slot_bytes = (size_t)slot_bytes;
+	return 0;
+}
+
+int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
+		      bfs_engine **out, char *errmsg)
+{
+	bfs_engine *e;
+	int err, mem_default;
+
+	*out = NULL;
+	if (!(e = calloc(1, sizeof(*e))))
+		return -ENOMEM;
+	e->src = src;
+	e->o = *opts;
+	if (opts->store)
+		e->store = *opts->store;
+	if (!e->o.batch)
+		e->o.batch = 32;
+	if (!e->o.height || !e->o.width)
+		e->o.height = e->o.width = 224;
+	if (!e->o.threads)
+		e->o.threads = online_cores();
+	if (!e->o.epochs)
+		e->o.epochs = 1;
+	mem_default = !e->o.mem_bytes;
+	if (!e->o.mem_bytes)
+		e->o.mem_bytes = bfs_engine_default_mem();
+	if (e->o.height < 1 || e->o.width < 1 || e->o.height > 16384 ||
+	    e->o.width > 16384 || e->o.batch < 1 || e->o.batch > 65536 ||
+	    e->o.threads > 1024 || e->o.slots > MAX_SLOTS) {
+		bfs_seterr(errmsg, "invalid engine options");
+		free(e);
+		return -EINVAL;
+	}
+	if (!e->o.world)
+		e->o.world = 1;
+	e->nsamples = bfs_source_count(src);
+	if (e->o.rank >= e->o.world || e->nsamples < e->o.world) {
+		bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
+			   e->o.world, e->o.rank >= e->o.world
+			   ? "rank must be below world"
+			   : "fewer samples than ranks");
+		free(e);
+		return -EINVAL;
+	}
+	if (!(e->orders = calloc(e->o.epochs, sizeof(*e->orders)))) {
+		free(e);
+		return -ENOMEM;
+	}
+	for (unsigned ep = 0; ep < e->o.epochs; ep++)
+		bfs_order_init(&e->orders[ep], e->nsamples, e->o.shuffle,
+			       e->o.seed, ep, e->o.rank, e->o.world);
+	e->epoch_n = e->orders[0].per_rank;
+	e->per_epoch = e->o.drop_remainder
+		? e->epoch_n / e->o.batch
+		: (e->epoch_n + e->o.batch - 1) / e->o.batch;
+	if (e->per_epoch == 0) {
+		bfs_seterr(errmsg,
+			   "%llu samples make no full batch of %u (--drop-remainder)",
+			   (unsigned long long)e->epoch_n, e->o.batch);
+		free(e->orders);
+		free(e);
+		return BFS_E_EMPTY;
+	}
+	if (e->o.drop_remainder)
+		e->epoch_n = e->per_epoch * e->o.batch;
+	e->total = e->per_epoch * e->o.epochs;
+	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
+			  bfs_dtype_size(e->o.dtype);
+	e->images_cap = e->sample_bytes * e->o.batch;
+	if (e->o.resize_crop && !e->o.crop_from)
+		e->o.crop_from = 256;
+	bfs__stage1_of(&e->o, &e->s1_h, &e->s1_w, &e->s1_dtype, &e->post);
+	e->s1_bytes = (size_t)e->s1_h * e->s1_w * 3 * bfs_dtype_size(e->s1_dtype);
+	if (e->o.resize_crop &&
+	    (e->o.crop_from < e->s1_h || e->o.crop_from < e->s1_w)) {
+		bfs_seterr(errmsg,
+			   "--crop-from %d is smaller than the %dx%d window it must hold",
+			   e->o.crop_from, e->s1_h, e->s1_w);
+		free(e->orders);
+		free(e);
+		return -EINVAL;
+	}
+	if (e->o.lend_dir) {
+		char hdr[256];
+
+		e->slot_head = bfs_engine_npy_header(e, 0, hdr, sizeof(hdr));
+		if (!e->slot_head)
+			e->o.lend_dir = NULL;
+	}
+	if (e->post) {
+		char why[BFS_ERRMSG_MAX];
+
+		e->post_o = (bfs_post_opts){
+			.src_h = e->s1_h, .src_w = e->s1_w, .src_dtype = e->s1_dtype,
+			.h = e->o.height, .w = e->o.width, .out_dtype = e->o.dtype,
+			.nchw = e->o.nchw, .normalize = e->o.normalize,
+		};
+		memcpy(e->post_o.mean, e->o.mean, sizeof(e->o.mean));
+		memcpy(e->post_o.std, e->o.std, sizeof(e->o.std));
+		if (bfs_post_check(&e->post_o, why)) {
+			bfs_seterr(errmsg, "%s", why);
+			free(e->orders);
+			free(e);
+			return -EINVAL;
+		}
+	}
+
+	if ((err = fit_budget(e, mem_default, errmsg))) {
+		free(e->orders);
+		free(e);
+		return err;
+	}
+	if (e->o.prefetch >= e->o.slots)
+		e->o.prefetch = e->o.slots - 1;
+
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->work, NULL);
+	pthread_cond_init(&e->done, NULL);
+	pthread_cond_init(&e->room, NULL);
+	pthread_cond_init(&e->bad_cv, NULL);
+	e->created_ns = e->idle_since = bfs__now_ns();
+	e->nslots = e->o.slots;
+	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
+	if (bfs_badset_create(e->nsamples, &e->bad)) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	e->workers = calloc(e->o.threads, sizeof(*e->workers));
+	if (!e->slots || !e->errors || !e->workers) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned s = 0; s < e->nslots; s++)
+		e->slots[s].fd = -1;
+	for (unsigned i = 0; i < e->o.threads; i++) {
+		struct worker *w = &e->workers[i];
+
+		w->e = e;
+		if ((err = bfs_decoder_create(&w->dec)))
+			goto fail;
+		/* a worker the store has no reader for decodes everything */
+		if (e->o.store && e->store.reader_create(e->store.ctx, &w->sr))
+			w->sr = NULL;
+		if (pthread_create(&w->thread, NULL, bfs__worker_main, w)) {
+			bfs_decoder_destroy(w->dec);
+			w->dec = NULL;
+			err = -EAGAIN;
+			goto fail;
+		}
+		e->nworkers++;
+	}
+	e->st.threads = e->nworkers;
+	e->st.prefetch = e->o.prefetch;
+	e->st.slots = e->nslots;
+	e->st.mem_budget = e->o.mem_bytes;
+	*out = e;
+	return 0;
+fail:
+	bfs_seterr(errmsg, "cannot start the engine: %s", bfs_strerror(err));
+	bfs_engine_destroy(e);
+	return err;
+}
+
+void bfs_engine_destroy(bfs_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stop = 1;
+	pthread_cond_broadcast(&e->work);
+	pthread_cond_broadcast(&e->room);
+	pthread_cond_broadcast(&e->bad_cv);
+	pthread_mutex_unlock(&e->lock);
+	for (unsigned i = 0; i < e->nworkers; i++)
+		pthread_join(e->workers[i].thread, NULL);
+	/* the store may still read slots it was offered */
+	if (e->o.store)
+		e->store.flush(e->store.ctx);
+	for (unsigned i = 0; i < e->nworkers; i++) {
+		bfs_decoder_destroy(e->workers[i].dec);
+		if (e->o.store)
+			e->store.reader_destroy(e->workers[i].sr);
+		bfs_buf_free(&e->workers[i].in);
+		free(e->workers[i].scratch);
+	}
+	bfs__slots_free(e);
+	pthread_cond_destroy(&e->work);
+	pthread_cond_destroy(&e->done);
+	pthread_cond_destroy(&e->room);
+	pthread_cond_destroy(&e->bad_cv);
+	pthread_mutex_destroy(&e->lock);
+	bfs_badset_destroy(e->bad);
+	free(e->workers);
+	free(e->errors);
+	free(e->slots);
+	free(e->orders);
+	free(e);
+}
+

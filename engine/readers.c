@@ -1,6 +1,7 @@
 /*
  * readers.c - the calls readers make (hint, get, put), each reader's
- * read-ahead, and its autotuned depth
+ * read-ahead and its autotuned depth, and the engine's stats (what the
+ * readers and the slots are doing now).
  */
 #include "engine/engine_internal.h"
 
@@ -257,3 +258,49 @@ void bfs_engine_put(bfs_engine *e, bfs_batch *b)
 	pthread_cond_broadcast(&e->done);
 	pthread_mutex_unlock(&e->lock);
 }
+
+/* ---- stats ----------------------------------------------------------- */
+
+void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
+{
+	uint64_t now = bfs__now_ns(), alive;
+
+	pthread_mutex_lock(&e->lock);
+	bfs__reap_held(e);
+	*st = e->st;
+	st->decode_attempts = __atomic_load_n(&e->decode_attempts, __ATOMIC_RELAXED);
+	st->sample_errors = bfs_badset_count(e->bad);
+	st->errors_kept = e->nerrors;
+	st->mem_slots = e->slot_mem;
+	st->mem_scratch = e->scratch_used;
+	st->mem_held = e->held_bytes;
+	st->held_files = e->nheld;
+	st->mem_bytes = st->mem_slots + st->mem_scratch + st->mem_held;
+	st->slots_ready = st->slots_filling = 0;
+	for (unsigned s = 0; s < e->nslots; s++) {
+		if (e->slots[s].state == SLOT_READY)
+			st->slots_ready++;
+		else if (e->slots[s].state == SLOT_FILLING)
+			st->slots_filling++;
+	}
+	st->samples_per_s = e->sample_ns > 0 ? 1e9 / e->sample_ns * e->nworkers : 0;
+	alive = (now - e->created_ns) * e->nworkers;
+	st->worker_idle = alive ? (double)bfs__idle_now_locked(e, now) / (double)alive : 0;
+	st->nreaders = 0;
+	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
+		const struct reader *rd = &e->readers[r];
+		bfs_reader_stats *o;
+
+		if (!rd->key || now - rd->last_ns > READER_IDLE_NS)
+			continue;
+		o = &st->readers[st->nreaders++];
+		o->reader = rd->key - 1;
+		o->depth = rd->depth;
+		o->batches_per_s = rd->interval_ns > 0 ? 1e9 / rd->interval_ns : 0;
+		o->batches = rd->batches;
+		o->waits = rd->waits;
+		o->wait_s = (double)rd->wait_ns / 1e9;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
