@@ -1,8 +1,8 @@
 /*
  * view.c - the mount as its readers see it (see view.h): nodes and their
  * attributes, opens and reads, the snapshots open files hold, and how a
- * batch is delivered (read, pushed or lent).  The files' contents are
- * made in view_files.c.
+ * batch is delivered (read, pushed or lent).  The contents of the files
+ * that are not batches are made by fs/files.c.
  *
  * DESIGN
  * Nodes are computed from names and inode numbers (fs/namespace), so the
@@ -17,16 +17,80 @@
  * Batch bytes are never copied: a read pins its batch in the engine until
  * its reply is written (bfs_view_done).
  */
-#include "fs/view_internal.h"
+#include "fs/view.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/npy.h"
+
+/* index.json / preview.jpg built recently, so that the stat (which must
+ * know the size) and the open that follow build them only once. */
+struct bfs__made {
+	bfs_node_kind kind;
+	uint64_t id;
+	char *buf;           /* owned here; NULL: empty, or being built */
+	size_t len;
+	uint64_t used;       /* LRU tick */
+	int building;        /* a thread builds it, without made_lock */
+};
+
+/* A file's bytes taken at open (stats.json, index.json, preview.jpg).
+ * Open files name theirs by number (fh), not by pointer, so a read that
+ * races its file's release finds nothing instead of freed memory. */
+struct bfs__snapshot {
+	uint64_t id;
+	char *buf;
+	size_t len;
+	struct bfs__snapshot *next;
+};
+
+#define BFS__MADE 8
+
+struct bfs_view {
+	bfs_view_opts o;
+	bfs_ns_shape shape;
+	char fingerprint[17];        /* bfs_engine_fingerprint of the mount */
+	bfs_files files;             /* what the generated files are made of */
+	char *dataset_json;          /* built once, read-only after create */
+	size_t dataset_len;
+
+	pthread_mutex_t made_lock;
+	pthread_cond_t made_cv;      /* an entry finished building */
+	struct bfs__made made[BFS__MADE]; /* protected by made_lock */
+	uint64_t made_tick;          /* protected by made_lock */
+
+	pthread_mutex_t snap_lock;
+	struct bfs__snapshot *snaps; /* protected by snap_lock */
+	uint64_t next_snap;          /* protected by snap_lock */
+
+	uint64_t last_failed;        /* atomic: last batch whose failed read
+				      * was told to warn (+1; 0 none) */
+};
+
+
+/* opts.warn, formatted; a no-op without one. */
+static void view_warn(const bfs_view *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void view_warn(const bfs_view *v, const char *fmt, ...)
+{
+	char msg[2 * BFS_ERRMSG_MAX];
+	va_list ap;
+
+	if (!v->o.warn)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	v->o.warn(v->o.ctx, msg);
+}
 
 /* ---- create / destroy ------------------------------------------------- */
 
@@ -42,10 +106,16 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 	v->shape.epochs = bfs_engine_epochs(o->eng);
 	v->shape.batches = bfs_engine_batches_per_epoch(o->eng);
 	bfs_engine_fingerprint(bfs_engine_options(o->eng), v->fingerprint);
+	v->files = (bfs_files){
+		.src = o->src, .eng = o->eng, .cache = o->cache,
+		.cache_fp = o->cache_fp, .image_key = o->image_key,
+		.label_key = o->label_key, .fingerprint = v->fingerprint,
+		.io = o->io, .warn = o->warn, .ctx = o->ctx,
+	};
 	pthread_mutex_init(&v->made_lock, NULL);
 	pthread_cond_init(&v->made_cv, NULL);
 	pthread_mutex_init(&v->snap_lock, NULL);
-	if ((err = bfs__dataset_json(v, &v->dataset_json, &v->dataset_len))) {
+	if ((err = bfs_files_dataset_json(&v->files, &v->dataset_json, &v->dataset_len))) {
 		bfs_view_destroy(v);
 		return err;
 	}
@@ -141,8 +211,8 @@ static int made_get(bfs_view *v, uint64_t reader, const bfs_node *n,
 		slot->building = 1;
 		pthread_mutex_unlock(&v->made_lock);
 		err = n->kind == BFS_NODE_INDEX
-			? bfs__index_json(v, reader, n, &buf, &blen)
-			: bfs__preview_jpg(v, reader, n, &buf, &blen);
+			? bfs_files_index_json(&v->files, reader, n, &buf, &blen)
+			: bfs_files_preview_jpg(&v->files, reader, n, &buf, &blen);
 		pthread_mutex_lock(&v->made_lock);
 		slot->building = 0;
 		slot->buf = err ? NULL : buf;
@@ -246,7 +316,7 @@ int bfs_view_getattr(bfs_view *v, uint64_t reader, const bfs_node *n,
 
 		*timeout = 0.0; /* its size changes */
 		clock_gettime(CLOCK_REALTIME, &st->st_mtim);
-		if (bfs__stats_json(v, &buf, &len) == 0) {
+		if (bfs_files_stats_json(&v->files, &buf, &len) == 0) {
 			st->st_size = (off_t)len;
 			free(buf);
 		}
@@ -254,7 +324,7 @@ int bfs_view_getattr(bfs_view *v, uint64_t reader, const bfs_node *n,
 	}
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
-		st->st_size = (off_t)(bfs__file_header(v, n, hdr, sizeof(hdr),
+		st->st_size = (off_t)(bfs_files_npy_header(&v->files, n, hdr, sizeof(hdr),
 						       &data_len) + data_len);
 		break;
 	case BFS_NODE_INDEX:
@@ -352,7 +422,7 @@ int bfs_view_open(bfs_view *v, uint64_t reader, const bfs_node *n, int flags,
 		oi->keep_cache = 1;
 		return 0;
 	case BFS_NODE_STATS_JSON:
-		if ((err = bfs__stats_json(v, &buf, &len)))
+		if ((err = bfs_files_stats_json(&v->files, &buf, &len)))
 			return err;
 		oi->direct_io = 1; /* fresh at every open */
 		break;
@@ -418,7 +488,7 @@ static int read_batch(bfs_view *v, uint64_t reader, const bfs_node *n,
 		      bfs_view_pin *pin)
 {
 	char msg[BFS_ERRMSG_MAX] = "";
-	size_t data_len, hlen = bfs__file_header(v, n, pin->hdr,
+	size_t data_len, hlen = bfs_files_npy_header(&v->files, n, pin->hdr,
 						 sizeof(pin->hdr), &data_len);
 	uint64_t pos = (uint64_t)off, id = bfs_view_batch_id(v, n);
 	int err;
@@ -440,7 +510,7 @@ static int read_batch(bfs_view *v, uint64_t reader, const bfs_node *n,
 		/* The kernel retries a failed page read; say it once. */
 		if (__atomic_exchange_n(&v->last_failed, id + 1,
 					__ATOMIC_RELAXED) != id + 1)
-			bfs__warn(v, "read of epoch %u batch %llu fails with EIO: %s",
+			view_warn(v, "read of epoch %u batch %llu fails with EIO: %s",
 				  n->epoch, (unsigned long long)n->batch,
 				  msg[0] ? msg : bfs_strerror(err));
 		*niov = 0;
@@ -527,7 +597,7 @@ void bfs_view_push_plan(const bfs_view *v, uint64_t id, const bfs_batch *b,
 		bfs_view_file_bytes *f = &plan->files[plan->nfiles++];
 
 		f->node = n;
-		f->hdr_len = bfs__file_header(v, &n, f->hdr_buf,
+		f->hdr_len = bfs_files_npy_header(&v->files, &n, f->hdr_buf,
 					      sizeof(f->hdr_buf), &f->data_len);
 		f->hdr = f->hdr_buf;
 		f->data = bfs_batch_images(b);
@@ -539,7 +609,7 @@ void bfs_view_push_plan(const bfs_view *v, uint64_t id, const bfs_batch *b,
 
 		f->node = n;
 		f->node.kind = BFS_NODE_LABELS;
-		f->hdr_len = bfs__file_header(v, &f->node, f->hdr_buf,
+		f->hdr_len = bfs_files_npy_header(&v->files, &f->node, f->hdr_buf,
 					      sizeof(f->hdr_buf), &f->data_len);
 		f->hdr = f->hdr_buf;
 		f->data = bfs_batch_labels(b);

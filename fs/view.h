@@ -4,6 +4,7 @@
  * stats.json, batch and label files, index.json, preview.jpg), the
  * snapshots that open files hold, and how each batch reaches its reader.
  *
+ * The contents of the files that are not batches come from fs/files.c.
  * fs/ll.c turns FUSE requests into these calls and their results into
  * replies; nothing here knows FUSE, so all of it is tested without a mount
  * (tests/test_view.c).  Errors are 0 or a negative errno, as the reply
@@ -40,16 +41,13 @@
 #include "cache/cache.h"
 #include "engine/engine.h"
 #include "engine/source.h"
+#include "fs/files.h"
 #include "fs/namespace.h"
 
 typedef struct bfs_view bfs_view;
 
-/* What the FUSE side knows and stats.json shows. */
-typedef struct {
-	int passthrough;           /* the kernel reads backing files now */
-	uint64_t passthrough_opens;
-	uint64_t bytes_pushed;     /* copied into the page cache */
-} bfs_view_io;
+/* What the FUSE side knows and stats.json shows (fs/files.h). */
+typedef bfs_files_io bfs_view_io;
 
 typedef struct {
 	bfs_source *src;           /* both must outlive the view */

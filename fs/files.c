@@ -1,11 +1,9 @@
 /*
- * view_files.c - the contents of the mount's generated files: dataset.json
- * (the settings, built once), stats.json (fresh at every open), each
- * batch's index.json (where each sample came from) and preview.jpg (a
- * contact sheet), and the NPY headers of batch and label files.  FUSE-free;
- * see view.h.
+ * files.c - the contents of the mount's files that are not batches:
+ * dataset.json, stats.json, index.json and preview.jpg, and the NPY
+ * headers of batch and label files (see files.h).  FUSE-free.
  */
-#include "fs/view_internal.h"
+#include "fs/files.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -20,24 +18,33 @@
 #include "engine/version.h"
 #include "fs/json.h"
 
-void bfs__warn(const bfs_view *v, const char *fmt, ...)
+/* opts.warn, formatted; a no-op without one. */
+static void files_warn(const bfs_files *f, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void files_warn(const bfs_files *f, const char *fmt, ...)
 {
 	char msg[2 * BFS_ERRMSG_MAX];
 	va_list ap;
 
-	if (!v->o.warn)
+	if (!f->warn)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	v->o.warn(v->o.ctx, msg);
+	f->warn(f->ctx, msg);
 }
 
-size_t bfs__file_header(const bfs_view *v, const bfs_node *n, char *hdr,
+static uint64_t batch_id(const bfs_files *f, const bfs_node *n)
+{
+	return (uint64_t)n->epoch * bfs_engine_batches_per_epoch(f->eng) + n->batch;
+}
+
+size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
 			size_t cap, size_t *data_len)
 {
-	uint64_t id = bfs_view_batch_id(v, n);
-	uint64_t count = bfs_engine_batch_count(v->o.eng, id);
+	uint64_t id = batch_id(f, n);
+	uint64_t count = bfs_engine_batch_count(f->eng, id);
 	int len;
 
 	if (n->kind == BFS_NODE_LABELS) {
@@ -45,33 +52,33 @@ size_t bfs__file_header(const bfs_view *v, const bfs_node *n, char *hdr,
 		*data_len = (size_t)count * sizeof(int64_t);
 		return len > 0 ? (size_t)len : 0;
 	}
-	*data_len = (size_t)count * bfs_engine_sample_bytes(v->o.eng);
-	return bfs_engine_npy_header(v->o.eng, id, hdr, cap);
+	*data_len = (size_t)count * bfs_engine_sample_bytes(f->eng);
+	return bfs_engine_npy_header(f->eng, id, hdr, cap);
 }
 
 /* ---- dataset.json ----------------------------------------------------- */
 
-int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
+int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 {
-	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
-	uint64_t per_epoch = bfs_engine_batches_per_epoch(v->o.eng);
-	unsigned last = bfs_engine_batch_count(v->o.eng, per_epoch - 1);
+	const bfs_engine_opts *eo = bfs_engine_options(f->eng);
+	uint64_t per_epoch = bfs_engine_batches_per_epoch(f->eng);
+	unsigned last = bfs_engine_batch_count(f->eng, per_epoch - 1);
 	bfs_json j;
 
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_str(&j, "batchfs_version", BFS_VERSION);
 	bfs_json_u64(&j, "format_version", BFS_FORMAT_VERSION);
-	bfs_json_str(&j, "source", bfs_source_dir(v->o.src));
-	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(v->o.src)));
-	bfs_json_u64(&j, "shards", bfs_source_nshards(v->o.src));
-	bfs_json_u64(&j, "samples", bfs_source_count(v->o.src));
-	bfs_json_u64(&j, "samples_per_epoch", bfs_engine_epoch_samples(v->o.eng));
+	bfs_json_str(&j, "source", bfs_source_dir(f->src));
+	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(f->src)));
+	bfs_json_u64(&j, "shards", bfs_source_nshards(f->src));
+	bfs_json_u64(&j, "samples", bfs_source_count(f->src));
+	bfs_json_u64(&j, "samples_per_epoch", bfs_engine_epoch_samples(f->eng));
 	bfs_json_u64(&j, "batch_size", eo->batch);
 	bfs_json_u64(&j, "batches_per_epoch", per_epoch);
 	bfs_json_u64(&j, "last_batch_size", last);
 	bfs_json_bool(&j, "drop_remainder", eo->drop_remainder);
-	bfs_json_u64(&j, "epochs", bfs_engine_epochs(v->o.eng));
+	bfs_json_u64(&j, "epochs", bfs_engine_epochs(f->eng));
 	bfs_json_open(&j, "shape", '[');
 	bfs_json_u64(&j, NULL, eo->batch);
 	if (eo->nchw)
@@ -95,7 +102,7 @@ int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
 	{
 		int ch, cw;
 
-		bfs_engine_cached_shape(v->o.eng, &ch, &cw);
+		bfs_engine_cached_shape(f->eng, &ch, &cw);
 		bfs_json_open(&j, "cached_shape", '[');
 		bfs_json_u64(&j, NULL, (uint64_t)ch);
 		bfs_json_u64(&j, NULL, (uint64_t)cw);
@@ -138,12 +145,12 @@ int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_u64(&j, "rank", eo->rank);
 	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
 	bfs_json_str(&j, "image_key",
-		     v->o.image_key ? v->o.image_key : "image/encoded");
+		     f->image_key ? f->image_key : "image/encoded");
 	bfs_json_str(&j, "label_key",
-		     v->o.label_key ? v->o.label_key : "image/class/label");
+		     f->label_key ? f->label_key : "image/class/label");
 	bfs_json_open(&j, "classes", '[');
-	for (size_t i = 0; i < bfs_source_nclasses(v->o.src); i++)
-		bfs_json_str(&j, NULL, bfs_source_class_name(v->o.src, i));
+	for (size_t i = 0; i < bfs_source_nclasses(f->src); i++)
+		bfs_json_str(&j, NULL, bfs_source_class_name(f->src, i));
 	bfs_json_close(&j, ']');
 	bfs_json_str(&j, "on_error",
 		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
@@ -155,17 +162,17 @@ int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
 		bfs_json_str(&j, "prefetch", "auto");
 	bfs_json_u64(&j, "mem_bytes", eo->mem_bytes);
 	bfs_json_u64(&j, "slots", eo->slots);
-	if (v->o.cache) {
+	if (f->cache) {
 		bfs_cache_stats cs;
 
-		bfs_cache_get_stats(v->o.cache, &cs);
-		bfs_json_str(&j, "cache", bfs_cache_dir(v->o.cache));
+		bfs_cache_get_stats(f->cache, &cs);
+		bfs_json_str(&j, "cache", bfs_cache_dir(f->cache));
 		bfs_json_u64(&j, "cache_size", cs.map_bytes);
-		bfs_json_str(&j, "cache_fingerprint", v->o.cache_fp);
+		bfs_json_str(&j, "cache_fingerprint", f->cache_fp);
 	} else {
 		bfs_json_str(&j, "cache", "none");
 	}
-	bfs_json_str(&j, "fingerprint", v->fingerprint);
+	bfs_json_str(&j, "fingerprint", f->fingerprint);
 	bfs_json_open(&j, "files", '{');
 	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
 	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
@@ -180,28 +187,28 @@ int bfs__dataset_json(bfs_view *v, char **buf, size_t *len)
 
 /* Start batch id for reader (it may not have opened the batch file) and
  * wait for it; bfs_engine_get's contract. */
-static int wait_batch(bfs_view *v, uint64_t reader, uint64_t id,
+static int wait_batch(const bfs_files *f, uint64_t reader, uint64_t id,
 		      bfs_batch **b, char *msg)
 {
-	bfs_engine_hint(v->o.eng, reader, id);
-	return bfs_engine_get(v->o.eng, reader, id, b, msg);
+	bfs_engine_hint(f->eng, reader, id);
+	return bfs_engine_get(f->eng, reader, id, b, msg);
 }
 
 /* batch-NNNNNN.index.json: for each position, where the sample came from,
  * its label and the augmentation drawn.  Waits for the batch (for the
  * labels); a failed batch still lists its samples, with the error. */
-int bfs__index_json(bfs_view *v, uint64_t reader, const bfs_node *n,
+int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 		    char **buf, size_t *len)
 {
-	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
-	uint64_t id = bfs_view_batch_id(v, n);
-	unsigned count = bfs_engine_batch_count(v->o.eng, id);
+	const bfs_engine_opts *eo = bfs_engine_options(f->eng);
+	uint64_t id = batch_id(f, n);
+	unsigned count = bfs_engine_batch_count(f->eng, id);
 	char msg[BFS_ERRMSG_MAX] = "";
 	bfs_batch *b = NULL;
 	bfs_json j;
 	int err;
 
-	err = wait_batch(v, reader, id, &b, msg);
+	err = wait_batch(f, reader, id, &b, msg);
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_u64(&j, "epoch", n->epoch);
@@ -211,16 +218,16 @@ int bfs__index_json(bfs_view *v, uint64_t reader, const bfs_node *n,
 		bfs_json_str(&j, "error", msg[0] ? msg : bfs_strerror(err));
 	bfs_json_open(&j, "samples", '[');
 	for (unsigned k = 0; k < count; k++) {
-		uint64_t i = bfs_engine_sample_index(v->o.eng, id, k), rec = 0;
-		const char *shard = bfs_source_sample_shard(v->o.src, i, &rec);
-		const char *member = bfs_source_member_name(v->o.src, i);
+		uint64_t i = bfs_engine_sample_index(f->eng, id, k), rec = 0;
+		const char *shard = bfs_source_sample_shard(f->src, i, &rec);
+		const char *member = bfs_source_member_name(f->src, i);
 		int flip, x0, y0;
 
 		bfs_json_open(&j, NULL, '{');
 		bfs_json_u64(&j, "position", k);
 		bfs_json_u64(&j, "sample", i);
 		bfs_json_str(&j, "shard", shard);
-		switch (bfs_source_format(v->o.src)) {
+		switch (bfs_source_format(f->src)) {
 		case BFS_FORMAT_TFRECORD:
 			bfs_json_u64(&j, "record", rec);
 			break;
@@ -235,7 +242,7 @@ int bfs__index_json(bfs_view *v, uint64_t reader, const bfs_node *n,
 		else
 			bfs_json_null(&j, "label");
 		if ((eo->augment_flip || eo->augment_crop) &&
-		    bfs_engine_sample_aug(v->o.eng, id, k, &flip, &x0, &y0) == 0) {
+		    bfs_engine_sample_aug(f->eng, id, k, &flip, &x0, &y0) == 0) {
 			bfs_json_open(&j, "augment", '{');
 			bfs_json_bool(&j, "flip", flip);
 			bfs_json_open(&j, "crop", '[');
@@ -251,32 +258,32 @@ int bfs__index_json(bfs_view *v, uint64_t reader, const bfs_node *n,
 	bfs_json_close(&j, ']');
 	bfs_json_close(&j, '}');
 	if (b)
-		bfs_engine_put(v->o.eng, b);
+		bfs_engine_put(f->eng, b);
 	return bfs_json_take(&j, buf, len);
 }
 
 /* batch-NNNNNN.preview.jpg: the batch as the model sees it, normalization
  * undone for display, with each tile's label (class name for folders). */
-int bfs__preview_jpg(bfs_view *v, uint64_t reader, const bfs_node *n,
+int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n,
 		     char **buf, size_t *len)
 {
-	const bfs_engine_opts *eo = bfs_engine_options(v->o.eng);
-	uint64_t id = bfs_view_batch_id(v, n);
+	const bfs_engine_opts *eo = bfs_engine_options(f->eng);
+	uint64_t id = batch_id(f, n);
 	char msg[BFS_ERRMSG_MAX] = "";
 	const char **names = NULL;
-	size_t ncls = bfs_source_nclasses(v->o.src);
+	size_t ncls = bfs_source_nclasses(f->src);
 	bfs_preview_opts po = { 0 };
 	unsigned char *jpeg = NULL;
 	unsigned long jlen = 0;
 	bfs_batch *b;
 	int err;
 
-	err = wait_batch(v, reader, id, &b, msg);
+	err = wait_batch(f, reader, id, &b, msg);
 	if (err)
 		return -EIO;
 	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
 		for (size_t c = 0; c < ncls; c++)
-			names[c] = bfs_source_class_name(v->o.src, c);
+			names[c] = bfs_source_class_name(f->src, c);
 	}
 	po.h = eo->height;
 	po.w = eo->width;
@@ -287,10 +294,10 @@ int bfs__preview_jpg(bfs_view *v, uint64_t reader, const bfs_node *n,
 	memcpy(po.std, eo->std, sizeof(po.std));
 	err = bfs_preview_render(&po, bfs_batch_images(b), bfs_batch_labels(b),
 				 names, bfs_batch_count(b), &jpeg, &jlen, msg);
-	bfs_engine_put(v->o.eng, b);
+	bfs_engine_put(f->eng, b);
 	free(names);
 	if (err) {
-		bfs__warn(v, "preview of epoch %u batch %llu: %s", n->epoch,
+		files_warn(f, "preview of epoch %u batch %llu: %s", n->epoch,
 			  (unsigned long long)n->batch, msg);
 		return err == -ENOMEM ? -ENOMEM : -EIO;
 	}
@@ -308,21 +315,21 @@ int bfs__preview_jpg(bfs_view *v, uint64_t reader, const bfs_node *n,
 
 /* ---- stats.json ------------------------------------------------------- */
 
-int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
+int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 {
 	enum { SHOW = 256 };
 	bfs_sample_error *errs = calloc(SHOW, sizeof(*errs));
-	bfs_view_io io = { 0 };
+	bfs_files_io io = { 0 };
 	bfs_engine_stats st;
-	size_t nerr, shown, nscan = bfs_source_nscan_errors(v->o.src);
+	size_t nerr, shown, nscan = bfs_source_nscan_errors(f->src);
 	bfs_json j;
 
 	if (!errs)
 		return -ENOMEM;
-	if (v->o.io)
-		v->o.io(v->o.ctx, &io);
-	bfs_engine_get_stats(v->o.eng, &st);
-	nerr = bfs_engine_errors(v->o.eng, errs, SHOW);
+	if (f->io)
+		f->io(f->ctx, &io);
+	bfs_engine_get_stats(f->eng, &st);
+	nerr = bfs_engine_errors(f->eng, errs, SHOW);
 	shown = nerr < SHOW ? nerr : SHOW;
 
 	bfs_json_init(&j);
@@ -367,12 +374,12 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_close(&j, '}');
 	bfs_json_u64(&j, "reader_waits", st.reader_waits);
 	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
-	if (v->o.cache) {
+	if (f->cache) {
 		bfs_cache_stats cs;
 
-		bfs_cache_get_stats(v->o.cache, &cs);
+		bfs_cache_get_stats(f->cache, &cs);
 		bfs_json_open(&j, "cache", '{');
-		bfs_json_str(&j, "dir", bfs_cache_dir(v->o.cache));
+		bfs_json_str(&j, "dir", bfs_cache_dir(f->cache));
 		bfs_json_u64(&j, "hits", cs.hits);
 		bfs_json_u64(&j, "misses", cs.misses);
 		bfs_json_f64(&j, "hit_rate", cs.hits + cs.misses
@@ -413,14 +420,14 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	bfs_json_u64(&j, "errors_left_out", nerr - shown);
 	bfs_json_open(&j, "bad_shards", '[');
 	for (size_t i = 0; i < nscan; i++)
-		bfs_json_str(&j, NULL, bfs_source_scan_error_shard(v->o.src, i));
+		bfs_json_str(&j, NULL, bfs_source_scan_error_shard(f->src, i));
 	for (size_t i = 0; i < shown; i++) {
 		int seen = 0;
 
 		for (size_t k = 0; k < i && !seen; k++)
 			seen = strcmp(errs[k].shard, errs[i].shard) == 0;
 		for (size_t k = 0; k < nscan && !seen; k++)
-			seen = strcmp(bfs_source_scan_error_shard(v->o.src, k),
+			seen = strcmp(bfs_source_scan_error_shard(f->src, k),
 				      errs[i].shard) == 0;
 		if (!seen)
 			bfs_json_str(&j, NULL, errs[i].shard);
@@ -430,8 +437,8 @@ int bfs__stats_json(bfs_view *v, char **buf, size_t *len)
 	for (size_t i = 0; i < nscan; i++) {
 		bfs_json_open(&j, NULL, '{');
 		bfs_json_str(&j, "kind", "index");
-		bfs_json_str(&j, "shard", bfs_source_scan_error_shard(v->o.src, i));
-		bfs_json_str(&j, "message", bfs_source_scan_error(v->o.src, i));
+		bfs_json_str(&j, "shard", bfs_source_scan_error_shard(f->src, i));
+		bfs_json_str(&j, "message", bfs_source_scan_error(f->src, i));
 		bfs_json_close(&j, '}');
 	}
 	for (size_t i = 0; i < shown; i++) {
