@@ -2,7 +2,7 @@
  * source.h - the sample index of a shard directory.
  *
  * A source turns SHARD_DIR into a flat, ordered list of samples and reads
- * any one of them back as encoded JPEG bytes plus a label.  Two layouts:
+ * any one of them back as encoded JPEG bytes plus a label.  Three layouts:
  *
  *   TFRecord   every shard file holds tf.train.Example records; shards are
  *              sorted by name (bytewise), records are in file order.  The
