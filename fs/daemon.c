@@ -86,11 +86,13 @@ int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
 }
 
 /* The parent reads "0message" (ready) or "1message". */
-void bfs_daemon_notify(int fd, int ok, const char *msg)
+void bfs_daemon_notify(int fd, int ok, const char *raw)
 {
-	char buf[2048];
+	char buf[4096], msg[4000];
 	int n;
 
+	/* names from the shards reach a terminal here: no control bytes */
+	bfs_log_escape(raw, msg, sizeof(msg));
 	if (fd < 0) {
 		fprintf(ok ? stdout : stderr, "%s\n", msg);
 		fflush(NULL);

@@ -29,7 +29,9 @@ int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
 		   void *ctx);
 
 /* Tell the waiting parent how the start went (ok 1: ready), with msg; in
- * the foreground (fd -1), print it (stdout, or stderr on failure). */
+ * the foreground (fd -1), print it (stdout, or stderr on failure).  Bytes
+ * that could act on a terminal (controls, invalid UTF-8) are escaped as
+ * the log escapes them. */
 void bfs_daemon_notify(int fd, int ok, const char *msg);
 
 /* After a ready notify: stop talking to the parent and the terminal

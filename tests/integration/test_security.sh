@@ -215,4 +215,11 @@ st = json.loads(raw)
 want = \"a\x1b[31mRED\x1b[0m\nFAKE 2020-01-01 batchfs[1] error: forged\r\x07.tfrecord\"
 assert want in st[\"bad_shards\"], st[\"bad_shards\"]'; rc=\$?; '$BATCHFS' unmount '$D/ms' >/dev/null; exit \$rc"
 T_MOUNTS+=("$D/ms")
+# A mount that fails prints its message on the terminal: a shard name's
+# escape sequence must not reach it raw.
+mkdir -p "$D/escdir" "$D/escmnt"
+printf 'garbage that is not a shard' >"$D/escdir/a$(printf '\033')[31mRED.tfrecord"
+out=$("$BATCHFS" mount "$D/escdir" "$D/escmnt" --format tfrecord 2>&1)
+check "a failed mount's message shows a shard name's escape as \\x1b, never raw" \
+	bash -c "printf '%s' \"\$1\" | grep -qF 'a\\x1b[31mRED' && ! printf '%s' \"\$1\" | LC_ALL=C grep -q \$'\\033'" _ "$out"
 t_end
