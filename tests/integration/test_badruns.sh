@@ -93,4 +93,36 @@ done
 check "fail mode: the second epoch decodes only its good samples ($after0 then $after1)" \
 	test "${after0:-0}" -gt 0 -a $((after1 - after0)) -le $((NGOOD + 2))
 unmount_wait "$D/fail"
+# A long run at scale: 200,000 bad records (then 64 good ones) are each
+# tried once, counted exactly, and cost the log a few kilobytes.
+$PY - "$D/jpegs" "$D/big" 200000 <<'PY' || { not_ok "write the big shard"; t_end; }
+import os, sys
+sys.path.insert(0, os.environ.get("HERE", "tests/integration"))
+from tfrec import example, record
+jd, out, nbad = sys.argv[1], sys.argv[2], int(sys.argv[3])
+os.makedirs(out, exist_ok=True)
+jpegs = [open(os.path.join(r, f), "rb").read()
+         for r, _, fs in sorted(os.walk(jd)) for f in sorted(fs)]
+bad = record(example({"image/encoded": b"not a jpeg", "image/class/label": 1}))
+with open(os.path.join(out, "a.tfrecord"), "wb") as f:
+    f.write(bad * nbad)
+    for k, j in enumerate(jpegs):
+        f.write(record(example({"image/encoded": j, "image/class/label": k})))
+PY
+mkdir -p "$D/bigm"
+T_MOUNTS+=("$D/bigm")
+"$BATCHFS" mount "$D/big" "$D/bigm" --batch 256 --size 8x8 --threads 2 --cache none \
+	--on-error skip --log "$D/big.log" >/dev/null || { not_ok "mount 200,000 bad records"; t_end; }
+check "200,000 bad records: every batch served" bash -c "
+	find '$D/bigm/epoch-0000' -name 'batch-*[0-9].npy' | sort | xargs cat >/dev/null"
+check "200,000 bad records: each tried once, counted exactly" $PY - "$D/bigm" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1] + "/stats.json"))
+assert s["errors_total"] == 200000, s["errors_total"]
+assert s["decode_attempts"] - s["samples_decoded"] == 200000, s
+assert s["errors_left_out"] == 200000 - len(s["errors"]), s["errors_left_out"]
+PY
+size=$(stat -c %s "$D/big.log")
+check "200,000 bad records: the log stays small ($size bytes)" test "$size" -lt 65536
+"$BATCHFS" unmount "$D/bigm" >/dev/null
 t_end
