@@ -1,13 +1,21 @@
 /*
- * test_source.c - how the source identifies a shard (engine/source.h): the
- * stamp that sample identities, the index store and every read carry, and
- * a shard rewritten at the same size with its mtime set back (touch -d,
- * rsync -t) known as changed all the same.
+ * test_source.c - the source layer (engine/source.h): how it identifies a
+ * shard (the stamp that sample identities, the index store and every read
+ * carry, and a shard rewritten at the same size with its mtime set back
+ * known as changed all the same); the TFRecord, ImageFolder and WebDataset
+ * tar layouts and how --format auto tells them apart; sort order; labels;
+ * the bytes read back; problems found while indexing; and the index store
+ * hooks.
  *
- * Every test makes its own directory under /tmp and removes it.
+ * Test data is made here: JPEGs encoded with TurboJPEG, TFRecords written
+ * with the project's own writer, tars built byte by byte.  Every test makes
+ * its own directory under /tmp and removes it.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <turbojpeg.h>
 
 #include "engine/error.h"
 #include "engine/example.h"
@@ -270,12 +281,652 @@ static void test_source_keys_the_index_store_by_the_whole_stamp(void **state)
 	remove_source_dir(dir);
 }
 
+/* ==================================================================== */
+/* Beyond identity: formats and their detection, sort order, labels,    */
+/* reading, problems found while indexing, and the index store hooks.   */
+
+/* ---- test data ------------------------------------------------------ */
+
+/* Each test below runs in a fresh directory of its own, *state, made
+ * before it and removed after it, even when it fails. */
+static int remove_one(const char *path, const struct stat *st, int flag,
+		      struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int tmp_dir_setup(void **state)
+{
+	char *dir = malloc(64);
+
+	if (!dir)
+		return -1;
+	strcpy(dir, "/tmp/bfs-source-XXXXXX");
+	if (!mkdtemp(dir)) {
+		free(dir);
+		return -1;
+	}
+	*state = dir;
+	return 0;
+}
+
+static int tmp_dir_teardown(void **state)
+{
+	int err = nftw(*state, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	free(*state);
+	return err;
+}
+
+static void path_of(char *out, size_t cap, const char *dir, const char *rel)
+{
+	assert_true(snprintf(out, cap, "%s/%s", dir, rel) < (int)cap);
+}
+
+static void subdir_put(const char *dir, const char *rel)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
+static void file_put(const char *dir, const char *rel, const void *data,
+		     size_t len)
+{
+	char path[256];
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	assert_int_equal(close(fd), 0);
+}
+
+/* A 16 x 8 RGB JPEG whose pixels depend on seed, malloc()ed. */
+static uint8_t *jpeg_new(int seed, size_t *len)
+{
+	enum { W = 16, H = 8 };
+	unsigned char px[W * H * 3], *tjbuf = NULL;
+	unsigned long tjlen = 0;
+	tjhandle tj = tjInitCompress();
+	uint8_t *out;
+
+	assert_non_null(tj);
+	for (int i = 0; i < W * H; i++) {
+		px[3 * i] = (unsigned char)(i * 7 + seed * 31);
+		px[3 * i + 1] = (unsigned char)(i * 3 + seed * 17);
+		px[3 * i + 2] = (unsigned char)(seed * 53);
+	}
+	if (tjCompress2(tj, px, W, 0, H, TJPF_RGB, &tjbuf, &tjlen, TJSAMP_444,
+			90, 0) != 0)
+		fail_msg("tjCompress2: %s", tjGetErrorStr2(tj));
+	tjDestroy(tj);
+	out = malloc(tjlen);
+	assert_non_null(out);
+	memcpy(out, tjbuf, tjlen);
+	tjFree(tjbuf);
+	*len = tjlen;
+	return out;
+}
+
+/* A JPEG file at dir/rel made from seed; its bytes, malloc()ed, in *jpeg
+ * when jpeg is not NULL. */
+static void jpeg_put(const char *dir, const char *rel, int seed,
+		     uint8_t **jpeg, size_t *len)
+{
+	size_t n;
+	uint8_t *j = jpeg_new(seed, &n);
+
+	file_put(dir, rel, j, n);
+	if (jpeg) {
+		*jpeg = j;
+		*len = n;
+	} else {
+		free(j);
+	}
+}
+
+/* An empty TFRecord shard dir/rel, open for appending records. */
+static int tfr_create(const char *dir, const char *rel)
+{
+	char path[256];
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Append one Example holding bytes feature image_key and (unless
+ * label_key is NULL) int64 feature label_key. */
+static void tfr_append(int fd, const char *image_key, const void *img,
+		       size_t img_len, const char *label_key, int64_t label)
+{
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, image_key, img, img_len), 0);
+	if (label_key)
+		assert_int_equal(bfs_example_builder_add_int64(b, label_key, label), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+}
+
+/* dir/rel with n records labeled labels[0..n), each holding the image
+ * bytes "REL:K" (not a JPEG: the source never decodes). */
+static void tfr_put(const char *dir, const char *rel, const int64_t *labels,
+		    int n)
+{
+	int fd = tfr_create(dir, rel);
+
+	for (int k = 0; k < n; k++) {
+		char img[128];
+
+		snprintf(img, sizeof(img), "%s:%d", rel, k);
+		tfr_append(fd, "image/encoded", img, strlen(img),
+			   "image/class/label", labels[k]);
+	}
+	assert_int_equal(close(fd), 0);
+}
+
+/* A tar archive being built in memory: ustar members, then written out. */
+typedef struct {
+	uint8_t *p;
+	size_t len;
+} tar_buf;
+
+static void tar_bytes(tar_buf *t, const void *d, size_t n)
+{
+	t->p = realloc(t->p, t->len + n + 1);
+	assert_non_null(t->p);
+	if (d)
+		memcpy(t->p + t->len, d, n);
+	else
+		memset(t->p + t->len, 0, n);
+	t->len += n;
+}
+
+static void tar_member(tar_buf *t, const char *name, const void *d, size_t n)
+{
+	uint8_t h[512] = { 0 };
+	unsigned sum = 0;
+
+	assert_true(strlen(name) < 100);
+	memcpy(h, name, strlen(name));
+	memcpy(h + 100, "0000644", 8);
+	memcpy(h + 108, "0000000", 8);
+	memcpy(h + 116, "0000000", 8);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)n);
+	memcpy(h + 136, "14700000000", 12);
+	h[156] = '0';
+	memcpy(h + 257, "ustar\0" "00", 8);
+	memset(h + 148, ' ', 8);
+	for (int i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	tar_bytes(t, h, sizeof(h));
+	tar_bytes(t, d, n);
+	if (n % 512)
+		tar_bytes(t, NULL, 512 - n % 512);
+}
+
+static void tar_text(tar_buf *t, const char *name, const char *text)
+{
+	tar_member(t, name, text, strlen(text));
+}
+
+/* End the archive, write it to dir/rel and free it. */
+static void tar_put(tar_buf *t, const char *dir, const char *rel)
+{
+	tar_bytes(t, NULL, 1024);
+	file_put(dir, rel, t->p, t->len);
+	free(t->p);
+	t->p = NULL;
+	t->len = 0;
+}
+
+/* ---- opening and reading ------------------------------------------- */
+
+static bfs_source *open_dir(const char *dir, bfs_format format)
+{
+	bfs_source_opts o = { .dir = dir, .format = format };
+
+	return open_source(&o);
+}
+
+/* bfs_source_open that must fail: its error; msg gets the message. */
+static int open_error(const bfs_source_opts *o, char *msg)
+{
+	bfs_source *s = (bfs_source *)&s; /* must come back NULL */
+	int err;
+
+	msg[0] = '\0';
+	err = bfs_source_open(o, &s, msg);
+	assert_null(s);
+	return err;
+}
+
+static int open_dir_error(const char *dir, bfs_format format, char *msg)
+{
+	bfs_source_opts o = { .dir = dir, .format = format };
+
+	return open_error(&o, msg);
+}
+
+/* The label of sample i, which must read. */
+static int64_t label_of(bfs_source *s, uint64_t i)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label = INT64_MIN;
+	int err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+
+	bfs_buf_free(&buf);
+	if (err)
+		fail_msg("read %llu: %s: %s", (unsigned long long)i,
+			 bfs_strerror(err), msg);
+	return label;
+}
+
+/* ---- running where a mode 000 file cannot be read ------------------- */
+
+/* What a scenario run by as_unprivileged() saw. */
+struct seen {
+	int err;
+	uint64_t count;
+	size_t nerrs;
+	char shard[256];
+	char msg[BFS_ERRMSG_MAX];
+};
+
+/* Run fn in a child process that mode bits bind: as root, one that has
+ * dropped to uid and gid 65534 (nobody).  The child makes sure that
+ * `unreadable` (a path) cannot be opened, then runs fn, which fills *seen
+ * (no cmocka calls there: they belong to this process).  Returns 0, or -1
+ * after saying why when no such child can be had: the caller skips. */
+static int as_unprivileged(const char *unreadable,
+			   void (*fn)(void *arg, struct seen *seen),
+			   void *arg, struct seen *seen)
+{
+	struct seen *shared = mmap(NULL, sizeof(*shared),
+				   PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int status;
+	pid_t pid;
+
+	assert_true(shared != MAP_FAILED);
+	memset(shared, 0, sizeof(*shared));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (geteuid() == 0 &&
+		    (setgroups(0, NULL) != 0 ||
+		     setresgid(65534, 65534, 65534) != 0 ||
+		     setresuid(65534, 65534, 65534) != 0))
+			_exit(77);
+		fd = open(unreadable, O_RDONLY);
+		if (fd >= 0 || errno != EACCES)
+			_exit(78);
+		fn(arg, shared);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	*seen = *shared;
+	munmap(shared, sizeof(*shared));
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 78) {
+		print_message("skip: %s\n", WEXITSTATUS(status) == 77
+			      ? "cannot drop root privileges to uid 65534"
+			      : "a mode 000 file is readable here even without root");
+		return -1;
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+	return 0;
+}
+
+/* ---- formats and their detection ------------------------------------ */
+
+static void test_source_indexes_a_directory_of_tfrecord_shards(void **state)
+{
+	static const int64_t la[] = { 1, 2, 3 }, lb[] = { 4, 5 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 3);
+	tfr_put(dir, "b.tfrecord", lb, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_count(s), 5);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_an_imagefolder_tree_one_image_per_shard(void **state)
+{
+	const char *dir = *state;
+	bfs_source *s;
+
+	subdir_put(dir, "cat");
+	subdir_put(dir, "dog");
+	jpeg_put(dir, "cat/1.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "cat/2.jpg", 2, NULL, NULL);
+	jpeg_put(dir, "dog/1.jpg", 3, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nshards(s), 3);
+	assert_int_equal(bfs_source_nclasses(s), 2);
+	assert_string_equal(bfs_source_class_name(s, 0), "cat");
+	assert_string_equal(bfs_source_class_name(s, 1), "dog");
+	assert_null(bfs_source_class_name(s, 2));
+	assert_string_equal(bfs_source_shard_name(s, 2), "dog/1.jpg");
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0(void **state)
+{
+	const char *dir = *state;
+	bfs_source *s;
+
+	jpeg_put(dir, "x.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "y.jpeg", 2, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_string_equal(bfs_source_shard_name(s, 0), "x.jpg");
+	assert_string_equal(bfs_source_shard_name(s, 1), "y.jpeg");
+	assert_int_equal(label_of(s, 0), 0);
+	assert_int_equal(label_of(s, 1), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_a_directory_of_webdataset_tars(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "7");
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "8");
+	tar_put(&t, dir, "shard-0.tar");
+	tar_member(&t, "k3.jpg", "img3", 4);
+	tar_text(&t, "k3.cls", "9");
+	tar_put(&t, dir, "shard-1.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_string_equal(bfs_source_shard_name(s, 1), "shard-1.tar");
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_finds_tfrecord_shards_by_content_whatever_their_names(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "data-0", l, 2);
+	tfr_put(dir, "data-1.bin", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_count(s), 3);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_finds_tar_shards_by_content_whatever_their_names(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "1");
+	tar_put(&t, dir, "shard-0");
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "2");
+	tar_put(&t, dir, "shard-1.tfrecord"); /* the name says otherwise */
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_passes_over_files_that_are_not_shards(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 2);
+	file_put(dir, "README", "how these shards were made\n", 27);
+	file_put(dir, "labels.gz", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nshards(s), 1);
+	assert_string_equal(bfs_source_shard_name(s, 0), "a.tfrecord");
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_refuses_tfrecord_and_tar_shards_in_one_directory(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "b.tar");
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_FORMAT);
+	assert_non_null(strstr(msg, dir));
+	assert_non_null(strstr(msg, "--format"));
+}
+
+/* The header promises BFS_E_FORMAT here; what is checked is what the code
+ * and the header agree on: the open fails and says which directory. */
+static void test_source_open_with_a_format_that_does_not_fit_fails_naming_the_dir(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const struct {
+		const char *layout;
+		bfs_format wrong;
+	} cases[] = {
+		{ "tfrecord", BFS_FORMAT_FOLDER }, { "tfrecord", BFS_FORMAT_TAR },
+		{ "folder", BFS_FORMAT_TFRECORD }, { "folder", BFS_FORMAT_TAR },
+		{ "tar", BFS_FORMAT_TFRECORD },    { "tar", BFS_FORMAT_FOLDER },
+	};
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+
+	subdir_put(dir, "tfrecord");
+	tfr_put(dir, "tfrecord/a.tfrecord", l, 2);
+	subdir_put(dir, "folder");
+	subdir_put(dir, "folder/cls");
+	jpeg_put(dir, "folder/cls/1.jpg", 1, NULL, NULL);
+	subdir_put(dir, "tar");
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "tar/a.tar");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		path_of(path, sizeof(path), dir, cases[i].layout);
+		assert_true(open_dir_error(path, cases[i].wrong, msg) < 0);
+		assert_non_null(strstr(msg, path));
+	}
+}
+
+static void test_source_refuses_an_empty_directory_as_empty(void **state)
+{
+	static const bfs_format fmts[] = { BFS_FORMAT_AUTO, BFS_FORMAT_TFRECORD,
+					   BFS_FORMAT_FOLDER, BFS_FORMAT_TAR };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		assert_int_equal(open_dir_error(dir, fmts[i], msg), BFS_E_EMPTY);
+		assert_non_null(strstr(msg, dir));
+	}
+}
+
+static void test_source_refuses_shards_that_hold_no_records_as_empty(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	file_put(dir, "a.tfrecord", "", 0);
+	file_put(dir, "b.tfrecord", "", 0);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+}
+
+static void test_source_refuses_class_folders_without_jpegs_as_empty(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	subdir_put(dir, "cat");
+	subdir_put(dir, "dog");
+	file_put(dir, "cat/notes.txt", "none yet\n", 9);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+}
+
+static void test_source_refuses_a_missing_directory_with_enoent(void **state)
+{
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+
+	path_of(path, sizeof(path), dir, "gone");
+	assert_int_equal(open_dir_error(path, BFS_FORMAT_AUTO, msg), -ENOENT);
+	assert_non_null(strstr(msg, path));
+}
+
+static void test_source_refuses_a_file_in_place_of_the_directory_with_enotdir(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	assert_int_equal(open_dir_error(path, BFS_FORMAT_AUTO, msg), -ENOTDIR);
+	assert_non_null(strstr(msg, path));
+}
+
+static void open_as_seen(void *arg, struct seen *seen)
+{
+	bfs_source_opts o = { .dir = arg };
+	bfs_source *s = NULL;
+
+	seen->err = bfs_source_open(&o, &s, seen->msg);
+	if (s) {
+		seen->count = bfs_source_count(s);
+		seen->nerrs = bfs_source_nscan_errors(s);
+		if (seen->nerrs) {
+			snprintf(seen->shard, sizeof(seen->shard), "%s",
+				 bfs_source_scan_error_shard(s, 0));
+			snprintf(seen->msg, sizeof(seen->msg), "%s",
+				 bfs_source_scan_error(s, 0));
+		}
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_an_unreadable_directory_with_eacces(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+	int ran;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	subdir_put(dir, "shards");
+	tfr_put(dir, "shards/a.tfrecord", l, 1);
+	path_of(path, sizeof(path), dir, "shards");
+	assert_int_equal(chmod(path, 0), 0);
+	ran = as_unprivileged(path, open_as_seen, path, &seen);
+	assert_int_equal(chmod(path, 0755), 0);
+	if (ran != 0)
+		skip();
+	assert_int_equal(seen.err, -EACCES);
+	assert_non_null(strstr(seen.msg, path));
+}
+
+static void test_format_name_names_each_format(void **state)
+{
+	assert_string_equal(bfs_format_name(BFS_FORMAT_AUTO), "auto");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_TFRECORD), "tfrecord");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_FOLDER), "folder");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_TAR), "tar");
+}
+
+static void test_source_dir_is_the_absolute_path_with_links_resolved(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char real[128], link[128], via[160];
+	bfs_source *s;
+
+	subdir_put(dir, "real");
+	tfr_put(dir, "real/a.tfrecord", l, 1);
+	path_of(real, sizeof(real), dir, "real");
+	path_of(link, sizeof(link), dir, "link");
+	assert_int_equal(symlink("real", link), 0);
+	snprintf(via, sizeof(via), "%s/./", link);
+	s = open_dir(via, BFS_FORMAT_AUTO);
+	assert_non_null(realpath(real, via));
+	assert_string_equal(bfs_source_dir(s), via);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_source_identity_names_the_shard_by_size_mtime_inode_and_ctime),
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_an_imagefolder_tree_one_image_per_shard, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_webdataset_tars, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_finds_tfrecord_shards_by_content_whatever_their_names, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_finds_tar_shards_by_content_whatever_their_names, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_passes_over_files_that_are_not_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_refuses_tfrecord_and_tar_shards_in_one_directory, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_open_with_a_format_that_does_not_fit_fails_naming_the_dir, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_an_empty_directory_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_shards_that_hold_no_records_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_class_folders_without_jpegs_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_missing_directory_with_enoent, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_file_in_place_of_the_directory_with_enotdir, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_an_unreadable_directory_with_eacces, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test(test_format_name_names_each_format),
+		cmocka_unit_test_setup_teardown(test_source_dir_is_the_absolute_path_with_links_resolved, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
