@@ -435,6 +435,26 @@ static void tfr_put(const char *dir, const char *rel, const int64_t *labels,
 	assert_int_equal(close(fd), 0);
 }
 
+/* File offset of the header of record k of dir/rel. */
+static off_t tfr_record_at(const char *dir, const char *rel, int k)
+{
+	char path[256];
+	uint64_t len;
+	off_t at = 0;
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	for (int i = 0; i < k; i++) {
+		/* the u64 length field, little-endian like this host */
+		assert_int_equal(pread(fd, &len, 8, at), 8);
+		at += BFS_TFRECORD_HEADER + (off_t)len + BFS_TFRECORD_FOOTER;
+	}
+	assert_int_equal(close(fd), 0);
+	return at;
+}
+
 /* A tar archive being built in memory: ustar members, then written out. */
 typedef struct {
 	uint8_t *p;
@@ -535,6 +555,43 @@ static int64_t label_of(bfs_source *s, uint64_t i)
 		fail_msg("read %llu: %s: %s", (unsigned long long)i,
 			 bfs_strerror(err), msg);
 	return label;
+}
+
+/* Read sample i and compare its bytes with want[0..want_len). */
+static void assert_sample_bytes(bfs_source *s, uint64_t i, const void *want,
+				size_t want_len)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+	int err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+
+	if (err)
+		fail_msg("read %llu: %s: %s", (unsigned long long)i,
+			 bfs_strerror(err), msg);
+	assert_int_equal(len, want_len);
+	assert_non_null(jpeg);
+	assert_memory_equal(jpeg, want, want_len);
+	bfs_buf_free(&buf);
+}
+
+/* Read sample i, which must fail: the error; msg gets the message.  (What
+ * a failed read leaves in *jpeg is not part of the contract.) */
+static int read_error(bfs_source *s, uint64_t i, char *msg)
+{
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+	int err;
+
+	msg[0] = '\0';
+	err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+	bfs_buf_free(&buf);
+	assert_int_not_equal(err, 0);
+	return err;
 }
 
 /* ---- running where a mode 000 file cannot be read ------------------- */
@@ -904,6 +961,306 @@ static void test_source_dir_is_the_absolute_path_with_links_resolved(void **stat
 	bfs_source_close(s);
 }
 
+/* ---- sort order ----------------------------------------------------- */
+
+static void test_source_sorts_shards_bytewise_by_name(void **state)
+{
+	/* made in another order; a locale or natural sort would give
+	 * a, a2, a10, B */
+	static const char *const made[] = { "a2.tfrecord", "a.tfrecord",
+					    "B.tfrecord", "a10.tfrecord" };
+	static const char *const sorted[] = { "B.tfrecord", "a.tfrecord",
+					      "a10.tfrecord", "a2.tfrecord" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		int64_t l[2];
+
+		for (int j = 0; j < 4; j++)
+			if (!strcmp(made[i], sorted[j]))
+				l[0] = 10 * j, l[1] = 10 * j + 1;
+		tfr_put(dir, made[i], l, 2);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nshards(s), 4);
+	for (int j = 0; j < 4; j++) {
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), sorted[j]);
+		assert_int_equal(label_of(s, 2 * (uint64_t)j), 10 * j);
+		assert_int_equal(label_of(s, 2 * (uint64_t)j + 1), 10 * j + 1);
+	}
+	assert_null(bfs_source_shard_name(s, 4));
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_records_of_a_shard_in_file_order(void **state)
+{
+	static const int64_t l[] = { 7, 3, 9, 1, 5 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 5);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 5);
+	for (uint64_t i = 0; i < 5; i++) {
+		uint64_t rec = 99;
+		bfs_sample_identity id;
+
+		assert_int_equal(label_of(s, i), l[i]);
+		assert_string_equal(bfs_source_sample_shard(s, i, &rec), "a.tfrecord");
+		assert_int_equal(rec, i);
+		assert_int_equal(bfs_source_identity(s, i, &id), 0);
+		assert_int_equal(id.offset,
+				 tfr_record_at(dir, "a.tfrecord", (int)i) +
+					 BFS_TFRECORD_HEADER);
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_numbers_classes_from_0_in_bytewise_name_order(void **state)
+{
+	static const char *const made[] = { "b2", "ant", "b10", "Zebra" };
+	static const char *const sorted[] = { "Zebra", "ant", "b10", "b2" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		char rel[64];
+
+		subdir_put(dir, made[i]);
+		snprintf(rel, sizeof(rel), "%s/img.jpg", made[i]);
+		jpeg_put(dir, rel, i, NULL, NULL);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 4);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int j = 0; j < 4; j++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "%s/img.jpg", sorted[j]);
+		assert_string_equal(bfs_source_class_name(s, (size_t)j), sorted[j]);
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), rel);
+		assert_int_equal(label_of(s, (uint64_t)j), j);
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_sorts_the_images_of_a_class_bytewise_by_name(void **state)
+{
+	static const char *const made[] = { "cls/img2.jpg", "cls/img10.jpg",
+					    "cls/Img3.jpg" };
+	static const char *const sorted[] = { "cls/Img3.jpg", "cls/img10.jpg",
+					      "cls/img2.jpg" };
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	for (int i = 0; i < 3; i++)
+		jpeg_put(dir, made[i], i, &jpeg[i], &len[i]);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	for (int j = 0; j < 3; j++) {
+		int i = j == 0 ? 2 : j == 1 ? 1 : 0; /* made[i] == sorted[j] */
+
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), sorted[j]);
+		assert_sample_bytes(s, (uint64_t)j, jpeg[i], len[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_tar_samples_in_member_order(void **state)
+{
+	static const char *const keys[] = { "zz", "b", "a10", "a2" };
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		char name[32], cls[8];
+
+		snprintf(name, sizeof(name), "%s.jpg", keys[i]);
+		tar_member(&t, name, keys[i], strlen(keys[i]));
+		snprintf(name, sizeof(name), "%s.cls", keys[i]);
+		snprintf(cls, sizeof(cls), "%d", i);
+		tar_text(&t, name, cls);
+	}
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "%s.jpg", keys[i]);
+		assert_string_equal(bfs_source_member_name(s, (uint64_t)i), name);
+		assert_int_equal(label_of(s, (uint64_t)i), i);
+	}
+	bfs_source_close(s);
+}
+
+/* ---- labels --------------------------------------------------------- */
+
+static void test_source_reads_a_tfrecord_label_from_image_class_label_as_int64(void **state)
+{
+	static const int64_t l[] = { 0, 41, -2, 5000000000LL, INT64_MAX };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 5);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (uint64_t i = 0; i < 5; i++)
+		assert_int_equal(label_of(s, i), l[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_the_image_key_and_label_key_it_is_given(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { 0 };
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+	bfs_source *s;
+	int fd;
+
+	/* the default keys hold decoys */
+	fd = tfr_create(dir, "a.tfrecord");
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", "decoy", 5), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "image/class/label", 99), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "jpeg", "the-image", 9), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "cls", 12), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	o.image_key = "jpeg";
+	o.label_key = "cls";
+	s = open_source(&o);
+	assert_sample_bytes(s, 0, "the-image", 9);
+	assert_int_equal(label_of(s, 0), 12);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_label_minus_1_with_label_key_none(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/encoded", "unlabeled-0", 11, NULL, 0);
+	tfr_append(fd, "image/encoded", "unlabeled-1", 11, NULL, 0);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_sample_bytes(s, 1, "unlabeled-1", 11);
+	assert_int_equal(label_of(s, 0), -1);
+	assert_int_equal(label_of(s, 1), -1);
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_record_without_the_label_key_naming_it(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source_opts o = { .label_key = "label" };
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/encoded", "img", 3, "label", 1);
+	tfr_append(fd, "image/encoded", "img", 3, "class", 2);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "'label'"));
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_record_without_the_image_key_listing_the_keys_present(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/jpeg", "img", 3, "image/class/label", 1);
+	assert_int_equal(close(fd), 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(read_error(s, 0, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "'image/encoded'"));
+	assert_non_null(strstr(msg, "'image/jpeg'"));
+	assert_non_null(strstr(msg, "'image/class/label'"));
+	bfs_source_close(s);
+}
+
+static void test_source_reads_a_tar_label_from_the_keys_cls_member(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "3");
+	tar_text(&t, "k2.cls", " 12\n"); /* .cls first, whitespace around */
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_member(&t, "k3.jpeg", "img3", 4);
+	tar_text(&t, "k3.txt", "a caption");
+	tar_text(&t, "k3.cls", "0");
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 0), 3);
+	assert_int_equal(label_of(s, 1), 12);
+	assert_int_equal(label_of(s, 2), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_tar_sample_without_cls_as_nokey(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "5");
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(read_error(s, 0, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "k1.jpg"));
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key_none(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_put(&t, dir, "a.tar");
+	o.dir = dir;
+	s = open_source(&o);
+	assert_sample_bytes(s, 0, "img1", 4);
+	assert_int_equal(label_of(s, 0), -1);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -927,6 +1284,19 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_refuses_an_unreadable_directory_with_eacces, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test(test_format_name_names_each_format),
 		cmocka_unit_test_setup_teardown(test_source_dir_is_the_absolute_path_with_links_resolved, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_sorts_shards_bytewise_by_name, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_of_a_shard_in_file_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_numbers_classes_from_0_in_bytewise_name_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_sorts_the_images_of_a_class_bytewise_by_name, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_samples_in_member_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tfrecord_label_from_image_class_label_as_int64, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_the_image_key_and_label_key_it_is_given, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_label_minus_1_with_label_key_none, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_record_without_the_label_key_naming_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_record_without_the_image_key_listing_the_keys_present, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_label_from_the_keys_cls_member, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_tar_sample_without_cls_as_nokey, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key_none, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
