@@ -344,6 +344,22 @@ static void file_put(const char *dir, const char *rel, const void *data,
 	assert_int_equal(close(fd), 0);
 }
 
+/* XOR one byte of a file with x. */
+static void file_flip(const char *dir, const char *rel, off_t at, uint8_t x)
+{
+	char path[256];
+	uint8_t c;
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, at), 1);
+	c ^= x;
+	assert_int_equal(pwrite(fd, &c, 1, at), 1);
+	assert_int_equal(close(fd), 0);
+}
+
 /* A 16 x 8 RGB JPEG whose pixels depend on seed, malloc()ed. */
 static uint8_t *jpeg_new(int seed, size_t *len)
 {
@@ -1261,6 +1277,203 @@ static void test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key
 	bfs_source_close(s);
 }
 
+/* ---- reading -------------------------------------------------------- */
+
+static void test_source_reads_back_the_jpeg_bytes_of_tfrecord_samples(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[4];
+	size_t len[4];
+	bfs_source *s;
+
+	for (int k = 0; k < 2; k++) {
+		int fd = tfr_create(dir, k ? "b.tfrecord" : "a.tfrecord");
+
+		for (int i = 2 * k; i < 2 * k + 2; i++) {
+			jpeg[i] = jpeg_new(i, &len[i]);
+			tfr_append(fd, "image/encoded", jpeg[i], len[i],
+				   "image/class/label", i);
+		}
+		assert_int_equal(close(fd), 0);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int i = 3; i >= 0; i--) /* any order */
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 4; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_back_the_jpeg_bytes_of_folder_images(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	bfs_source *s;
+
+	subdir_put(dir, "a");
+	subdir_put(dir, "b");
+	jpeg_put(dir, "a/1.jpg", 1, &jpeg[0], &len[0]);
+	jpeg_put(dir, "a/2.jpg", 2, &jpeg[1], &len[1]);
+	jpeg_put(dir, "b/1.jpg", 3, &jpeg[2], &len[2]);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (int i = 2; i >= 0; i--)
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_back_the_jpeg_bytes_of_tar_members(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		jpeg[i] = jpeg_new(i, &len[i]);
+		snprintf(name, sizeof(name), "k%d.jpg", i);
+		tar_member(&t, name, jpeg[i], len[i]);
+		snprintf(name, sizeof(name), "k%d.cls", i);
+		tar_text(&t, name, "1");
+	}
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (int i = 2; i >= 0; i--)
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_shard_record_and_offset_hold_a_tfrecord_sample(void **state)
+{
+	static const int64_t la[] = { 1, 2 }, lb[] = { 3, 4, 5 };
+	const char *dir = *state;
+	char want[128], got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 2);
+	tfr_put(dir, "b.tfrecord", lb, 3);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_sample_shard(s, 4, &rec), "b.tfrecord");
+	assert_int_equal(rec, 2);
+	snprintf(want, sizeof(want), "b.tfrecord record 2 (offset %llu)",
+		 (unsigned long long)(tfr_record_at(dir, "b.tfrecord", 2) +
+				      BFS_TFRECORD_HEADER));
+	bfs_source_describe(s, 4, got, sizeof(got));
+	assert_string_equal(got, want);
+	assert_null(bfs_source_member_name(s, 4));
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_tar_and_member_hold_a_tar_sample(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	char got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "1");
+	tar_put(&t, dir, "a.tar");
+	tar_member(&t, "train/k2.jpg", "img2", 4);
+	tar_text(&t, "train/k2.cls", "2");
+	tar_member(&t, "train/k3.jpeg", "img3", 4);
+	tar_text(&t, "train/k3.cls", "3");
+	tar_put(&t, dir, "b.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_member_name(s, 2), "train/k3.jpeg");
+	assert_string_equal(bfs_source_sample_shard(s, 2, &rec), "b.tar");
+	assert_int_equal(rec, 1);
+	bfs_source_describe(s, 2, got, sizeof(got));
+	assert_string_equal(got, "b.tar member train/k3.jpeg");
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_image_file_holds_a_folder_sample(void **state)
+{
+	const char *dir = *state;
+	char got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	jpeg_put(dir, "cls/a.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "cls/b.jpg", 2, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_sample_shard(s, 1, &rec), "cls/b.jpg");
+	assert_int_equal(rec, 0);
+	bfs_source_describe(s, 1, got, sizeof(got));
+	assert_string_equal(got, "cls/b.jpg");
+	assert_null(bfs_source_member_name(s, 1));
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_sample_past_the_end(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX], got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(read_error(s, 2, msg), -EINVAL);
+	assert_null(bfs_source_sample_shard(s, 2, &rec));
+	assert_int_equal(rec, 99);
+	bfs_source_describe(s, 2, got, sizeof(got));
+	assert_string_equal(got, "sample 2 (out of range)");
+	bfs_source_close(s);
+}
+
+static void test_source_read_checks_the_payload_crc(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* one byte of record 1's payload */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) +
+				      BFS_TFRECORD_HEADER + 4, 0x20);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CRC);
+	assert_non_null(strstr(msg, "CRC"));
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* record 1's length CRC; its length still holds */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) + 8, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CRC);
+	assert_non_null(strstr(msg, "length CRC"));
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1297,6 +1510,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_label_from_the_keys_cls_member, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_refuses_a_tar_sample_without_cls_as_nokey, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key_none, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_tfrecord_samples, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_folder_images, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_tar_members, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_shard_record_and_offset_hold_a_tfrecord_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_tar_and_member_hold_a_tar_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_image_file_holds_a_folder_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_sample_past_the_end, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_checks_the_payload_crc, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
