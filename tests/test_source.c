@@ -344,6 +344,32 @@ static void file_put(const char *dir, const char *rel, const void *data,
 	assert_int_equal(close(fd), 0);
 }
 
+static void file_chmod(const char *dir, const char *rel, mode_t mode)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static off_t file_size(const char *dir, const char *rel)
+{
+	char path[256];
+	struct stat st;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static void file_truncate(const char *dir, const char *rel, off_t size)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(truncate(path, size), 0);
+}
+
 /* XOR one byte of a file with x. */
 static void file_flip(const char *dir, const char *rel, off_t at, uint8_t x)
 {
@@ -608,6 +634,17 @@ static int read_error(bfs_source *s, uint64_t i, char *msg)
 	bfs_buf_free(&buf);
 	assert_int_not_equal(err, 0);
 	return err;
+}
+
+/* Does the scan error list hold one for shard, with text holding what? */
+static int has_scan_error(const bfs_source *s, const char *shard,
+			  const char *what)
+{
+	for (size_t i = 0; i < bfs_source_nscan_errors(s); i++)
+		if (!strcmp(bfs_source_scan_error_shard(s, i), shard) &&
+		    strstr(bfs_source_scan_error(s, i), what))
+			return 1;
+	return 0;
 }
 
 /* ---- running where a mode 000 file cannot be read ------------------- */
@@ -1474,6 +1511,212 @@ static void test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails(
 	bfs_source_close(s);
 }
 
+/* ---- problems found while indexing, and shards that change ---------- */
+
+static void test_source_keeps_the_records_before_a_cut_and_lists_the_cut(void **state)
+{
+	static const int64_t la[] = { 1, 2, 3 }, lb[] = { 4 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 3);
+	tfr_put(dir, "b.tfrecord", lb, 1);
+	file_truncate(dir, "a.tfrecord", file_size(dir, "a.tfrecord") - 6);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 1), 2);
+	assert_int_equal(label_of(s, 2), 4);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord");
+	assert_non_null(strstr(bfs_source_scan_error(s, 0), "record 2"));
+	assert_null(bfs_source_scan_error(s, 1));
+	assert_null(bfs_source_scan_error_shard(s, 1));
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_records_before_a_bad_length_and_lists_it(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* record 1's length field: neither it nor its CRC holds */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) + 5, 0x40);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "a.tfrecord", "record 1"));
+	assert_true(has_scan_error(s, "a.tfrecord", "length CRC"));
+	bfs_source_close(s);
+}
+
+static void test_source_fails_as_empty_when_no_shard_has_a_whole_record(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	file_truncate(dir, "a.tfrecord", 20);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+	assert_non_null(strstr(msg, "a.tfrecord"));
+	assert_non_null(strstr(msg, "record 0"));
+}
+
+static void test_source_names_files_that_are_not_shards_by_kind_without_quoting_them(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const char secret[] = "SECRET-TOKEN-1234 root:$6$salt$hash:19000\n";
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+				 "SECRET-TOKEN-1234";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "good.tfrecord", l, 2);
+	file_put(dir, "README", secret, sizeof(secret) - 1);
+	file_put(dir, "data.gz", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_TFRECORD); /* so that they are shards */
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 2);
+	assert_true(has_scan_error(s, "README", "not a TFRecord"));
+	assert_true(has_scan_error(s, "data.gz", "gzip data"));
+	for (size_t i = 0; i < 2; i++) {
+		const char *e = bfs_source_scan_error(s, i);
+
+		assert_null(strstr(e, "SECRET"));
+		assert_null(strstr(e, "root"));
+		assert_null(strstr(e, "0x")); /* no stored or computed CRC */
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_names_a_gzip_file_called_tar_by_kind(void **state)
+{
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+	const char *dir = *state;
+	uint8_t data[2048] = { 0 };
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "a.tar");
+	memcpy(data, gz, sizeof(gz) - 1);
+	file_put(dir, "b.tar", data, sizeof(data)); /* a .tar.gz renamed */
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "b.tar", "gzip data"));
+	bfs_source_close(s);
+}
+
+static void test_source_lists_an_unreadable_shard_and_keeps_the_others(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	tfr_put(dir, "a.tfrecord", l, 2);
+	tfr_put(dir, "b.tfrecord", l, 1);
+	file_chmod(dir, "b.tfrecord", 0);
+	path_of(path, sizeof(path), dir, "b.tfrecord");
+	if (as_unprivileged(path, open_as_seen, (void *)dir, &seen) != 0)
+		skip();
+	assert_int_equal(seen.err, 0);
+	assert_int_equal(seen.count, 2);
+	assert_int_equal(seen.nerrs, 1);
+	assert_string_equal(seen.shard, "b.tfrecord");
+	assert_non_null(strstr(seen.msg, strerror(EACCES)));
+}
+
+static void test_source_read_refuses_a_shard_that_shrank(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	file_truncate(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 2));
+	/* record 0 is still whole, but the shard is not the one indexed */
+	assert_int_equal(read_error(s, 0, msg), -EIO);
+	assert_non_null(strstr(msg, "changed"));
+	bfs_source_close(s);
+}
+
+static void test_source_read_refuses_a_folder_image_replaced_by_another(void **state)
+{
+	const char *dir = *state;
+	char from[128], to[128], msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	jpeg_put(dir, "cls/a.jpg", 1, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	jpeg_put(dir, "new.jpg", 1, NULL, NULL); /* the same bytes */
+	path_of(from, sizeof(from), dir, "new.jpg");
+	path_of(to, sizeof(to), dir, "cls/a.jpg");
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(read_error(s, 0, msg), -EIO);
+	bfs_source_close(s);
+}
+
+static void test_source_read_of_a_deleted_shard_is_enoent(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(read_error(s, 0, msg), -ENOENT);
+	bfs_source_close(s);
+}
+
+static void read_as_seen(void *arg, struct seen *seen)
+{
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+
+	seen->err = bfs_source_read(arg, 0, &buf, &jpeg, &len, &label,
+				    seen->msg);
+	bfs_buf_free(&buf);
+}
+
+static void test_source_read_of_a_shard_become_unreadable_is_eacces(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+	bfs_source *s;
+	int ran;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	tfr_put(dir, "a.tfrecord", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	file_chmod(dir, "a.tfrecord", 0);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	ran = as_unprivileged(path, read_as_seen, s, &seen);
+	bfs_source_close(s);
+	if (ran != 0)
+		skip();
+	assert_int_equal(seen.err, -EACCES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1519,6 +1762,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_refuses_a_sample_past_the_end, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_read_checks_the_payload_crc, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_before_a_cut_and_lists_the_cut, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_before_a_bad_length_and_lists_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_fails_as_empty_when_no_shard_has_a_whole_record, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_files_that_are_not_shards_by_kind_without_quoting_them, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_a_gzip_file_called_tar_by_kind, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_lists_an_unreadable_shard_and_keeps_the_others, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_refuses_a_shard_that_shrank, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_refuses_a_folder_image_replaced_by_another, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_of_a_deleted_shard_is_enoent, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_of_a_shard_become_unreadable_is_eacces, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
