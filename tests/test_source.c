@@ -1717,6 +1717,279 @@ static void test_source_read_of_a_shard_become_unreadable_is_eacces(void **state
 	assert_int_equal(seen.err, -EACCES);
 }
 
+/* ---- the index store hooks ------------------------------------------ */
+
+/* An index store for these tests: one stored index per shard name (up to
+ * ISTORE_MAX), a log of every call, and ways to misbehave. */
+#define ISTORE_MAX 4
+struct istore {
+	struct {
+		char shard[64];
+		bfs_shard_stamp st;
+		void *blob;
+		size_t len;
+	} ent[ISTORE_MAX];
+	int nent;
+	int gets, puts;
+	char get_dir[256], get_shard[ISTORE_MAX][64];
+	bfs_shard_stamp get_st[ISTORE_MAX];
+	int ignore_stamp;            /* answer whatever the stamp */
+	void (*spoil)(void **blob, size_t *len); /* applied to what get returns */
+};
+
+static int istore_find(struct istore *m, const char *shard)
+{
+	for (int i = 0; i < m->nent; i++)
+		if (!strcmp(m->ent[i].shard, shard))
+			return i;
+	return -1;
+}
+
+static int istore_get(void *ctx, const char *dir, const char *shard,
+		      const bfs_shard_stamp *st, void **blob, size_t *len)
+{
+	struct istore *m = ctx;
+	int i = istore_find(m, shard);
+
+	if (m->gets < ISTORE_MAX) {
+		snprintf(m->get_shard[m->gets], sizeof(m->get_shard[0]), "%s", shard);
+		m->get_st[m->gets] = *st;
+	}
+	snprintf(m->get_dir, sizeof(m->get_dir), "%s", dir);
+	m->gets++;
+	if (i < 0 || (!m->ignore_stamp && memcmp(st, &m->ent[i].st, sizeof(*st))))
+		return -ENOENT;
+	*blob = malloc(m->ent[i].len ? m->ent[i].len : 1);
+	assert_non_null(*blob);
+	memcpy(*blob, m->ent[i].blob, m->ent[i].len);
+	*len = m->ent[i].len;
+	if (m->spoil)
+		m->spoil(blob, len);
+	return 0;
+}
+
+static int istore_put(void *ctx, const char *dir, const char *shard,
+		      const bfs_shard_stamp *st, const void *blob, size_t len)
+{
+	struct istore *m = ctx;
+	int i = istore_find(m, shard);
+
+	m->puts++;
+	if (i < 0) {
+		assert_true(m->nent < ISTORE_MAX);
+		i = m->nent++;
+		snprintf(m->ent[i].shard, sizeof(m->ent[i].shard), "%s", shard);
+	}
+	free(m->ent[i].blob);
+	m->ent[i].st = *st;
+	m->ent[i].blob = malloc(len ? len : 1);
+	assert_non_null(m->ent[i].blob);
+	memcpy(m->ent[i].blob, blob, len);
+	m->ent[i].len = len;
+	return 0;
+}
+
+static void istore_free(struct istore *m)
+{
+	for (int i = 0; i < m->nent; i++)
+		free(m->ent[i].blob);
+}
+
+static bfs_source_opts istore_opts(const char *dir, struct istore *m)
+{
+	bfs_source_opts o = { .dir = dir, .index_get = istore_get,
+			      .index_put = istore_put, .index_ctx = m };
+
+	return o;
+}
+
+static void stamp_of_file(const char *dir, const char *rel, bfs_shard_stamp *st)
+{
+	char path[256];
+	struct stat sb;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &sb), 0);
+	st->size = (uint64_t)sb.st_size;
+	st->mtime_ns = ns(sb.st_mtim);
+	st->ino = (uint64_t)sb.st_ino;
+	st->ctime_ns = ns(sb.st_ctim);
+}
+
+static void assert_stamp_equal(const bfs_shard_stamp *a, const bfs_shard_stamp *b)
+{
+	assert_int_equal(a->size, b->size);
+	assert_int_equal(a->mtime_ns, b->mtime_ns);
+	assert_int_equal(a->ino, b->ino);
+	assert_int_equal(a->ctime_ns, b->ctime_ns);
+}
+
+static void test_source_asks_the_index_store_for_each_shard_with_its_stamp(void **state)
+{
+	static const int64_t la[] = { 1, 2 }, lb[] = { 3 };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	bfs_shard_stamp sa, sb;
+	bfs_source_opts o;
+	char real[PATH_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 2);
+	tfr_put(dir, "b.tfrecord", lb, 1);
+	stamp_of_file(dir, "a.tfrecord", &sa);
+	stamp_of_file(dir, "b.tfrecord", &sb);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	assert_int_equal(m.gets, 2);
+	assert_non_null(realpath(dir, real));
+	assert_string_equal(m.get_dir, real);
+	assert_string_equal(m.get_shard[0], "a.tfrecord");
+	assert_stamp_equal(&m.get_st[0], &sa);
+	assert_string_equal(m.get_shard[1], "b.tfrecord");
+	assert_stamp_equal(&m.get_st[1], &sb);
+	/* each miss was scanned and stored under the same stamp */
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(istore_find(&m, "a.tfrecord"), 0);
+	assert_stamp_equal(&m.ent[0].st, &sa);
+	assert_stamp_equal(&m.ent[1].st, &sb);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_takes_a_stored_index_instead_of_scanning(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	struct istore m = { .ignore_stamp = 1 };
+	bfs_source_opts o;
+	char path[128];
+	bfs_source *s;
+	int fd;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	bfs_source_close(s);
+	assert_int_equal(m.puts, 1);
+	/* a fourth record that only a scan can see; this store answers
+	 * with the old index all the same */
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	tfr_append(fd, "image/encoded", "img", 3, "image/class/label", 4);
+	assert_int_equal(close(fd), 0);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 2), 3);
+	assert_int_equal(m.puts, 1); /* nothing new to store */
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void spoil_cut_last_byte(void **blob, size_t *len) { (*len)--; }
+static void spoil_add_a_byte(void **blob, size_t *len)
+{
+	*blob = realloc(*blob, *len + 1);
+	assert_non_null(*blob);
+	((uint8_t *)*blob)[(*len)++] = 0;
+}
+static void spoil_first_byte(void **blob, size_t *len) { ((uint8_t *)*blob)[0] ^= 0xff; }
+static void spoil_to_nothing(void **blob, size_t *len) { *len = 0; }
+static void spoil_doubled(void **blob, size_t *len)
+{
+	*blob = realloc(*blob, 2 * *len);
+	assert_non_null(*blob);
+	memcpy((uint8_t *)*blob + *len, *blob, *len);
+	*len *= 2;
+}
+
+static void test_source_rescans_a_shard_whose_stored_index_is_damaged(void **state)
+{
+	static void (*const spoils[])(void **, size_t *) = {
+		spoil_cut_last_byte, spoil_add_a_byte, spoil_first_byte,
+		spoil_to_nothing, spoil_doubled,
+	};
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	for (size_t i = 0; i < sizeof(spoils) / sizeof(spoils[0]); i++) {
+		struct istore m = { .nent = 0 };
+		bfs_source_opts o = istore_opts(dir, &m);
+		bfs_source *s = open_source(&o);
+
+		bfs_source_close(s);
+		m.spoil = spoils[i];
+		s = open_source(&o);
+		assert_int_equal(m.gets, 2);
+		assert_int_equal(bfs_source_nindex_hits(s), 0);
+		assert_int_equal(bfs_source_count(s), 3);
+		assert_int_equal(bfs_source_nscan_errors(s), 0);
+		assert_int_equal(label_of(s, 2), 3);
+		assert_int_equal(m.puts, 2); /* the new scan is stored */
+		bfs_source_close(s);
+		istore_free(&m);
+	}
+}
+
+static void test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	char err[BFS_ERRMSG_MAX];
+	bfs_source_opts o;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	file_truncate(dir, "a.tfrecord", file_size(dir, "a.tfrecord") - 6);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	snprintf(err, sizeof(err), "%s", bfs_source_scan_error(s, 0));
+	bfs_source_close(s);
+	assert_int_equal(m.puts, 1);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord");
+	assert_string_equal(bfs_source_scan_error(s, 0), err);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	char path[128];
+	bfs_source_opts o;
+	bfs_source *s;
+
+	subdir_put(dir, "tar");
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "tar/a.tar");
+	subdir_put(dir, "folder");
+	jpeg_put(dir, "folder/a.jpg", 1, NULL, NULL);
+	path_of(path, sizeof(path), dir, "tar");
+	o = istore_opts(path, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	bfs_source_close(s);
+	path_of(path, sizeof(path), dir, "folder");
+	o = istore_opts(path, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	bfs_source_close(s);
+	assert_int_equal(m.gets, 0);
+	assert_int_equal(m.puts, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1772,6 +2045,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_read_refuses_a_folder_image_replaced_by_another, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_read_of_a_deleted_shard_is_enoent, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_read_of_a_shard_become_unreadable_is_eacces, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_asks_the_index_store_for_each_shard_with_its_stamp, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_takes_a_stored_index_instead_of_scanning, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_rescans_a_shard_whose_stored_index_is_damaged, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_and_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
