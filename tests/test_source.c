@@ -1,13 +1,21 @@
 /*
- * test_source.c - how the source identifies a shard (engine/source.h): the
- * stamp that sample identities, the index store and every read carry, and
- * a shard rewritten at the same size with its mtime set back (touch -d,
- * rsync -t) known as changed all the same.
+ * test_source.c - the source layer (engine/source.h): how it identifies a
+ * shard (the stamp that sample identities, the index store and every read
+ * carry, and a shard rewritten at the same size with its mtime set back
+ * known as changed all the same); the TFRecord, ImageFolder and WebDataset
+ * tar layouts and how --format auto tells them apart; sort order; labels;
+ * the bytes read back; problems found while indexing; and the index store
+ * hooks.
  *
- * Every test makes its own directory under /tmp and removes it.
+ * Test data is made here: JPEGs encoded with TurboJPEG, TFRecords written
+ * with the project's own writer, tars built byte by byte.  Every test makes
+ * its own directory under /tmp and removes it.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,11 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <turbojpeg.h>
 
 #include "engine/error.h"
 #include "engine/example.h"
@@ -270,12 +281,1775 @@ static void test_source_keys_the_index_store_by_the_whole_stamp(void **state)
 	remove_source_dir(dir);
 }
 
+/* ==================================================================== */
+/* Beyond identity: formats and their detection, sort order, labels,    */
+/* reading, problems found while indexing, and the index store hooks.   */
+
+/* ---- test data ------------------------------------------------------ */
+
+/* Each test below runs in a fresh directory of its own, *state, made
+ * before it and removed after it, even when it fails. */
+static int remove_one(const char *path, const struct stat *st, int flag,
+		      struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static int tmp_dir_setup(void **state)
+{
+	char *dir = malloc(64);
+
+	if (!dir)
+		return -1;
+	strcpy(dir, "/tmp/bfs-source-XXXXXX");
+	if (!mkdtemp(dir)) {
+		free(dir);
+		return -1;
+	}
+	*state = dir;
+	return 0;
+}
+
+static int tmp_dir_teardown(void **state)
+{
+	int err = nftw(*state, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+
+	free(*state);
+	return err;
+}
+
+static void path_of(char *out, size_t cap, const char *dir, const char *rel)
+{
+	assert_true(snprintf(out, cap, "%s/%s", dir, rel) < (int)cap);
+}
+
+static void subdir_put(const char *dir, const char *rel)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(mkdir(path, 0755), 0);
+}
+
+static void file_put(const char *dir, const char *rel, const void *data,
+		     size_t len)
+{
+	char path[256];
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	assert_int_equal(close(fd), 0);
+}
+
+static void file_chmod(const char *dir, const char *rel, mode_t mode)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static off_t file_size(const char *dir, const char *rel)
+{
+	char path[256];
+	struct stat st;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static void file_truncate(const char *dir, const char *rel, off_t size)
+{
+	char path[256];
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(truncate(path, size), 0);
+}
+
+/* XOR one byte of a file with x. */
+static void file_flip(const char *dir, const char *rel, off_t at, uint8_t x)
+{
+	char path[256];
+	uint8_t c;
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &c, 1, at), 1);
+	c ^= x;
+	assert_int_equal(pwrite(fd, &c, 1, at), 1);
+	assert_int_equal(close(fd), 0);
+}
+
+/* A 16 x 8 RGB JPEG whose pixels depend on seed, malloc()ed. */
+static uint8_t *jpeg_new(int seed, size_t *len)
+{
+	enum { W = 16, H = 8 };
+	unsigned char px[W * H * 3], *tjbuf = NULL;
+	unsigned long tjlen = 0;
+	tjhandle tj = tjInitCompress();
+	uint8_t *out;
+
+	assert_non_null(tj);
+	for (int i = 0; i < W * H; i++) {
+		px[3 * i] = (unsigned char)(i * 7 + seed * 31);
+		px[3 * i + 1] = (unsigned char)(i * 3 + seed * 17);
+		px[3 * i + 2] = (unsigned char)(seed * 53);
+	}
+	if (tjCompress2(tj, px, W, 0, H, TJPF_RGB, &tjbuf, &tjlen, TJSAMP_444,
+			90, 0) != 0)
+		fail_msg("tjCompress2: %s", tjGetErrorStr2(tj));
+	tjDestroy(tj);
+	out = malloc(tjlen);
+	assert_non_null(out);
+	memcpy(out, tjbuf, tjlen);
+	tjFree(tjbuf);
+	*len = tjlen;
+	return out;
+}
+
+/* A JPEG file at dir/rel made from seed; its bytes, malloc()ed, in *jpeg
+ * when jpeg is not NULL. */
+static void jpeg_put(const char *dir, const char *rel, int seed,
+		     uint8_t **jpeg, size_t *len)
+{
+	size_t n;
+	uint8_t *j = jpeg_new(seed, &n);
+
+	file_put(dir, rel, j, n);
+	if (jpeg) {
+		*jpeg = j;
+		*len = n;
+	} else {
+		free(j);
+	}
+}
+
+/* An empty TFRecord shard dir/rel, open for appending records. */
+static int tfr_create(const char *dir, const char *rel)
+{
+	char path[256];
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	assert_true(fd >= 0);
+	return fd;
+}
+
+/* Append one Example holding bytes feature image_key and (unless
+ * label_key is NULL) int64 feature label_key. */
+static void tfr_append(int fd, const char *image_key, const void *img,
+		       size_t img_len, const char *label_key, int64_t label)
+{
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, image_key, img, img_len), 0);
+	if (label_key)
+		assert_int_equal(bfs_example_builder_add_int64(b, label_key, label), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+}
+
+/* dir/rel with n records labeled labels[0..n), each holding the image
+ * bytes "REL:K" (not a JPEG: the source never decodes). */
+static void tfr_put(const char *dir, const char *rel, const int64_t *labels,
+		    int n)
+{
+	int fd = tfr_create(dir, rel);
+
+	for (int k = 0; k < n; k++) {
+		char img[128];
+
+		snprintf(img, sizeof(img), "%s:%d", rel, k);
+		tfr_append(fd, "image/encoded", img, strlen(img),
+			   "image/class/label", labels[k]);
+	}
+	assert_int_equal(close(fd), 0);
+}
+
+/* File offset of the header of record k of dir/rel. */
+static off_t tfr_record_at(const char *dir, const char *rel, int k)
+{
+	char path[256];
+	uint64_t len;
+	off_t at = 0;
+	int fd;
+
+	path_of(path, sizeof(path), dir, rel);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	for (int i = 0; i < k; i++) {
+		/* the u64 length field, little-endian like this host */
+		assert_int_equal(pread(fd, &len, 8, at), 8);
+		at += BFS_TFRECORD_HEADER + (off_t)len + BFS_TFRECORD_FOOTER;
+	}
+	assert_int_equal(close(fd), 0);
+	return at;
+}
+
+/* A tar archive being built in memory: ustar members, then written out. */
+typedef struct {
+	uint8_t *p;
+	size_t len;
+} tar_buf;
+
+static void tar_bytes(tar_buf *t, const void *d, size_t n)
+{
+	t->p = realloc(t->p, t->len + n + 1);
+	assert_non_null(t->p);
+	if (d)
+		memcpy(t->p + t->len, d, n);
+	else
+		memset(t->p + t->len, 0, n);
+	t->len += n;
+}
+
+static void tar_member(tar_buf *t, const char *name, const void *d, size_t n)
+{
+	uint8_t h[512] = { 0 };
+	unsigned sum = 0;
+
+	assert_true(strlen(name) < 100);
+	memcpy(h, name, strlen(name));
+	memcpy(h + 100, "0000644", 8);
+	memcpy(h + 108, "0000000", 8);
+	memcpy(h + 116, "0000000", 8);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)n);
+	memcpy(h + 136, "14700000000", 12);
+	h[156] = '0';
+	memcpy(h + 257, "ustar\0" "00", 8);
+	memset(h + 148, ' ', 8);
+	for (int i = 0; i < 512; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+	tar_bytes(t, h, sizeof(h));
+	tar_bytes(t, d, n);
+	if (n % 512)
+		tar_bytes(t, NULL, 512 - n % 512);
+}
+
+static void tar_text(tar_buf *t, const char *name, const char *text)
+{
+	tar_member(t, name, text, strlen(text));
+}
+
+/* End the archive, write it to dir/rel and free it. */
+static void tar_put(tar_buf *t, const char *dir, const char *rel)
+{
+	tar_bytes(t, NULL, 1024);
+	file_put(dir, rel, t->p, t->len);
+	free(t->p);
+	t->p = NULL;
+	t->len = 0;
+}
+
+/* ---- opening and reading ------------------------------------------- */
+
+static bfs_source *open_dir(const char *dir, bfs_format format)
+{
+	bfs_source_opts o = { .dir = dir, .format = format };
+
+	return open_source(&o);
+}
+
+/* bfs_source_open that must fail: its error; msg gets the message. */
+static int open_error(const bfs_source_opts *o, char *msg)
+{
+	bfs_source *s = (bfs_source *)&s; /* must come back NULL */
+	int err;
+
+	msg[0] = '\0';
+	err = bfs_source_open(o, &s, msg);
+	assert_null(s);
+	return err;
+}
+
+static int open_dir_error(const char *dir, bfs_format format, char *msg)
+{
+	bfs_source_opts o = { .dir = dir, .format = format };
+
+	return open_error(&o, msg);
+}
+
+/* The label of sample i, which must read. */
+static int64_t label_of(bfs_source *s, uint64_t i)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label = INT64_MIN;
+	int err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+
+	bfs_buf_free(&buf);
+	if (err)
+		fail_msg("read %llu: %s: %s", (unsigned long long)i,
+			 bfs_strerror(err), msg);
+	return label;
+}
+
+/* Read sample i and compare its bytes with want[0..want_len). */
+static void assert_sample_bytes(bfs_source *s, uint64_t i, const void *want,
+				size_t want_len)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+	int err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+
+	if (err)
+		fail_msg("read %llu: %s: %s", (unsigned long long)i,
+			 bfs_strerror(err), msg);
+	assert_int_equal(len, want_len);
+	assert_non_null(jpeg);
+	assert_memory_equal(jpeg, want, want_len);
+	bfs_buf_free(&buf);
+}
+
+/* Read sample i, which must fail: the error; msg gets the message.  (What
+ * a failed read leaves in *jpeg is not part of the contract.) */
+static int read_error(bfs_source *s, uint64_t i, char *msg)
+{
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+	int err;
+
+	msg[0] = '\0';
+	err = bfs_source_read(s, i, &buf, &jpeg, &len, &label, msg);
+	bfs_buf_free(&buf);
+	assert_int_not_equal(err, 0);
+	return err;
+}
+
+/* Does the scan error list hold one for shard, with text holding what? */
+static int has_scan_error(const bfs_source *s, const char *shard,
+			  const char *what)
+{
+	for (size_t i = 0; i < bfs_source_nscan_errors(s); i++)
+		if (!strcmp(bfs_source_scan_error_shard(s, i), shard) &&
+		    strstr(bfs_source_scan_error(s, i), what))
+			return 1;
+	return 0;
+}
+
+/* ---- running where a mode 000 file cannot be read ------------------- */
+
+/* What a scenario run by as_unprivileged() saw. */
+struct seen {
+	int err;
+	uint64_t count;
+	size_t nerrs;
+	char shard[256];
+	char msg[BFS_ERRMSG_MAX];
+};
+
+/* Run fn in a child process that mode bits bind: as root, one that has
+ * dropped to uid and gid 65534 (nobody).  The child makes sure that
+ * `unreadable` (a path) cannot be opened, then runs fn, which fills *seen
+ * (no cmocka calls there: they belong to this process).  Returns 0, or -1
+ * after saying why when no such child can be had: the caller skips. */
+static int as_unprivileged(const char *unreadable,
+			   void (*fn)(void *arg, struct seen *seen),
+			   void *arg, struct seen *seen)
+{
+	struct seen *shared = mmap(NULL, sizeof(*shared),
+				   PROT_READ | PROT_WRITE,
+				   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int status;
+	pid_t pid;
+
+	assert_true(shared != MAP_FAILED);
+	memset(shared, 0, sizeof(*shared));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd;
+
+		if (geteuid() == 0 &&
+		    (setgroups(0, NULL) != 0 ||
+		     setresgid(65534, 65534, 65534) != 0 ||
+		     setresuid(65534, 65534, 65534) != 0))
+			_exit(77);
+		fd = open(unreadable, O_RDONLY);
+		if (fd >= 0 || errno != EACCES)
+			_exit(78);
+		fn(arg, shared);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	*seen = *shared;
+	munmap(shared, sizeof(*shared));
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 78) {
+		print_message("skip: %s\n", WEXITSTATUS(status) == 77
+			      ? "cannot drop root privileges to uid 65534"
+			      : "a mode 000 file is readable here even without root");
+		return -1;
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+	return 0;
+}
+
+/* ---- formats and their detection ------------------------------------ */
+
+static void test_source_indexes_a_directory_of_tfrecord_shards(void **state)
+{
+	static const int64_t la[] = { 1, 2, 3 }, lb[] = { 4, 5 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 3);
+	tfr_put(dir, "b.tfrecord", lb, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_count(s), 5);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_an_imagefolder_tree_one_image_per_shard(void **state)
+{
+	const char *dir = *state;
+	bfs_source *s;
+
+	subdir_put(dir, "cat");
+	subdir_put(dir, "dog");
+	jpeg_put(dir, "cat/1.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "cat/2.jpg", 2, NULL, NULL);
+	jpeg_put(dir, "dog/1.jpg", 3, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nshards(s), 3);
+	assert_int_equal(bfs_source_nclasses(s), 2);
+	assert_string_equal(bfs_source_class_name(s, 0), "cat");
+	assert_string_equal(bfs_source_class_name(s, 1), "dog");
+	assert_null(bfs_source_class_name(s, 2));
+	assert_string_equal(bfs_source_shard_name(s, 2), "dog/1.jpg");
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0(void **state)
+{
+	const char *dir = *state;
+	bfs_source *s;
+
+	jpeg_put(dir, "x.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "y.jpeg", 2, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_string_equal(bfs_source_shard_name(s, 0), "x.jpg");
+	assert_string_equal(bfs_source_shard_name(s, 1), "y.jpeg");
+	assert_int_equal(label_of(s, 0), 0);
+	assert_int_equal(label_of(s, 1), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_indexes_a_directory_of_webdataset_tars(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "7");
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "8");
+	tar_put(&t, dir, "shard-0.tar");
+	tar_member(&t, "k3.jpg", "img3", 4);
+	tar_text(&t, "k3.cls", "9");
+	tar_put(&t, dir, "shard-1.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_string_equal(bfs_source_shard_name(s, 1), "shard-1.tar");
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_finds_tfrecord_shards_by_content_whatever_their_names(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "data-0", l, 2);
+	tfr_put(dir, "data-1.bin", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_count(s), 3);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_finds_tar_shards_by_content_whatever_their_names(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "1");
+	tar_put(&t, dir, "shard-0");
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "2");
+	tar_put(&t, dir, "shard-1.tfrecord"); /* the name says otherwise */
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_nshards(s), 2);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_passes_over_files_that_are_not_shards(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 2);
+	file_put(dir, "README", "how these shards were made\n", 27);
+	file_put(dir, "labels.gz", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nshards(s), 1);
+	assert_string_equal(bfs_source_shard_name(s, 0), "a.tfrecord");
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_auto_refuses_tfrecord_and_tar_shards_in_one_directory(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "b.tar");
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_FORMAT);
+	assert_non_null(strstr(msg, dir));
+	assert_non_null(strstr(msg, "--format"));
+}
+
+/* The header promises BFS_E_FORMAT here; what is checked is what the code
+ * and the header agree on: the open fails and says which directory. */
+static void test_source_open_with_a_format_that_does_not_fit_fails_naming_the_dir(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const struct {
+		const char *layout;
+		bfs_format wrong;
+	} cases[] = {
+		{ "tfrecord", BFS_FORMAT_FOLDER }, { "tfrecord", BFS_FORMAT_TAR },
+		{ "folder", BFS_FORMAT_TFRECORD }, { "folder", BFS_FORMAT_TAR },
+		{ "tar", BFS_FORMAT_TFRECORD },    { "tar", BFS_FORMAT_FOLDER },
+	};
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+
+	subdir_put(dir, "tfrecord");
+	tfr_put(dir, "tfrecord/a.tfrecord", l, 2);
+	subdir_put(dir, "folder");
+	subdir_put(dir, "folder/cls");
+	jpeg_put(dir, "folder/cls/1.jpg", 1, NULL, NULL);
+	subdir_put(dir, "tar");
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "tar/a.tar");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		path_of(path, sizeof(path), dir, cases[i].layout);
+		assert_true(open_dir_error(path, cases[i].wrong, msg) < 0);
+		assert_non_null(strstr(msg, path));
+	}
+}
+
+static void test_source_refuses_an_empty_directory_as_empty(void **state)
+{
+	static const bfs_format fmts[] = { BFS_FORMAT_AUTO, BFS_FORMAT_TFRECORD,
+					   BFS_FORMAT_FOLDER, BFS_FORMAT_TAR };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	for (size_t i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		assert_int_equal(open_dir_error(dir, fmts[i], msg), BFS_E_EMPTY);
+		assert_non_null(strstr(msg, dir));
+	}
+}
+
+static void test_source_refuses_shards_that_hold_no_records_as_empty(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	file_put(dir, "a.tfrecord", "", 0);
+	file_put(dir, "b.tfrecord", "", 0);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+}
+
+static void test_source_refuses_class_folders_without_jpegs_as_empty(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	subdir_put(dir, "cat");
+	subdir_put(dir, "dog");
+	file_put(dir, "cat/notes.txt", "none yet\n", 9);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+}
+
+static void test_source_refuses_a_missing_directory_with_enoent(void **state)
+{
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+
+	path_of(path, sizeof(path), dir, "gone");
+	assert_int_equal(open_dir_error(path, BFS_FORMAT_AUTO, msg), -ENOENT);
+	assert_non_null(strstr(msg, path));
+}
+
+static void test_source_refuses_a_file_in_place_of_the_directory_with_enotdir(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	assert_int_equal(open_dir_error(path, BFS_FORMAT_AUTO, msg), -ENOTDIR);
+	assert_non_null(strstr(msg, path));
+}
+
+static void open_as_seen(void *arg, struct seen *seen)
+{
+	bfs_source_opts o = { .dir = arg };
+	bfs_source *s = NULL;
+
+	seen->err = bfs_source_open(&o, &s, seen->msg);
+	if (s) {
+		seen->count = bfs_source_count(s);
+		seen->nerrs = bfs_source_nscan_errors(s);
+		if (seen->nerrs) {
+			snprintf(seen->shard, sizeof(seen->shard), "%s",
+				 bfs_source_scan_error_shard(s, 0));
+			snprintf(seen->msg, sizeof(seen->msg), "%s",
+				 bfs_source_scan_error(s, 0));
+		}
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_an_unreadable_directory_with_eacces(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+	int ran;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	subdir_put(dir, "shards");
+	tfr_put(dir, "shards/a.tfrecord", l, 1);
+	path_of(path, sizeof(path), dir, "shards");
+	assert_int_equal(chmod(path, 0), 0);
+	ran = as_unprivileged(path, open_as_seen, path, &seen);
+	assert_int_equal(chmod(path, 0755), 0);
+	if (ran != 0)
+		skip();
+	assert_int_equal(seen.err, -EACCES);
+	assert_non_null(strstr(seen.msg, path));
+}
+
+static void test_format_name_names_each_format(void **state)
+{
+	assert_string_equal(bfs_format_name(BFS_FORMAT_AUTO), "auto");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_TFRECORD), "tfrecord");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_FOLDER), "folder");
+	assert_string_equal(bfs_format_name(BFS_FORMAT_TAR), "tar");
+}
+
+static void test_source_dir_is_the_absolute_path_with_links_resolved(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char real[128], link[128], via[160];
+	bfs_source *s;
+
+	subdir_put(dir, "real");
+	tfr_put(dir, "real/a.tfrecord", l, 1);
+	path_of(real, sizeof(real), dir, "real");
+	path_of(link, sizeof(link), dir, "link");
+	assert_int_equal(symlink("real", link), 0);
+	snprintf(via, sizeof(via), "%s/./", link);
+	s = open_dir(via, BFS_FORMAT_AUTO);
+	assert_non_null(realpath(real, via));
+	assert_string_equal(bfs_source_dir(s), via);
+	bfs_source_close(s);
+}
+
+/* ---- sort order ----------------------------------------------------- */
+
+static void test_source_sorts_shards_bytewise_by_name(void **state)
+{
+	/* made in another order; a locale or natural sort would give
+	 * a, a2, a10, B */
+	static const char *const made[] = { "a2.tfrecord", "a.tfrecord",
+					    "B.tfrecord", "a10.tfrecord" };
+	static const char *const sorted[] = { "B.tfrecord", "a.tfrecord",
+					      "a10.tfrecord", "a2.tfrecord" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		int64_t l[2];
+
+		for (int j = 0; j < 4; j++)
+			if (!strcmp(made[i], sorted[j]))
+				l[0] = 10 * j, l[1] = 10 * j + 1;
+		tfr_put(dir, made[i], l, 2);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nshards(s), 4);
+	for (int j = 0; j < 4; j++) {
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), sorted[j]);
+		assert_int_equal(label_of(s, 2 * (uint64_t)j), 10 * j);
+		assert_int_equal(label_of(s, 2 * (uint64_t)j + 1), 10 * j + 1);
+	}
+	assert_null(bfs_source_shard_name(s, 4));
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_records_of_a_shard_in_file_order(void **state)
+{
+	static const int64_t l[] = { 7, 3, 9, 1, 5 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 5);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 5);
+	for (uint64_t i = 0; i < 5; i++) {
+		uint64_t rec = 99;
+		bfs_sample_identity id;
+
+		assert_int_equal(label_of(s, i), l[i]);
+		assert_string_equal(bfs_source_sample_shard(s, i, &rec), "a.tfrecord");
+		assert_int_equal(rec, i);
+		assert_int_equal(bfs_source_identity(s, i, &id), 0);
+		assert_int_equal(id.offset,
+				 tfr_record_at(dir, "a.tfrecord", (int)i) +
+					 BFS_TFRECORD_HEADER);
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_numbers_classes_from_0_in_bytewise_name_order(void **state)
+{
+	static const char *const made[] = { "b2", "ant", "b10", "Zebra" };
+	static const char *const sorted[] = { "Zebra", "ant", "b10", "b2" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		char rel[64];
+
+		subdir_put(dir, made[i]);
+		snprintf(rel, sizeof(rel), "%s/img.jpg", made[i]);
+		jpeg_put(dir, rel, i, NULL, NULL);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 4);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int j = 0; j < 4; j++) {
+		char rel[64];
+
+		snprintf(rel, sizeof(rel), "%s/img.jpg", sorted[j]);
+		assert_string_equal(bfs_source_class_name(s, (size_t)j), sorted[j]);
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), rel);
+		assert_int_equal(label_of(s, (uint64_t)j), j);
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_sorts_the_images_of_a_class_bytewise_by_name(void **state)
+{
+	static const char *const made[] = { "cls/img2.jpg", "cls/img10.jpg",
+					    "cls/Img3.jpg" };
+	static const char *const sorted[] = { "cls/Img3.jpg", "cls/img10.jpg",
+					      "cls/img2.jpg" };
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	for (int i = 0; i < 3; i++)
+		jpeg_put(dir, made[i], i, &jpeg[i], &len[i]);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	for (int j = 0; j < 3; j++) {
+		int i = j == 0 ? 2 : j == 1 ? 1 : 0; /* made[i] == sorted[j] */
+
+		assert_string_equal(bfs_source_shard_name(s, (size_t)j), sorted[j]);
+		assert_sample_bytes(s, (uint64_t)j, jpeg[i], len[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_tar_samples_in_member_order(void **state)
+{
+	static const char *const keys[] = { "zz", "b", "a10", "a2" };
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	for (int i = 0; i < 4; i++) {
+		char name[32], cls[8];
+
+		snprintf(name, sizeof(name), "%s.jpg", keys[i]);
+		tar_member(&t, name, keys[i], strlen(keys[i]));
+		snprintf(name, sizeof(name), "%s.cls", keys[i]);
+		snprintf(cls, sizeof(cls), "%d", i);
+		tar_text(&t, name, cls);
+	}
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int i = 0; i < 4; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "%s.jpg", keys[i]);
+		assert_string_equal(bfs_source_member_name(s, (uint64_t)i), name);
+		assert_int_equal(label_of(s, (uint64_t)i), i);
+	}
+	bfs_source_close(s);
+}
+
+/* ---- labels --------------------------------------------------------- */
+
+static void test_source_reads_a_tfrecord_label_from_image_class_label_as_int64(void **state)
+{
+	static const int64_t l[] = { 0, 41, -2, 5000000000LL, INT64_MAX };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 5);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (uint64_t i = 0; i < 5; i++)
+		assert_int_equal(label_of(s, i), l[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_the_image_key_and_label_key_it_is_given(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { 0 };
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+	bfs_source *s;
+	int fd;
+
+	/* the default keys hold decoys */
+	fd = tfr_create(dir, "a.tfrecord");
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", "decoy", 5), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "image/class/label", 99), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "jpeg", "the-image", 9), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "cls", 12), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	o.image_key = "jpeg";
+	o.label_key = "cls";
+	s = open_source(&o);
+	assert_sample_bytes(s, 0, "the-image", 9);
+	assert_int_equal(label_of(s, 0), 12);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_label_minus_1_with_label_key_none(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/encoded", "unlabeled-0", 11, NULL, 0);
+	tfr_append(fd, "image/encoded", "unlabeled-1", 11, NULL, 0);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_sample_bytes(s, 1, "unlabeled-1", 11);
+	assert_int_equal(label_of(s, 0), -1);
+	assert_int_equal(label_of(s, 1), -1);
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_record_without_the_label_key_naming_it(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source_opts o = { .label_key = "label" };
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/encoded", "img", 3, "label", 1);
+	tfr_append(fd, "image/encoded", "img", 3, "class", 2);
+	assert_int_equal(close(fd), 0);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "'label'"));
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_record_without_the_image_key_listing_the_keys_present(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+	int fd;
+
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append(fd, "image/jpeg", "img", 3, "image/class/label", 1);
+	assert_int_equal(close(fd), 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(read_error(s, 0, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "'image/encoded'"));
+	assert_non_null(strstr(msg, "'image/jpeg'"));
+	assert_non_null(strstr(msg, "'image/class/label'"));
+	bfs_source_close(s);
+}
+
+static void test_source_reads_a_tar_label_from_the_keys_cls_member(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "3");
+	tar_text(&t, "k2.cls", " 12\n"); /* .cls first, whitespace around */
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_member(&t, "k3.jpeg", "img3", 4);
+	tar_text(&t, "k3.txt", "a caption");
+	tar_text(&t, "k3.cls", "0");
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 0), 3);
+	assert_int_equal(label_of(s, 1), 12);
+	assert_int_equal(label_of(s, 2), 0);
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_tar_sample_without_cls_as_nokey(void **state)
+{
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_member(&t, "k2.jpg", "img2", 4);
+	tar_text(&t, "k2.cls", "5");
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(read_error(s, 0, msg), BFS_E_NOKEY);
+	assert_non_null(strstr(msg, "k1.jpg"));
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key_none(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_put(&t, dir, "a.tar");
+	o.dir = dir;
+	s = open_source(&o);
+	assert_sample_bytes(s, 0, "img1", 4);
+	assert_int_equal(label_of(s, 0), -1);
+	bfs_source_close(s);
+}
+
+/* ---- reading -------------------------------------------------------- */
+
+static void test_source_reads_back_the_jpeg_bytes_of_tfrecord_samples(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[4];
+	size_t len[4];
+	bfs_source *s;
+
+	for (int k = 0; k < 2; k++) {
+		int fd = tfr_create(dir, k ? "b.tfrecord" : "a.tfrecord");
+
+		for (int i = 2 * k; i < 2 * k + 2; i++) {
+			jpeg[i] = jpeg_new(i, &len[i]);
+			tfr_append(fd, "image/encoded", jpeg[i], len[i],
+				   "image/class/label", i);
+		}
+		assert_int_equal(close(fd), 0);
+	}
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 4);
+	for (int i = 3; i >= 0; i--) /* any order */
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 4; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_back_the_jpeg_bytes_of_folder_images(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	bfs_source *s;
+
+	subdir_put(dir, "a");
+	subdir_put(dir, "b");
+	jpeg_put(dir, "a/1.jpg", 1, &jpeg[0], &len[0]);
+	jpeg_put(dir, "a/2.jpg", 2, &jpeg[1], &len[1]);
+	jpeg_put(dir, "b/1.jpg", 3, &jpeg[2], &len[2]);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (int i = 2; i >= 0; i--)
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_reads_back_the_jpeg_bytes_of_tar_members(void **state)
+{
+	const char *dir = *state;
+	uint8_t *jpeg[3];
+	size_t len[3];
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		jpeg[i] = jpeg_new(i, &len[i]);
+		snprintf(name, sizeof(name), "k%d.jpg", i);
+		tar_member(&t, name, jpeg[i], len[i]);
+		snprintf(name, sizeof(name), "k%d.cls", i);
+		tar_text(&t, name, "1");
+	}
+	tar_put(&t, dir, "a.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	for (int i = 2; i >= 0; i--)
+		assert_sample_bytes(s, (uint64_t)i, jpeg[i], len[i]);
+	for (int i = 0; i < 3; i++)
+		free(jpeg[i]);
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_shard_record_and_offset_hold_a_tfrecord_sample(void **state)
+{
+	static const int64_t la[] = { 1, 2 }, lb[] = { 3, 4, 5 };
+	const char *dir = *state;
+	char want[128], got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 2);
+	tfr_put(dir, "b.tfrecord", lb, 3);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_sample_shard(s, 4, &rec), "b.tfrecord");
+	assert_int_equal(rec, 2);
+	snprintf(want, sizeof(want), "b.tfrecord record 2 (offset %llu)",
+		 (unsigned long long)(tfr_record_at(dir, "b.tfrecord", 2) +
+				      BFS_TFRECORD_HEADER));
+	bfs_source_describe(s, 4, got, sizeof(got));
+	assert_string_equal(got, want);
+	assert_null(bfs_source_member_name(s, 4));
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_tar_and_member_hold_a_tar_sample(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	char got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tar_member(&t, "k1.jpg", "img1", 4);
+	tar_text(&t, "k1.cls", "1");
+	tar_put(&t, dir, "a.tar");
+	tar_member(&t, "train/k2.jpg", "img2", 4);
+	tar_text(&t, "train/k2.cls", "2");
+	tar_member(&t, "train/k3.jpeg", "img3", 4);
+	tar_text(&t, "train/k3.cls", "3");
+	tar_put(&t, dir, "b.tar");
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_member_name(s, 2), "train/k3.jpeg");
+	assert_string_equal(bfs_source_sample_shard(s, 2, &rec), "b.tar");
+	assert_int_equal(rec, 1);
+	bfs_source_describe(s, 2, got, sizeof(got));
+	assert_string_equal(got, "b.tar member train/k3.jpeg");
+	bfs_source_close(s);
+}
+
+static void test_source_says_which_image_file_holds_a_folder_sample(void **state)
+{
+	const char *dir = *state;
+	char got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	jpeg_put(dir, "cls/a.jpg", 1, NULL, NULL);
+	jpeg_put(dir, "cls/b.jpg", 2, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_string_equal(bfs_source_sample_shard(s, 1, &rec), "cls/b.jpg");
+	assert_int_equal(rec, 0);
+	bfs_source_describe(s, 1, got, sizeof(got));
+	assert_string_equal(got, "cls/b.jpg");
+	assert_null(bfs_source_member_name(s, 1));
+	bfs_source_close(s);
+}
+
+static void test_source_refuses_a_sample_past_the_end(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX], got[128];
+	uint64_t rec = 99;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(read_error(s, 2, msg), -EINVAL);
+	assert_null(bfs_source_sample_shard(s, 2, &rec));
+	assert_int_equal(rec, 99);
+	bfs_source_describe(s, 2, got, sizeof(got));
+	assert_string_equal(got, "sample 2 (out of range)");
+	bfs_source_close(s);
+}
+
+static void test_source_read_checks_the_payload_crc(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* one byte of record 1's payload */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) +
+				      BFS_TFRECORD_HEADER + 4, 0x20);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CRC);
+	assert_non_null(strstr(msg, "CRC"));
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* record 1's length CRC; its length still holds */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) + 8, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CRC);
+	assert_non_null(strstr(msg, "length CRC"));
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	bfs_source_close(s);
+}
+
+/* ---- problems found while indexing, and shards that change ---------- */
+
+static void test_source_keeps_the_records_before_a_cut_and_lists_the_cut(void **state)
+{
+	static const int64_t la[] = { 1, 2, 3 }, lb[] = { 4 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 3);
+	tfr_put(dir, "b.tfrecord", lb, 1);
+	file_truncate(dir, "a.tfrecord", file_size(dir, "a.tfrecord") - 6);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 1), 2);
+	assert_int_equal(label_of(s, 2), 4);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord");
+	assert_non_null(strstr(bfs_source_scan_error(s, 0), "record 2"));
+	assert_null(bfs_source_scan_error(s, 1));
+	assert_null(bfs_source_scan_error_shard(s, 1));
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_the_records_before_a_bad_length_and_lists_it(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	/* record 1's length field: neither it nor its CRC holds */
+	file_flip(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 1) + 5, 0x40);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "a.tfrecord", "record 1"));
+	assert_true(has_scan_error(s, "a.tfrecord", "length CRC"));
+	bfs_source_close(s);
+}
+
+static void test_source_fails_as_empty_when_no_shard_has_a_whole_record(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	file_truncate(dir, "a.tfrecord", 20);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, dir));
+	assert_non_null(strstr(msg, "a.tfrecord"));
+	assert_non_null(strstr(msg, "record 0"));
+}
+
+static void test_source_names_files_that_are_not_shards_by_kind_without_quoting_them(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	static const char secret[] = "SECRET-TOKEN-1234 root:$6$salt$hash:19000\n";
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"
+				 "SECRET-TOKEN-1234";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "good.tfrecord", l, 2);
+	file_put(dir, "README", secret, sizeof(secret) - 1);
+	file_put(dir, "data.gz", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_TFRECORD); /* so that they are shards */
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 2);
+	assert_true(has_scan_error(s, "README", "not a TFRecord"));
+	assert_true(has_scan_error(s, "data.gz", "gzip data"));
+	for (size_t i = 0; i < 2; i++) {
+		const char *e = bfs_source_scan_error(s, i);
+
+		assert_null(strstr(e, "SECRET"));
+		assert_null(strstr(e, "root"));
+		assert_null(strstr(e, "0x")); /* no stored or computed CRC */
+	}
+	bfs_source_close(s);
+}
+
+static void test_source_names_a_gzip_file_called_tar_by_kind(void **state)
+{
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+	const char *dir = *state;
+	uint8_t data[2048] = { 0 };
+	tar_buf t = { 0 };
+	bfs_source *s;
+
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "a.tar");
+	memcpy(data, gz, sizeof(gz) - 1);
+	file_put(dir, "b.tar", data, sizeof(data)); /* a .tar.gz renamed */
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "b.tar", "gzip data"));
+	bfs_source_close(s);
+}
+
+static void test_source_lists_an_unreadable_shard_and_keeps_the_others(void **state)
+{
+	static const int64_t l[] = { 1, 2 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	tfr_put(dir, "a.tfrecord", l, 2);
+	tfr_put(dir, "b.tfrecord", l, 1);
+	file_chmod(dir, "b.tfrecord", 0);
+	path_of(path, sizeof(path), dir, "b.tfrecord");
+	if (as_unprivileged(path, open_as_seen, (void *)dir, &seen) != 0)
+		skip();
+	assert_int_equal(seen.err, 0);
+	assert_int_equal(seen.count, 2);
+	assert_int_equal(seen.nerrs, 1);
+	assert_string_equal(seen.shard, "b.tfrecord");
+	assert_non_null(strstr(seen.msg, strerror(EACCES)));
+}
+
+static void test_source_read_refuses_a_shard_that_shrank(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	file_truncate(dir, "a.tfrecord", tfr_record_at(dir, "a.tfrecord", 2));
+	/* record 0 is still whole, but the shard is not the one indexed */
+	assert_int_equal(read_error(s, 0, msg), -EIO);
+	assert_non_null(strstr(msg, "changed"));
+	bfs_source_close(s);
+}
+
+static void test_source_read_refuses_a_folder_image_replaced_by_another(void **state)
+{
+	const char *dir = *state;
+	char from[128], to[128], msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	subdir_put(dir, "cls");
+	jpeg_put(dir, "cls/a.jpg", 1, NULL, NULL);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	jpeg_put(dir, "new.jpg", 1, NULL, NULL); /* the same bytes */
+	path_of(from, sizeof(from), dir, "new.jpg");
+	path_of(to, sizeof(to), dir, "cls/a.jpg");
+	assert_int_equal(rename(from, to), 0);
+	assert_int_equal(read_error(s, 0, msg), -EIO);
+	bfs_source_close(s);
+}
+
+static void test_source_read_of_a_deleted_shard_is_enoent(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128], msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(read_error(s, 0, msg), -ENOENT);
+	bfs_source_close(s);
+}
+
+static void read_as_seen(void *arg, struct seen *seen)
+{
+	bfs_buf buf = { 0 };
+	const uint8_t *jpeg;
+	size_t len;
+	int64_t label;
+
+	seen->err = bfs_source_read(arg, 0, &buf, &jpeg, &len, &label,
+				    seen->msg);
+	bfs_buf_free(&buf);
+}
+
+static void test_source_read_of_a_shard_become_unreadable_is_eacces(void **state)
+{
+	static const int64_t l[] = { 1 };
+	const char *dir = *state;
+	char path[128];
+	struct seen seen;
+	bfs_source *s;
+	int ran;
+
+	assert_int_equal(chmod(dir, 0755), 0);
+	tfr_put(dir, "a.tfrecord", l, 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	file_chmod(dir, "a.tfrecord", 0);
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	ran = as_unprivileged(path, read_as_seen, s, &seen);
+	bfs_source_close(s);
+	if (ran != 0)
+		skip();
+	assert_int_equal(seen.err, -EACCES);
+}
+
+/* ---- the index store hooks ------------------------------------------ */
+
+/* An index store for these tests: one stored index per shard name (up to
+ * ISTORE_MAX), a log of every call, and ways to misbehave. */
+#define ISTORE_MAX 4
+struct istore {
+	struct {
+		char shard[64];
+		bfs_shard_stamp st;
+		void *blob;
+		size_t len;
+	} ent[ISTORE_MAX];
+	int nent;
+	int gets, puts;
+	char get_dir[256], get_shard[ISTORE_MAX][64];
+	bfs_shard_stamp get_st[ISTORE_MAX];
+	int ignore_stamp;            /* answer whatever the stamp */
+	void (*spoil)(void **blob, size_t *len); /* applied to what get returns */
+};
+
+static int istore_find(struct istore *m, const char *shard)
+{
+	for (int i = 0; i < m->nent; i++)
+		if (!strcmp(m->ent[i].shard, shard))
+			return i;
+	return -1;
+}
+
+static int istore_get(void *ctx, const char *dir, const char *shard,
+		      const bfs_shard_stamp *st, void **blob, size_t *len)
+{
+	struct istore *m = ctx;
+	int i = istore_find(m, shard);
+
+	if (m->gets < ISTORE_MAX) {
+		snprintf(m->get_shard[m->gets], sizeof(m->get_shard[0]), "%s", shard);
+		m->get_st[m->gets] = *st;
+	}
+	snprintf(m->get_dir, sizeof(m->get_dir), "%s", dir);
+	m->gets++;
+	if (i < 0 || (!m->ignore_stamp && memcmp(st, &m->ent[i].st, sizeof(*st))))
+		return -ENOENT;
+	*blob = malloc(m->ent[i].len ? m->ent[i].len : 1);
+	assert_non_null(*blob);
+	memcpy(*blob, m->ent[i].blob, m->ent[i].len);
+	*len = m->ent[i].len;
+	if (m->spoil)
+		m->spoil(blob, len);
+	return 0;
+}
+
+static int istore_put(void *ctx, const char *dir, const char *shard,
+		      const bfs_shard_stamp *st, const void *blob, size_t len)
+{
+	struct istore *m = ctx;
+	int i = istore_find(m, shard);
+
+	m->puts++;
+	if (i < 0) {
+		assert_true(m->nent < ISTORE_MAX);
+		i = m->nent++;
+		snprintf(m->ent[i].shard, sizeof(m->ent[i].shard), "%s", shard);
+	}
+	free(m->ent[i].blob);
+	m->ent[i].st = *st;
+	m->ent[i].blob = malloc(len ? len : 1);
+	assert_non_null(m->ent[i].blob);
+	memcpy(m->ent[i].blob, blob, len);
+	m->ent[i].len = len;
+	return 0;
+}
+
+static void istore_free(struct istore *m)
+{
+	for (int i = 0; i < m->nent; i++)
+		free(m->ent[i].blob);
+}
+
+static bfs_source_opts istore_opts(const char *dir, struct istore *m)
+{
+	bfs_source_opts o = { .dir = dir, .index_get = istore_get,
+			      .index_put = istore_put, .index_ctx = m };
+
+	return o;
+}
+
+static void stamp_of_file(const char *dir, const char *rel, bfs_shard_stamp *st)
+{
+	char path[256];
+	struct stat sb;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &sb), 0);
+	st->size = (uint64_t)sb.st_size;
+	st->mtime_ns = ns(sb.st_mtim);
+	st->ino = (uint64_t)sb.st_ino;
+	st->ctime_ns = ns(sb.st_ctim);
+}
+
+static void assert_stamp_equal(const bfs_shard_stamp *a, const bfs_shard_stamp *b)
+{
+	assert_int_equal(a->size, b->size);
+	assert_int_equal(a->mtime_ns, b->mtime_ns);
+	assert_int_equal(a->ino, b->ino);
+	assert_int_equal(a->ctime_ns, b->ctime_ns);
+}
+
+static void test_source_asks_the_index_store_for_each_shard_with_its_stamp(void **state)
+{
+	static const int64_t la[] = { 1, 2 }, lb[] = { 3 };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	bfs_shard_stamp sa, sb;
+	bfs_source_opts o;
+	char real[PATH_MAX];
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", la, 2);
+	tfr_put(dir, "b.tfrecord", lb, 1);
+	stamp_of_file(dir, "a.tfrecord", &sa);
+	stamp_of_file(dir, "b.tfrecord", &sb);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	assert_int_equal(m.gets, 2);
+	assert_non_null(realpath(dir, real));
+	assert_string_equal(m.get_dir, real);
+	assert_string_equal(m.get_shard[0], "a.tfrecord");
+	assert_stamp_equal(&m.get_st[0], &sa);
+	assert_string_equal(m.get_shard[1], "b.tfrecord");
+	assert_stamp_equal(&m.get_st[1], &sb);
+	/* each miss was scanned and stored under the same stamp */
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(istore_find(&m, "a.tfrecord"), 0);
+	assert_stamp_equal(&m.ent[0].st, &sa);
+	assert_stamp_equal(&m.ent[1].st, &sb);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_takes_a_stored_index_instead_of_scanning(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	struct istore m = { .ignore_stamp = 1 };
+	bfs_source_opts o;
+	char path[128];
+	bfs_source *s;
+	int fd;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	bfs_source_close(s);
+	assert_int_equal(m.puts, 1);
+	/* a fourth record that only a scan can see; this store answers
+	 * with the old index all the same */
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	tfr_append(fd, "image/encoded", "img", 3, "image/class/label", 4);
+	assert_int_equal(close(fd), 0);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(label_of(s, 2), 3);
+	assert_int_equal(m.puts, 1); /* nothing new to store */
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void spoil_cut_last_byte(void **blob, size_t *len) { (*len)--; }
+static void spoil_add_a_byte(void **blob, size_t *len)
+{
+	*blob = realloc(*blob, *len + 1);
+	assert_non_null(*blob);
+	((uint8_t *)*blob)[(*len)++] = 0;
+}
+static void spoil_first_byte(void **blob, size_t *len) { ((uint8_t *)*blob)[0] ^= 0xff; }
+static void spoil_to_nothing(void **blob, size_t *len) { *len = 0; }
+static void spoil_doubled(void **blob, size_t *len)
+{
+	*blob = realloc(*blob, 2 * *len);
+	assert_non_null(*blob);
+	memcpy((uint8_t *)*blob + *len, *blob, *len);
+	*len *= 2;
+}
+
+static void test_source_rescans_a_shard_whose_stored_index_is_damaged(void **state)
+{
+	static void (*const spoils[])(void **, size_t *) = {
+		spoil_cut_last_byte, spoil_add_a_byte, spoil_first_byte,
+		spoil_to_nothing, spoil_doubled,
+	};
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	for (size_t i = 0; i < sizeof(spoils) / sizeof(spoils[0]); i++) {
+		struct istore m = { .nent = 0 };
+		bfs_source_opts o = istore_opts(dir, &m);
+		bfs_source *s = open_source(&o);
+
+		bfs_source_close(s);
+		m.spoil = spoils[i];
+		s = open_source(&o);
+		assert_int_equal(m.gets, 2);
+		assert_int_equal(bfs_source_nindex_hits(s), 0);
+		assert_int_equal(bfs_source_count(s), 3);
+		assert_int_equal(bfs_source_nscan_errors(s), 0);
+		assert_int_equal(label_of(s, 2), 3);
+		assert_int_equal(m.puts, 2); /* the new scan is stored */
+		bfs_source_close(s);
+		istore_free(&m);
+	}
+}
+
+static void test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	char err[BFS_ERRMSG_MAX];
+	bfs_source_opts o;
+	bfs_source *s;
+
+	tfr_put(dir, "a.tfrecord", l, 3);
+	file_truncate(dir, "a.tfrecord", file_size(dir, "a.tfrecord") - 6);
+	o = istore_opts(dir, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	snprintf(err, sizeof(err), "%s", bfs_source_scan_error(s, 0));
+	bfs_source_close(s);
+	assert_int_equal(m.puts, 1);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord");
+	assert_string_equal(bfs_source_scan_error(s, 0), err);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	char path[128];
+	bfs_source_opts o;
+	bfs_source *s;
+
+	subdir_put(dir, "tar");
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_put(&t, dir, "tar/a.tar");
+	subdir_put(dir, "folder");
+	jpeg_put(dir, "folder/a.jpg", 1, NULL, NULL);
+	path_of(path, sizeof(path), dir, "tar");
+	o = istore_opts(path, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	bfs_source_close(s);
+	path_of(path, sizeof(path), dir, "folder");
+	o = istore_opts(path, &m);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
+	bfs_source_close(s);
+	assert_int_equal(m.gets, 0);
+	assert_int_equal(m.puts, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_source_identity_names_the_shard_by_size_mtime_inode_and_ctime),
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_an_imagefolder_tree_one_image_per_shard, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_webdataset_tars, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_finds_tfrecord_shards_by_content_whatever_their_names, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_finds_tar_shards_by_content_whatever_their_names, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_passes_over_files_that_are_not_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_auto_refuses_tfrecord_and_tar_shards_in_one_directory, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_open_with_a_format_that_does_not_fit_fails_naming_the_dir, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_an_empty_directory_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_shards_that_hold_no_records_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_class_folders_without_jpegs_as_empty, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_missing_directory_with_enoent, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_file_in_place_of_the_directory_with_enotdir, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_an_unreadable_directory_with_eacces, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test(test_format_name_names_each_format),
+		cmocka_unit_test_setup_teardown(test_source_dir_is_the_absolute_path_with_links_resolved, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_sorts_shards_bytewise_by_name, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_of_a_shard_in_file_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_numbers_classes_from_0_in_bytewise_name_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_sorts_the_images_of_a_class_bytewise_by_name, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_samples_in_member_order, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tfrecord_label_from_image_class_label_as_int64, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_the_image_key_and_label_key_it_is_given, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_label_minus_1_with_label_key_none, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_record_without_the_label_key_naming_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_record_without_the_image_key_listing_the_keys_present, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_label_from_the_keys_cls_member, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_tar_sample_without_cls_as_nokey, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_tar_sample_without_cls_as_minus_1_with_label_key_none, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_tfrecord_samples, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_folder_images, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_back_the_jpeg_bytes_of_tar_members, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_shard_record_and_offset_hold_a_tfrecord_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_tar_and_member_hold_a_tar_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_which_image_file_holds_a_folder_sample, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_sample_past_the_end, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_checks_the_payload_crc, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_slot_of_a_record_whose_length_crc_alone_fails, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_before_a_cut_and_lists_the_cut, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_before_a_bad_length_and_lists_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_fails_as_empty_when_no_shard_has_a_whole_record, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_files_that_are_not_shards_by_kind_without_quoting_them, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_a_gzip_file_called_tar_by_kind, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_lists_an_unreadable_shard_and_keeps_the_others, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_refuses_a_shard_that_shrank, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_refuses_a_folder_image_replaced_by_another, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_of_a_deleted_shard_is_enoent, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_of_a_shard_become_unreadable_is_eacces, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_asks_the_index_store_for_each_shard_with_its_stamp, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_takes_a_stored_index_instead_of_scanning, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_rescans_a_shard_whose_stored_index_is_damaged, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_and_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
