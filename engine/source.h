@@ -14,9 +14,19 @@
  *   tar        WebDataset shards: KEY.jpg (or .jpeg) with KEY.cls holding
  *              the label; shards sorted by name, samples in member order.
  *
- * Problems found while indexing (a shard cut mid-record, a length CRC that
- * fails) do not fail the open: the complete records before the problem are
- * kept and the problem is listed in bfs_source_scan_errors().
+ * Problems found while indexing (a shard cut mid-record, a length whose
+ * CRC fails and that the next record cannot prove) do not fail the open:
+ * the complete records before the problem are kept and the problem is
+ * listed in bfs_source_scan_errors().  A record whose length CRC alone
+ * fails but whose length the next record proves keeps its slot, unlisted,
+ * and its read fails with BFS_E_CRC.
+ *
+ * Detection (BFS_FORMAT_AUTO) looks at names first, then at contents:
+ * files named *.tfrecord, *.tfrec(s) or *-of-* are TFRecord shards and
+ * *.tar tar shards whatever they hold; other files are probed by their
+ * first bytes; JPEGs are found by .jpg/.jpeg.  Files that are none of
+ * these are passed over.  TFRecord and tar shards in one directory are
+ * refused (BFS_E_FORMAT).
  *
  * Threads: open/close from one thread; everything else may be called from
  * any number of threads at once (reads use pread on per-call descriptors).
@@ -55,9 +65,11 @@ typedef struct {
 
 typedef struct {
 	const char *dir;        /* SHARD_DIR */
-	bfs_format format;      /* AUTO detects from the contents */
+	bfs_format format;      /* AUTO: see Detection above */
 	const char *image_key;  /* default "image/encoded" */
-	const char *label_key;  /* default "image/class/label"; "none" */
+	const char *label_key;  /* default "image/class/label"; "none": no
+				 * label is read (TFRecord: every label -1;
+				 * tar: -1 for a sample without KEY.cls) */
 	/* Optional store of TFRecord shard indexes (the sample cache), so a
 	 * remount skips the scan.  get: 0 and a malloc()ed *blob the source
 	 * frees, or anything else for a miss.  put stores a copy.  Both are
@@ -78,8 +90,10 @@ typedef struct {
 } bfs_buf;
 
 /* Index opts->dir.  On success *out owns everything it needs (the options
- * are copied).  Errors: BFS_E_EMPTY (no shards or images, or every shard is
- * empty), BFS_E_FORMAT (--format does not fit the contents), -ENOENT,
+ * are copied).  Errors: BFS_E_EMPTY (no shards or images of the format
+ * asked for, or every shard is empty: an explicit format that does not
+ * fit the contents finds none, and errmsg says what it looked for),
+ * BFS_E_FORMAT (auto found TFRecord and tar shards together), -ENOENT,
  * -ENOTDIR, -EACCES, -ENOMEM; errmsg says which path. */
 int bfs_source_open(const bfs_source_opts *opts, bfs_source **out,
 		    char *errmsg);
@@ -96,7 +110,8 @@ const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
 size_t bfs_source_nshards(const bfs_source *s);
 const char *bfs_source_shard_name(const bfs_source *s, size_t i);
 
-/* Class folder names for the folder layout (0 for TFRecord). */
+/* Class folder names for the folder layout (0 for TFRecord and tar, and
+ * for a flat folder of JPEGs, whose one class has no name). */
 size_t bfs_source_nclasses(const bfs_source *s);
 const char *bfs_source_class_name(const bfs_source *s, size_t i);
 
@@ -108,11 +123,12 @@ const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i);
 /* Read sample i.  buf is the caller's scratch and grows as needed; *jpeg
  * points into it (or is NULL when *jpeg_len is 0) and stays valid until the
  * next call with the same buf.  The payload CRC of a TFRecord is checked.
- * Errors: BFS_E_CRC, BFS_E_TRUNCATED (the shard shrank), BFS_E_CORRUPT or
- * BFS_E_NOKEY (the Example), -EIO/-ENOENT/-EACCES (the shard changed, went
- * away or became unreadable: a shard whose size, mtime, inode number or
- * ctime differs from the index is refused, never half-read), -ENOMEM.
- * errmsg says what. */
+ * Errors: BFS_E_CRC, BFS_E_CORRUPT, BFS_E_FORMAT or BFS_E_NOKEY (the
+ * Example: a missing image key lists the keys present), -EIO/-ENOENT/
+ * -EACCES (the shard changed, went away or became unreadable: a shard
+ * whose size, mtime, inode number or ctime differs from the index is
+ * refused, never half-read), -EINVAL (i past the end), -ENOMEM.  errmsg
+ * says what.  On error *jpeg and *label are undefined. */
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg);
