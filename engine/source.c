@@ -180,7 +180,6 @@ static int is_tfrecord_name(const char *name)
 	       has_suffix_ci(name, ".tfrec") || strstr(name, "-of-") != NULL;
 }
 
-/* Does the file start with a TFRecord header whose length CRC holds? */
 /* The first min(cap, size) bytes of a file, for format detection:
  * the count read, or 0 if it cannot be read. */
 static size_t read_head(const char *path, uint8_t *buf, size_t cap)
