@@ -1150,7 +1150,8 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 	case BFS_E_CRC:
 		atomic_fetch_add_explicit(&c->crc_errors, 1,
 					  memory_order_relaxed);
-		bfs__queue_crcdel(c, key);
+		if (c->crcdel) /* the writer's: see struct bfs_cache */
+			c->crcdel(c, key);
 		break;
 	case BFS_E_CORRUPT:
 		if (rc == 0) { /* the value's page, not the environment */

@@ -142,6 +142,12 @@ struct bfs_cache {
 
 	pthread_t writer;
 	int writer_started;
+	/* Queue the deletion of a sample entry that failed its CRC: the hook
+	 * by which bfs_cache_get hands the key to the writer, which sits above
+	 * the read path.  Set by bfs__writer_start before c is handed out and
+	 * kept until close; NULL when no writer runs (admin handles).  The
+	 * hook itself may be called from any thread. */
+	void (*crcdel)(bfs_cache *c, const bfs_cache_key *key);
 
 	_Atomic int64_t paused_until_ns; /* CLOCK_MONOTONIC; 0 = not full */
 	_Atomic uint64_t hits, misses, crc_errors, inserts, duplicates,
@@ -230,8 +236,6 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 /* The next fingerprint present at or after fp (8 bytes, in/out) in
  * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
 int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
-/* Queue the deletion of a corrupt entry (no-op for admin handles). */
-void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key);
 
 /* cache_check.c */
 /* Run fn(arg, info, errmsg) in a forked child and return what it returned,
@@ -250,6 +254,7 @@ int bfs__check_dir(const char *dir, int pin, bfs_cache_check_info *info,
 void bfs__remove_damaged_copies(const char *dir);
 
 /* cache_writer.c */
+/* Start c's writer thread and register its hooks in c (c->crcdel). */
 int bfs__writer_start(bfs_cache *c);
 void bfs__writer_stop(bfs_cache *c);
 /* Add the unflushed hits/misses to the meta DB and touch this

@@ -7,9 +7,10 @@
  *
  * DESIGN
  *   Producers: engine workers (submit), the source open (index_put),
- *   readers that found a bad CRC (bfs__queue_crcdel).  Consumer: one
- *   writer thread per bfs_cache.  The FIFO (c->head/tail), its counts and
- *   the sequence numbers are protected by c->lock; c->wake wakes the
+ *   readers that found a bad CRC (queue_crcdel, which bfs__writer_start
+ *   hands down to the read path as c->crcdel).  Consumer: one writer
+ *   thread per bfs_cache.  The FIFO (c->head/tail), its counts and the
+ *   sequence numbers are protected by c->lock; c->wake wakes the
  *   writer, c->progress wakes bfs_cache_flush.  The writer never holds
  *   c->lock while in a transaction or calling done(), so submit never
  *   waits for the disk.  Every transaction holds e->maplock for reading
@@ -737,7 +738,9 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 	return err;
 }
 
-void bfs__queue_crcdel(bfs_cache *c, const bfs_cache_key *key)
+/* c->crcdel: queue the deletion of a sample entry a reader found corrupt;
+ * dropped when CRCDEL_MAX are waiting or the writer is stopping. */
+static void queue_crcdel(bfs_cache *c, const bfs_cache_key *key)
 {
 	struct bfs__pending *p;
 
@@ -863,6 +866,7 @@ int bfs__writer_start(bfs_cache *c)
 
 	c->last_flush_ns = bfs__now_ns();
 	c->last_sync_ns = c->last_flush_ns;
+	c->crcdel = queue_crcdel;
 	rc = pthread_create(&c->writer, NULL, writer_main, c);
 	if (rc)
 		return -rc;
