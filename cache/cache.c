@@ -1421,27 +1421,3 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &fst) == 0)
 		st->file_bytes = (uint64_t)fst.st_size;
 }
-
-/* ---- shared by writer and admin ------------------------------------------ */
-
-int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
-{
-	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
-	MDB_val k = { sizeof(kb), kb }, v;
-	MDB_cursor *cur;
-	int rc;
-
-	memcpy(kb, fp, 8);
-	rc = mdb_cursor_open(txn, e->samples, &cur);
-	if (rc)
-		return rc;
-	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-	if (rc == 0) {
-		if (k.mv_size >= 8)
-			memcpy(fp, k.mv_data, 8);
-		else
-			rc = MDB_CORRUPTED;
-	}
-	mdb_cursor_close(cur);
-	return rc;
-}

@@ -233,9 +233,6 @@ int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v);
 uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
 /* Extend a payload CRC with the covered header bytes. */
 uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
-/* The next fingerprint present at or after fp (8 bytes, in/out) in
- * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
-int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
 
 /* cache_check.c */
 /* Run fn(arg, info, errmsg) in a forked child and return what it returned,
@@ -257,9 +254,6 @@ void bfs__remove_damaged_copies(const char *dir);
 /* Start c's writer thread and register its hooks in c (c->crcdel). */
 int bfs__writer_start(bfs_cache *c);
 void bfs__writer_stop(bfs_cache *c);
-/* Add the unflushed hits/misses to the meta DB and touch this
- * fingerprint's record, inside txn. */
-int bfs__flush_counters(bfs_cache *c, MDB_txn *txn);
 /* Delete every sample entry whose key starts with prefix[0..plen), in
  * chunks of short write transactions.  Returns 0 or an LMDB code;
  * *removed / *bytes get what was deleted. */

@@ -52,7 +52,9 @@ static int meta_add_u64(struct bfs__env *e, MDB_txn *txn, const char *name,
 	return bfs__meta_put(e, txn, name, strlen(name), &x, 8);
 }
 
-int bfs__flush_counters(bfs_cache *c, MDB_txn *txn)
+/* Add the unflushed hits/misses to the meta DB and touch this
+ * fingerprint's record, inside txn. */
+static int flush_counters(bfs_cache *c, MDB_txn *txn)
 {
 	struct bfs__env *e = c->e;
 	uint64_t h = atomic_load(&c->hits), m = atomic_load(&c->misses);
@@ -88,7 +90,7 @@ static int flush_due(bfs_cache *c)
 	return bfs__now_ns() - c->last_flush_ns >= BFS__FLUSH_NS;
 }
 
-/* Commit txn; flushed = 1 when bfs__flush_counters ran inside it. */
+/* Commit txn; flushed = 1 when flush_counters ran inside it. */
 static int commit(bfs_cache *c, MDB_txn *txn, int flushed)
 {
 	int rc;
@@ -118,7 +120,7 @@ static int flush_now(bfs_cache *c)
 	rc = bfs__txn_begin(c->e, 0, &txn);
 	if (rc)
 		return rc;
-	rc = bfs__flush_counters(c, txn);
+	rc = flush_counters(c, txn);
 	if (rc) {
 		bfs__txn_end(c->e, txn, 0);
 		return rc;
@@ -227,6 +229,30 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 	return rc;
 }
 
+/* The next fingerprint present at or after fp (8 bytes, in/out) in
+ * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
+static int next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
+{
+	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
+	MDB_val k = { sizeof(kb), kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	memcpy(kb, fp, 8);
+	rc = mdb_cursor_open(txn, e->samples, &cur);
+	if (rc)
+		return rc;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	if (rc == 0) {
+		if (k.mv_size >= 8)
+			memcpy(fp, k.mv_data, 8);
+		else
+			rc = MDB_CORRUPTED;
+	}
+	mdb_cursor_close(cur);
+	return rc;
+}
+
 /* Delete every sample of the shard identity `hash`, of every fingerprint,
  * inside txn. */
 static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
@@ -238,7 +264,7 @@ static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 		uint64_t n = 0, b = 0, next;
 		int more;
 
-		rc = bfs__next_fp(c->e, txn, fp);
+		rc = next_fp(c->e, txn, fp);
 		if (rc == MDB_NOTFOUND)
 			return 0;
 		if (rc)
@@ -295,7 +321,7 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 		uint64_t next;
 		int own;
 
-		if (bfs__next_fp(e, txn, fp))
+		if (next_fp(e, txn, fp))
 			break;
 		own = c->has_fp && !memcmp(fp, c->fp, 8);
 		memcpy(kb + 2, fp, 8);
@@ -419,7 +445,7 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 		fill_value(v.mv_data, it);
 		(*ins)++;
 	}
-	if (flush_due(c) && bfs__flush_counters(c, txn) == 0)
+	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
 	*nput = n;
 	return commit(c, txn, flushed);
@@ -570,7 +596,7 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			return rc;
 		}
 	}
-	if (flush_due(c) && bfs__flush_counters(c, txn) == 0)
+	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
 	return commit(c, txn, flushed);
 }
