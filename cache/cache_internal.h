@@ -170,23 +170,28 @@ struct bfs_cache_reader {
 	MDB_txn *txn;           /* reset between gets; slot held */
 };
 
-/* cache.c */
-int bfs__map_err(int rc);
-int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
-int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
+/* cache_key.c */
+void bfs__put_be64(uint8_t *p, uint64_t v);
+uint64_t bfs__get_be64(const uint8_t *p);
+/* 16 hex digits -> 8 bytes (big-endian): 0, or -EINVAL. */
 int bfs__parse_fp(const char *hex, uint8_t out[8]);
 void bfs__fp_hex(const uint8_t fp[8], char out[17]);
+/* The shard hash of a sample key: dir/shard and its stamp. */
 uint64_t bfs__shard_hash(const char *dir, const char *shard,
 			 const bfs_shard_stamp *st);
 /* The same, from the joined path "dir/shard" (n bytes, no NUL) as stored
  * in an index value. */
 uint64_t bfs__shard_hash_joined(const void *path, size_t n,
 				const bfs_shard_stamp *st);
+/* The key of dir/shard's entry in the index database. */
 void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
 /* The same, from the joined path as stored in an index value. */
 void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
-void bfs__put_be64(uint8_t *p, uint64_t v);
-uint64_t bfs__get_be64(const uint8_t *p);
+
+/* cache.c */
+int bfs__map_err(int rc);
+int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
+int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
 /* Begin a transaction (read-only when rdonly) with e->maplock read-held;
  * adopts a grown map on MDB_MAP_RESIZED.  On success the caller must
  * bfs__txn_end() it.  Returns an LMDB/errno code. */
