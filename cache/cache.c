@@ -1,16 +1,15 @@
 /*
  * cache.c - the sample cache's environment and read path (see cache.h):
  * opening and sharing the LMDB environment, bfs_cache_get, index reads
- * and stats.  Keys live in cache_key.c, the writer in cache_writer.c,
- * clear/verify/listing in cache_admin.c.
+ * and stats.  Using an open environment is cache_env.c's, keys
+ * cache_key.c's; the writer lives in cache_writer.c, clear/verify/listing
+ * in cache_admin.c.
  *
  * DESIGN
  *   A process-wide registry (reg_lock, reg_head) holds one struct bfs__env
  *   per directory, refcounted by the bfs_cache handles on it, because LMDB
- *   must not open one environment twice in a process.  Every transaction
- *   of the process read-holds env->maplock; the rare thread that must
- *   adopt a map grown by another process (MDB_MAP_RESIZED) write-holds it,
- *   so no transaction touches the map while it is replaced.
+ *   must not open one environment twice in a process.  How transactions
+ *   share the map is cache_env.c's.
  *   A reader owns one MDB_txn, reset between gets: renew at the start of a
  *   get, reset at its end.  Counters are atomics; nothing else is shared
  *   between readers.
@@ -38,51 +37,6 @@ _Static_assert(sizeof(struct bfs__ihdr) == BFS__IHDR, "index header size");
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bfs__env *reg_head; /* protected by reg_lock */
-
-/* ---- small helpers ---------------------------------------------------- */
-
-int64_t bfs__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-int64_t bfs__wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
-
-int bfs__map_err(int rc)
-{
-	if (rc == 0)
-		return 0;
-	if (rc > 0)
-		return -rc;
-	switch (rc) {
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	case MDB_TXN_FULL:
-	case MDB_BAD_VALSIZE:
-		return -E2BIG;
-	case MDB_PANIC:
-	case MDB_CORRUPTED:
-	case MDB_INVALID:
-	case MDB_VERSION_MISMATCH:
-	case MDB_PAGE_NOTFOUND:
-		return BFS_E_CORRUPT;
-	default:
-		return -EIO;
-	}
-}
 
 /* ---- directories and defaults ----------------------------------------- */
 
@@ -165,89 +119,6 @@ static int mkdir_p(const char *dir)
 }
 
 /* ---- the environment registry ------------------------------------------ */
-
-/* e->map and e->mapsize: where LMDB mapped data.mdb (maplock write-held,
- * or e not yet shared).  LMDB 0.9 does not say (mdb_env_info gives only a
- * MDB_FIXEDMAP address), so the base is worked out from the page that
- * holds the main database's first key: a leaf whose header, checked at
- * open, names its page number.  The map starts on an OS page boundary, so
- * when LMDB's pages divide OS pages, a key's page starts at its address
- * rounded down to psize.  Otherwise map stays NULL and bfs__check_ovhdr
- * passes every value. */
-static void note_map(struct bfs__env *e)
-{
-	long os = sysconf(_SC_PAGESIZE);
-	MDB_envinfo info;
-	MDB_txn *txn;
-	MDB_cursor *cur;
-	MDB_dbi main;
-	MDB_val k, v;
-
-	e->map = NULL;
-	if (mdb_env_info(e->env, &info) != 0 || !e->psize || os <= 0 ||
-	    (unsigned long)os % e->psize)
-		return;
-	e->mapsize = info.me_mapsize;
-	if (mdb_txn_begin(e->env, NULL, MDB_RDONLY, &txn) != 0)
-		return;
-	if (mdb_dbi_open(txn, NULL, 0, &main) == 0 &&
-	    mdb_cursor_open(txn, main, &cur) == 0) {
-		if (mdb_cursor_get(cur, &k, &v, MDB_FIRST) == 0) {
-			uintptr_t pg = (uintptr_t)k.mv_data &
-				       ~(uintptr_t)(e->psize - 1);
-			uint64_t pgno;
-			uint16_t flags;
-
-			memcpy(&pgno, (const void *)pg, 8);
-			memcpy(&flags, (const uint8_t *)pg + 10, 2);
-			if (flags == 0x02 /* P_LEAF */ &&
-			    pgno <= (uint64_t)info.me_last_pgno &&
-			    pgno * e->psize <= pg)
-				e->map = (const uint8_t *)(pg - pgno * e->psize);
-		}
-		mdb_cursor_close(cur);
-	}
-	mdb_txn_abort(txn);
-}
-
-static void adopt_map(struct bfs__env *e)
-{
-	pthread_rwlock_wrlock(&e->maplock);
-	/* no transaction of this process is open: size 0 adopts the size
-	 * the growing process stored in the meta page */
-	mdb_env_set_mapsize(e->env, 0);
-	note_map(e);
-	pthread_rwlock_unlock(&e->maplock);
-}
-
-int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn)
-{
-	int rc;
-
-	pthread_rwlock_rdlock(&e->maplock);
-	rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
-	if (rc == MDB_MAP_RESIZED) {
-		pthread_rwlock_unlock(&e->maplock);
-		adopt_map(e);
-		pthread_rwlock_rdlock(&e->maplock);
-		rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
-	}
-	if (rc)
-		pthread_rwlock_unlock(&e->maplock);
-	return rc;
-}
-
-int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit)
-{
-	int rc = 0;
-
-	if (commit)
-		rc = mdb_txn_commit(txn);
-	else
-		mdb_txn_abort(txn);
-	pthread_rwlock_unlock(&e->maplock);
-	return rc;
-}
 
 static void env_free(struct bfs__env *e)
 {
@@ -489,7 +360,7 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 		goto fail;
 	mdb_env_stat(e->env, &ms);
 	e->psize = ms.ms_psize;
-	note_map(e);
+	bfs__note_map(e);
 	e->next = reg_head;
 	reg_head = e;
 	c->e = e;
@@ -753,8 +624,7 @@ int bfs_cache_reader_create(bfs_cache *c, bfs_cache_reader **out)
 		free(r);
 		return bfs__map_err(rc);
 	}
-	mdb_txn_reset(r->txn); /* keeps the reader slot */
-	pthread_rwlock_unlock(&c->e->maplock);
+	bfs__txn_reset(c->e, r->txn); /* keeps the reader slot */
 	*out = r;
 	return 0;
 }
@@ -793,54 +663,6 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
 {
 	crc = bfs_crc32c(crc, h, 8);
 	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
-}
-
-int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v)
-{
-	uintptr_t base = (uintptr_t)e->map, at = (uintptr_t)v->mv_data;
-	const uint8_t *h;
-	uint64_t off, pgno, hpgno, need;
-	uint32_t pages;
-	uint16_t flags;
-	MDB_envinfo info;
-
-	if (!e->map || at < base || at - base >= e->mapsize)
-		return 0; /* a page of the caller's own write transaction */
-	off = at - base;
-	/* an overflow value starts right after its page's 16-byte header;
-	 * a value inside a leaf page never does (nodes start at 16) */
-	if (off % e->psize != 16)
-		return 0;
-	h = (const uint8_t *)v->mv_data - 16;
-	pgno = (off - 16) / e->psize;
-	memcpy(&hpgno, h, 8);
-	memcpy(&flags, h + 10, 2);
-	memcpy(&pages, h + 12, 4);
-	need = (15 + (uint64_t)v->mv_size) / e->psize + 1;
-	if (mdb_env_info(e->env, &info) != 0)
-		return 0;
-	if (hpgno != pgno || flags != 0x04 /* P_OVERFLOW */ || pages < need ||
-	    pgno + pages > (uint64_t)info.me_last_pgno + 1)
-		return BFS_E_CORRUPT;
-	return 0;
-}
-
-void bfs__note_damage(bfs_cache *c, const char *why)
-{
-	char path[PATH_MAX];
-	int fd, zero = 0;
-
-	if (c->o.admin ||
-	    !atomic_compare_exchange_strong(&c->e->damaged, &zero, 1))
-		return;
-	snprintf(path, sizeof(path), "%s/damaged", c->dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	if (write(fd, why, strlen(why)) < 0) {
-		/* the marker is a hint; without it the damage is met again */
-	}
-	close(fd);
 }
 
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
@@ -909,18 +731,9 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 	int64_t lab = 0;
 	int rc, err;
 
-	pthread_rwlock_rdlock(&e->maplock);
-	rc = mdb_txn_renew(r->txn);
-	if (rc == MDB_MAP_RESIZED) {
-		pthread_rwlock_unlock(&e->maplock);
-		adopt_map(e);
-		pthread_rwlock_rdlock(&e->maplock);
-		rc = mdb_txn_renew(r->txn);
-	}
-	if (rc) {
-		pthread_rwlock_unlock(&e->maplock);
+	rc = bfs__txn_renew(e, r->txn);
+	if (rc)
 		return bfs__map_err(rc);
-	}
 	rc = mdb_get(r->txn, e->samples, &k, &v);
 	if (rc == 0)
 		err = c->o.skip_crc ? copy_value(e, &v, key->check, dst, len,
@@ -929,8 +742,7 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 						       dst, len, &lab);
 	else
 		err = bfs__map_err(rc);
-	mdb_txn_reset(r->txn);
-	pthread_rwlock_unlock(&e->maplock);
+	bfs__txn_reset(e, r->txn);
 
 	switch (err) {
 	case 0:

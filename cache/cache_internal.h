@@ -170,6 +170,40 @@ struct bfs_cache_reader {
 	MDB_txn *txn;           /* reset between gets; slot held */
 };
 
+/* cache_env.c */
+/* An LMDB code (or a positive errno) as 0 or a negative error of ours. */
+int bfs__map_err(int rc);
+int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
+int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
+/* Set e->map and e->mapsize: where LMDB mapped data.mdb (map NULL when
+ * that cannot be told).  maplock write-held, or e not yet shared. */
+void bfs__note_map(struct bfs__env *e);
+/* Begin a transaction (read-only when rdonly) with e->maplock read-held;
+ * adopts a grown map on MDB_MAP_RESIZED.  On success the caller must
+ * bfs__txn_end() it.  Returns an LMDB/errno code. */
+int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
+/* Commit (commit=1) or abort, then release maplock. */
+int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
+/* Renew a reset read-only transaction (a reader's) with e->maplock
+ * read-held, adopting a grown map on MDB_MAP_RESIZED.  On success the
+ * caller must bfs__txn_reset() it.  Returns an LMDB/errno code. */
+int bfs__txn_renew(struct bfs__env *e, MDB_txn *txn);
+/* Reset a read-only transaction (it keeps its reader slot), then release
+ * maplock. */
+void bfs__txn_reset(struct bfs__env *e, MDB_txn *txn);
+/* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
+ * lies on an overflow page whose header is not what LMDB wrote: LMDB
+ * would free or overwrite the wrong pages when the value is deleted or
+ * replaced, so it must be neither.  Values outside the map (pages dirtied
+ * by the caller's own write transaction) and values inside leaf pages
+ * pass. */
+int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
+/* Record that c found its environment damaged at run time (why: text):
+ * once per environment, DIR/damaged is written, so the next open that
+ * has the directory to itself moves data.mdb aside.  No-op for admin
+ * handles.  Any thread. */
+void bfs__note_damage(bfs_cache *c, const char *why);
+
 /* cache_key.c */
 void bfs__put_be64(uint8_t *p, uint64_t v);
 uint64_t bfs__get_be64(const uint8_t *p);
@@ -189,15 +223,6 @@ void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
 void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 
 /* cache.c */
-int bfs__map_err(int rc);
-int64_t bfs__now_ns(void);      /* CLOCK_MONOTONIC */
-int64_t bfs__wall_ns(void);     /* CLOCK_REALTIME */
-/* Begin a transaction (read-only when rdonly) with e->maplock read-held;
- * adopts a grown map on MDB_MAP_RESIZED.  On success the caller must
- * bfs__txn_end() it.  Returns an LMDB/errno code. */
-int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
-/* Commit (commit=1) or abort, then release maplock. */
-int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
 /* Check a stored sample value under key (24 bytes), read in a
  * transaction of e: 0 ok, BFS_E_CRC (bad CRC or header: the entry may be
  * deleted or replaced), BFS_E_CORRUPT (the LMDB page holding it is
@@ -208,18 +233,6 @@ int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
 		     const MDB_val *v, uint64_t check, void *dst,
 		     size_t want_len, int64_t *label);
-/* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
- * lies on an overflow page whose header is not what LMDB wrote: LMDB
- * would free or overwrite the wrong pages when the value is deleted or
- * replaced, so it must be neither.  Values outside the map (pages dirtied
- * by the caller's own write transaction) and values inside leaf pages
- * pass. */
-int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
-/* Record that c found its environment damaged at run time (why: text):
- * once per environment, DIR/damaged is written, so the next open that
- * has the directory to itself moves data.mdb aside.  No-op for admin
- * handles.  Any thread. */
-void bfs__note_damage(bfs_cache *c, const char *why);
 /* A counter or fingerprint record of the meta database (see struct
  * bfs__fprec): 0 and n bytes in out, MDB_NOTFOUND (absent, or its size or
  * CRC is wrong), or an LMDB code. */
