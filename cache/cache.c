@@ -2,8 +2,8 @@
  * cache.c - the sample cache's environment and read path (see cache.h):
  * opening and sharing the LMDB environment, bfs_cache_get, index reads
  * and stats.  Using an open environment is cache_env.c's, keys
- * cache_key.c's; the writer lives in cache_writer.c, clear/verify/listing
- * in cache_admin.c.
+ * cache_key.c's, the stored formats cache_value.c's; the writer lives in
+ * cache_writer.c, clear/verify/listing in cache_admin.c.
  *
  * DESIGN
  *   A process-wide registry (reg_lock, reg_head) holds one struct bfs__env
@@ -31,9 +31,6 @@
 #include <unistd.h>
 
 #include "engine/crc32c.h"
-
-_Static_assert(sizeof(struct bfs__vhdr) == BFS__VHDR, "value header size");
-_Static_assert(sizeof(struct bfs__ihdr) == BFS__IHDR, "index header size");
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct bfs__env *reg_head; /* protected by reg_lock */
@@ -638,90 +635,6 @@ void bfs_cache_reader_destroy(bfs_cache_reader *r)
 	free(r);
 }
 
-/* Copy n bytes from src to dst and return the CRC32C of what was
- * written, one L1-sized chunk at a time: the map is read once and the
- * CRC reads the chunk back from cache. */
-uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc)
-{
-	const size_t chunk = 16384;
-	uint8_t *d = dst;
-	const uint8_t *s = src;
-
-	while (n) {
-		size_t m = n < chunk ? n : chunk;
-
-		memcpy(d, s, m);
-		crc = bfs_crc32c(crc, d, m);
-		d += m;
-		s += m;
-		n -= m;
-	}
-	return crc;
-}
-
-uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
-{
-	crc = bfs_crc32c(crc, h, 8);
-	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
-}
-
-int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
-		     const MDB_val *v, uint64_t check, void *dst,
-		     size_t want_len, int64_t *label)
-{
-	struct bfs__vhdr h;
-	const uint8_t *payload;
-	uint32_t crc;
-
-	if (bfs__check_ovhdr(e, v))
-		return BFS_E_CORRUPT;
-	if (v->mv_size < BFS__VHDR)
-		return BFS_E_CRC;
-	memcpy(&h, v->mv_data, BFS__VHDR);
-	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
-		return BFS_E_CRC;
-	if (check && h.check != check)
-		return -ENOENT;
-	if (dst && h.len != want_len)
-		return -EINVAL;
-	payload = (const uint8_t *)v->mv_data + BFS__VHDR;
-	if (dst)
-		crc = bfs__copy_crc(dst, payload, h.len, 0);
-	else
-		crc = bfs_crc32c(0, payload, h.len);
-	crc = bfs__vhdr_crc(crc, &h);
-	if (bfs_crc32c(crc, key, BFS_CACHE_KEY_BYTES) != h.crc)
-		return BFS_E_CRC;
-	if (label)
-		*label = h.label;
-	return 0;
-}
-
-/* The fast path when CRCs are not checked (skip_crc). */
-static int copy_value(const struct bfs__env *e, const MDB_val *v,
-		      uint64_t check, void *dst, size_t want_len,
-		      int64_t *label)
-{
-	struct bfs__vhdr h;
-
-	if (bfs__check_ovhdr(e, v))
-		return BFS_E_CORRUPT;
-	if (v->mv_size < BFS__VHDR)
-		return BFS_E_CRC;
-	memcpy(&h, v->mv_data, BFS__VHDR);
-	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
-		return BFS_E_CRC;
-	if (h.check != check)
-		return -ENOENT;
-	if (h.len != want_len)
-		return -EINVAL;
-	memcpy(dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
-	*label = h.label;
-	return 0;
-}
-
 int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		  size_t len, int64_t *label)
 {
@@ -736,8 +649,8 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		return bfs__map_err(rc);
 	rc = mdb_get(r->txn, e->samples, &k, &v);
 	if (rc == 0)
-		err = c->o.skip_crc ? copy_value(e, &v, key->check, dst, len,
-						 &lab)
+		err = c->o.skip_crc ? bfs__copy_value(e, &v, key->check, dst,
+						      len, &lab)
 				    : bfs__check_value(e, key->k, &v, key->check,
 						       dst, len, &lab);
 	else
@@ -782,43 +695,6 @@ static int path_equal(const char *stored, size_t n, const char *dir,
 	       stored[dn] == '/' && !memcmp(stored + dn + 1, shard, sn);
 }
 
-/* The index value v: 0 and its header in *h, or BFS_E_CRC. */
-static int index_value(const MDB_val *v, struct bfs__ihdr *h)
-{
-	const uint8_t *p = (const uint8_t *)v->mv_data + BFS__IHDR;
-	uint32_t crc;
-
-	if (v->mv_size < BFS__IHDR)
-		return BFS_E_CRC;
-	memcpy(h, v->mv_data, BFS__IHDR);
-	if (h->magic != BFS__IMAGIC || h->version != BFS__CACHE_FORMAT ||
-	    h->hdr_len != BFS__IHDR ||
-	    (uint64_t)h->path_len + h->blob_len != v->mv_size - BFS__IHDR)
-		return BFS_E_CRC;
-	crc = bfs_crc32c(0, p, h->path_len + h->blob_len);
-	crc = bfs_crc32c(crc, h, 8);
-	crc = bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__IHDR - 12);
-	return crc == h->crc ? 0 : BFS_E_CRC;
-}
-
-int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
-			   const MDB_val *v)
-{
-	struct bfs__ihdr h;
-	uint8_t want[16];
-	int err;
-
-	if (bfs__check_ovhdr(e, v))
-		return BFS_E_CORRUPT;
-	if ((err = index_value(v, &h)))
-		return err;
-	bfs__index_key_joined((const uint8_t *)v->mv_data + BFS__IHDR,
-			      h.path_len, want);
-	if (k->mv_size != 16 || memcmp(k->mv_data, want, 16))
-		return BFS_E_CRC; /* a key that is not its path's */
-	return 0;
-}
-
 int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 			const bfs_shard_stamp *st, void **blob, size_t *len)
 {
@@ -848,7 +724,7 @@ int bfs_cache_index_get(bfs_cache *c, const char *dir, const char *shard,
 		bfs__note_damage(c, "a shard index's overflow page header is damaged");
 		goto out;
 	}
-	if ((err = index_value(&v, &h)))
+	if ((err = bfs__index_value(&v, &h)))
 		goto out;
 	p = (const uint8_t *)v.mv_data + BFS__IHDR;
 	err = -ENOENT;
@@ -873,72 +749,6 @@ out:
 		atomic_fetch_add_explicit(&c->index_misses, 1,
 					  memory_order_relaxed);
 	return err;
-}
-
-/* ---- meta records ----------------------------------------------------------- */
-
-static uint32_t meta_crc(const void *key, size_t klen, const void *val,
-			 size_t n)
-{
-	return bfs_crc32c(bfs_crc32c(0, key, klen), val, n);
-}
-
-int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
-		  size_t klen, void *out, size_t n)
-{
-	MDB_val k = { klen, (void *)key }, v;
-	uint32_t crc;
-	int rc;
-
-	rc = mdb_get(txn, e->meta, &k, &v);
-	if (rc)
-		return rc;
-	if (v.mv_size != n + 4)
-		return MDB_NOTFOUND;
-	memcpy(&crc, (const uint8_t *)v.mv_data + n, 4);
-	if (crc != meta_crc(key, klen, v.mv_data, n))
-		return MDB_NOTFOUND;
-	memcpy(out, v.mv_data, n);
-	return 0;
-}
-
-int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
-		  size_t klen, const void *val, size_t n)
-{
-	uint8_t buf[64];
-	MDB_val k = { klen, (void *)key }, v = { n + 4, buf };
-	uint32_t crc = meta_crc(key, klen, val, n);
-
-	if (n + 4 > sizeof(buf))
-		return EINVAL;
-	memcpy(buf, val, n);
-	memcpy(buf + n, &crc, 4);
-	return mdb_put(txn, e->meta, &k, &v, 0);
-}
-
-int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v)
-{
-	const uint8_t *kb = k->mv_data;
-	size_t n;
-	uint32_t crc, fmt;
-
-	if (k->mv_size == 6 && !memcmp(kb, "format", 6)) {
-		if (v->mv_size != 4)
-			return BFS_E_CRC;
-		memcpy(&fmt, v->mv_data, 4);
-		return fmt == BFS__CACHE_FORMAT ? 0 : BFS_E_CRC;
-	}
-	if ((k->mv_size == 4 && !memcmp(kb, "hits", 4)) ||
-	    (k->mv_size == 6 && !memcmp(kb, "misses", 6)))
-		n = 8;
-	else if (k->mv_size == 10 && kb[0] == 'f' && kb[1] == 'p')
-		n = sizeof(struct bfs__fprec);
-	else
-		return BFS_E_CORRUPT; /* no such record */
-	if (v->mv_size != n + 4)
-		return BFS_E_CRC;
-	memcpy(&crc, (const uint8_t *)v->mv_data + n, 4);
-	return crc == meta_crc(kb, k->mv_size, v->mv_data, n) ? 0 : BFS_E_CRC;
 }
 
 /* ---- stats ---------------------------------------------------------------- */

@@ -222,7 +222,12 @@ void bfs__index_key(const char *dir, const char *shard, uint8_t out[16]);
 /* The same, from the joined path as stored in an index value. */
 void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 
-/* cache.c */
+/* cache_value.c */
+/* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
+ * bytes written; chunked so the map is read once. */
+uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
+/* Extend a payload CRC with the covered header bytes. */
+uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 /* Check a stored sample value under key (24 bytes), read in a
  * transaction of e: 0 ok, BFS_E_CRC (bad CRC or header: the entry may be
  * deleted or replaced), BFS_E_CORRUPT (the LMDB page holding it is
@@ -233,6 +238,21 @@ void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
 		     const MDB_val *v, uint64_t check, void *dst,
 		     size_t want_len, int64_t *label);
+/* The same without the CRC (skip_crc): the page and the header are
+ * checked and the payload copied into dst.  check is always compared;
+ * dst and label must not be NULL. */
+int bfs__copy_value(const struct bfs__env *e, const MDB_val *v,
+		    uint64_t check, void *dst, size_t want_len,
+		    int64_t *label);
+/* The index value v: 0 and its header in *h, or BFS_E_CRC (size, header
+ * or CRC wrong).  The page is not checked: bfs__check_ovhdr first. */
+int bfs__index_value(const MDB_val *v, struct bfs__ihdr *h);
+/* Whole entries, for bfs_cache_verify: 0, BFS_E_CRC (bad CRC, header, or
+ * a key that does not belong to the value) or BFS_E_CORRUPT (damaged
+ * page, or a key the database never holds). */
+int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
+			   const MDB_val *v);
+int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v);
 /* A counter or fingerprint record of the meta database (see struct
  * bfs__fprec): 0 and n bytes in out, MDB_NOTFOUND (absent, or its size or
  * CRC is wrong), or an LMDB code. */
@@ -240,17 +260,6 @@ int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
 		  size_t klen, void *out, size_t n);
 int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
 		  size_t klen, const void *val, size_t n);
-/* Whole entries, for bfs_cache_verify: 0, BFS_E_CRC (bad CRC, header, or
- * a key that does not belong to the value) or BFS_E_CORRUPT (damaged
- * page, or a key the database never holds). */
-int bfs__check_index_entry(const struct bfs__env *e, const MDB_val *k,
-			   const MDB_val *v);
-int bfs__check_meta_entry(const MDB_val *k, const MDB_val *v);
-/* Copy n bytes src -> dst, returning the CRC32C (extending crc) of the
- * bytes written; chunked so the map is read once. */
-uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
-/* Extend a payload CRC with the covered header bytes. */
-uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 
 /* cache_check.c */
 /* Run fn(arg, info, errmsg) in a forked child and return what it returned,
