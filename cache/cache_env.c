@@ -3,7 +3,7 @@
  * (see cache.h): transactions, which hold the process's map lock; adopting
  * a map another process grew; the check of a value's overflow page header;
  * the marker left when damage is met at run time; LMDB's codes as ours;
- * the clocks.  Opening and sharing an environment is cache.c's.
+ * the clocks.  Opening and sharing an environment is cache_open.c's.
  *
  * DESIGN
  *   Every transaction of the process read-holds env->maplock; the rare

@@ -1,7 +1,29 @@
 /*
- * cache_internal.h - what cache.c (environment, reads, keys, stats),
- * cache_writer.c (queue, writer thread, eviction) and cache_admin.c
- * (clear, verify, listing) share.  Not part of the contract; see cache.h.
+ * cache_internal.h - what the files of cache/ share.  Not part of the
+ * contract; see cache.h.
+ *
+ * The files, lowest first.  A file may call functions of the files listed
+ * before it, never of one listed after it; where a lower one must reach
+ * up, the higher one hands it a function pointer (c->crcdel).
+ *   cache_env.c     an open environment: transactions under the map lock,
+ *                   adopting a grown map, the overflow page check, the
+ *                   damage marker, LMDB codes as ours, the clocks
+ *   cache_key.c     keys, fingerprints and shard hashes (pure)
+ *   cache_value.c   the stored formats and their checks: sample values,
+ *                   index values, meta records
+ *   cache_read.c    readers, bfs_cache_get, index reads, stats
+ *   cache_writer.c  the writer thread: the queue behind submit and
+ *                   index_put, commits, "fill, then keep", eviction, CRC
+ *                   deletions, persisted counters
+ *   cache_admin.c   clear, verify, the fingerprint list, removing the files
+ *                   of an unused cache and damaged copies
+ *   cache_check.c   the structural check of data.mdb (calls none of the
+ *                   others)
+ *   cache_open.c    opening and closing a handle: defaults, users.lock, the
+ *                   environment registry, the check at first open, moving a
+ *                   damaged file aside, starting and stopping the writer
+ * cache_store.c, the engine's store over the cache, uses cache.h alone;
+ * nothing in cache/ calls it.
  */
 #ifndef BFS_CACHE_INTERNAL_H
 #define BFS_CACHE_INTERNAL_H
@@ -77,8 +99,8 @@ struct bfs__fprec {
 /* One environment of one directory in one process, shared by every
  * bfs_cache handle on that directory (LMDB forbids opening it twice). */
 struct bfs__env {
-	struct bfs__env *next;  /* protected by the registry lock */
-	unsigned refs;          /* protected by the registry lock */
+	struct bfs__env *next;  /* protected by reg_lock (cache_open.c) */
+	unsigned refs;          /* protected by reg_lock (cache_open.c) */
 	dev_t dev;
 	ino_t ino;
 	pid_t pid;              /* entries inherited through fork() are
@@ -169,6 +191,9 @@ struct bfs_cache_reader {
 	bfs_cache *c;
 	MDB_txn *txn;           /* reset between gets; slot held */
 };
+
+/* The functions each file shares, in the order above (cache_read.c and
+ * cache_open.c define only functions of cache.h). */
 
 /* cache_env.c */
 /* An LMDB code (or a positive errno) as 0 or a negative error of ours. */
@@ -261,6 +286,21 @@ int bfs__meta_get(struct bfs__env *e, MDB_txn *txn, const void *key,
 int bfs__meta_put(struct bfs__env *e, MDB_txn *txn, const void *key,
 		  size_t klen, const void *val, size_t n);
 
+/* cache_writer.c */
+/* Start c's writer thread and register its hooks in c (c->crcdel). */
+int bfs__writer_start(bfs_cache *c);
+void bfs__writer_stop(bfs_cache *c);
+/* Delete every sample entry whose key starts with prefix[0..plen), in
+ * chunks of short write transactions.  Returns 0 or an LMDB code;
+ * *removed / *bytes get what was deleted. */
+int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
+		       uint64_t max_bytes, uint64_t *removed,
+		       uint64_t *bytes);
+
+/* cache_admin.c */
+/* Remove every DIR/data.mdb.damaged-* (best effort). */
+void bfs__remove_damaged_copies(const char *dir);
+
 /* cache_check.c */
 /* Run fn(arg, info, errmsg) in a forked child and return what it returned,
  * with its info and message, through a pipe.  A child that dies before it
@@ -272,20 +312,5 @@ int bfs__run_isolated(int (*fn)(void *arg, bfs_cache_check_info *info,
  * (walk the snapshot of a read transaction). */
 int bfs__check_dir(const char *dir, int pin, bfs_cache_check_info *info,
 		   char *errmsg);
-
-/* cache_admin.c */
-/* Remove every DIR/data.mdb.damaged-* (best effort). */
-void bfs__remove_damaged_copies(const char *dir);
-
-/* cache_writer.c */
-/* Start c's writer thread and register its hooks in c (c->crcdel). */
-int bfs__writer_start(bfs_cache *c);
-void bfs__writer_stop(bfs_cache *c);
-/* Delete every sample entry whose key starts with prefix[0..plen), in
- * chunks of short write transactions.  Returns 0 or an LMDB code;
- * *removed / *bytes get what was deleted. */
-int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
-		       uint64_t max_bytes, uint64_t *removed,
-		       uint64_t *bytes);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cache.c - opening and closing a bfs_cache handle (see cache.h): the
+ * cache_open.c - opening and closing a bfs_cache handle (see cache.h): the
  * default directory and size, users.lock, the process-wide registry that
  * shares one LMDB environment per directory, the structural check of
  * data.mdb before its first use in a process and moving a damaged file
