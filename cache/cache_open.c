@@ -112,73 +112,6 @@ static int mkdir_p(const char *dir)
 	return 0;
 }
 
-/* ---- the environment registry ------------------------------------------ */
-
-static void env_free(struct bfs__env *e)
-{
-	if (!e)
-		return;
-	if (e->env)
-		mdb_env_close(e->env);
-	/* only now: closing an fd of lock.mdb drops the process's fcntl
-	 * locks on it, which LMDB relies on while the env is open */
-	if (e->lock_fd >= 0)
-		close(e->lock_fd);
-	pthread_rwlock_destroy(&e->maplock);
-	free(e);
-}
-
-static int open_dbis(struct bfs__env *e, int admin, char *errmsg)
-{
-	MDB_txn *txn;
-	MDB_val k = { 6, "format" }, v;
-	unsigned flags = admin ? 0 : MDB_CREATE;
-	uint32_t fmt = BFS__CACHE_FORMAT;
-	int rc;
-
-	rc = mdb_txn_begin(e->env, NULL, admin ? MDB_RDONLY : 0, &txn);
-	if (rc)
-		goto fail;
-	if ((rc = mdb_dbi_open(txn, "samples", flags, &e->samples)) ||
-	    (rc = mdb_dbi_open(txn, "index", flags, &e->index)) ||
-	    (rc = mdb_dbi_open(txn, "meta", flags, &e->meta))) {
-		mdb_txn_abort(txn);
-		if (rc == MDB_NOTFOUND) {
-			bfs_seterr(errmsg, "not a batchfs cache (no samples/index/meta databases)");
-			return -ENOENT;
-		}
-		goto fail;
-	}
-	rc = mdb_get(txn, e->meta, &k, &v);
-	if (rc == 0) {
-		if (v.mv_size != 4 || (memcpy(&fmt, v.mv_data, 4), fmt) !=
-					      BFS__CACHE_FORMAT) {
-			mdb_txn_abort(txn);
-			bfs_seterr(errmsg, "a cache of another batchfs format (%u, this is %d); 'batchfs cache clear' removes it",
-				   (unsigned)fmt, BFS__CACHE_FORMAT);
-			return BFS_E_CORRUPT;
-		}
-	} else if (rc == MDB_NOTFOUND && !admin) {
-		v.mv_size = 4;
-		v.mv_data = &fmt;
-		rc = mdb_put(txn, e->meta, &k, &v, 0);
-		if (rc) {
-			mdb_txn_abort(txn);
-			goto fail;
-		}
-	} else if (rc != MDB_NOTFOUND) {
-		mdb_txn_abort(txn);
-		goto fail;
-	}
-	rc = mdb_txn_commit(txn);
-	if (rc)
-		goto fail;
-	return 0;
-fail:
-	bfs_seterr(errmsg, "opening the cache databases: %s", mdb_strerror(rc));
-	return bfs__map_err(rc);
-}
-
 /* ---- a damaged data.mdb: found at open, moved aside --------------------- */
 
 /* The text a mount left in DIR/damaged (bfs__note_damage), in why: 0, or
@@ -271,6 +204,73 @@ static int vet_files(bfs_cache *c, int excl, char *errmsg)
 		return BFS_E_CORRUPT;
 	}
 	return move_aside(c, why, errmsg);
+}
+
+/* ---- the environment registry ------------------------------------------ */
+
+static void env_free(struct bfs__env *e)
+{
+	if (!e)
+		return;
+	if (e->env)
+		mdb_env_close(e->env);
+	/* only now: closing an fd of lock.mdb drops the process's fcntl
+	 * locks on it, which LMDB relies on while the env is open */
+	if (e->lock_fd >= 0)
+		close(e->lock_fd);
+	pthread_rwlock_destroy(&e->maplock);
+	free(e);
+}
+
+static int open_dbis(struct bfs__env *e, int admin, char *errmsg)
+{
+	MDB_txn *txn;
+	MDB_val k = { 6, "format" }, v;
+	unsigned flags = admin ? 0 : MDB_CREATE;
+	uint32_t fmt = BFS__CACHE_FORMAT;
+	int rc;
+
+	rc = mdb_txn_begin(e->env, NULL, admin ? MDB_RDONLY : 0, &txn);
+	if (rc)
+		goto fail;
+	if ((rc = mdb_dbi_open(txn, "samples", flags, &e->samples)) ||
+	    (rc = mdb_dbi_open(txn, "index", flags, &e->index)) ||
+	    (rc = mdb_dbi_open(txn, "meta", flags, &e->meta))) {
+		mdb_txn_abort(txn);
+		if (rc == MDB_NOTFOUND) {
+			bfs_seterr(errmsg, "not a batchfs cache (no samples/index/meta databases)");
+			return -ENOENT;
+		}
+		goto fail;
+	}
+	rc = mdb_get(txn, e->meta, &k, &v);
+	if (rc == 0) {
+		if (v.mv_size != 4 || (memcpy(&fmt, v.mv_data, 4), fmt) !=
+					      BFS__CACHE_FORMAT) {
+			mdb_txn_abort(txn);
+			bfs_seterr(errmsg, "a cache of another batchfs format (%u, this is %d); 'batchfs cache clear' removes it",
+				   (unsigned)fmt, BFS__CACHE_FORMAT);
+			return BFS_E_CORRUPT;
+		}
+	} else if (rc == MDB_NOTFOUND && !admin) {
+		v.mv_size = 4;
+		v.mv_data = &fmt;
+		rc = mdb_put(txn, e->meta, &k, &v, 0);
+		if (rc) {
+			mdb_txn_abort(txn);
+			goto fail;
+		}
+	} else if (rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	bfs_seterr(errmsg, "opening the cache databases: %s", mdb_strerror(rc));
+	return bfs__map_err(rc);
 }
 
 /* Open or share the environment of dir.  Registry lock held inside.
