@@ -103,8 +103,16 @@
  *   (not this library: it is process-wide) sets at start-up
  *       mallopt(M_MMAP_THRESHOLD, 64 << 20);
  *       mallopt(M_TRIM_THRESHOLD, 1 << 30);
- *   A submission the writer cannot take in time is dropped, not waited
- *   for; the next epoch's misses submit it again.
+ *   A writer slower than decoding holds decoding back instead of losing
+ *   samples: a queued submission pins the caller's memory until its
+ *   done(ctx) (the engine's batch slot, see INTEGRATION), and the default
+ *   queue_max (BFS_CACHE_QUEUE_MAX) is high enough that the engine runs
+ *   out of free slots first, so production waits for the writer.  A
+ *   submission is dropped only when queue_max submissions are already
+ *   waiting (-EAGAIN, dropped_queue) or while inserts are paused because
+ *   the cache is full (dropped_full: refused by submit with -ENOSPC, or
+ *   dropped by the writer when it reaches it); the next epoch's misses
+ *   submit it again.
  *
  * INTEGRATION (engine, source, mount)
  *   Mount start-up, in the daemon process (after the fork):
@@ -150,6 +158,10 @@
  * object; a reader is used by one thread at a time; submit, flush,
  * index_get/put, get_stats, clear, verify and fingerprints from any number
  * of threads at once.
+ *
+ * The implementation is cache/cache_*.c, one concern a file;
+ * cache_internal.h lists them in the one-way order in which they call
+ * each other.
  */
 #ifndef BFS_CACHE_H
 #define BFS_CACHE_H
