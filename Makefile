@@ -81,8 +81,8 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIB)
 
 tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX)
 
-check-layers:
-	@bash tests/check_layers.sh
+check-layers: $(LIB_OBJ)
+	@BUILD=$(BUILD) bash tests/check_layers.sh
 
 test: tests check-layers
 	$(if $(SAN),@rm -rf $(SAN_LOGS) && mkdir -p $(SAN_LOGS) && chmod 1777 $(SAN_LOGS))

@@ -48,7 +48,39 @@ for f in $(find engine cache -name '*.[ch]' | sort); do
 	fi
 done
 
+# Calls between the files of one folder must not go round in a circle
+# (an include graph cannot see them): from the built objects, each file's
+# undefined symbols matched to the file of the folder that defines them,
+# sorted with tsort, which names any loop.
+BUILD=${BUILD:-build}
+for dir in engine cache fs; do
+	objs=
+	for c in "$dir"/*.c; do
+		o="$BUILD/$dir/$(basename "$c" .c).o"
+		[ -f "$o" ] && objs="$objs $o"
+	done
+	[ -n "$objs" ] || continue
+	edges=$(for o in $objs; do
+		nm -u "$o" 2>/dev/null | awk '{print $2}' | sort -u >"$BUILD/.undef"
+		for t in $objs; do
+			[ "$o" = "$t" ] && continue
+			if nm -g --defined-only "$t" 2>/dev/null | awk '{print $3}' | sort -u |
+				comm -12 - "$BUILD/.undef" | grep -q .; then
+				echo "$(basename "$o" .o) $(basename "$t" .o)"
+			fi
+		done
+		echo "$(basename "$o" .o) $(basename "$o" .o)"
+	done)
+	rm -f "$BUILD/.undef"
+	if ! printf '%s\n' "$edges" | tsort >/dev/null 2>"$BUILD/.tsort"; then
+		echo "check-layers: the files of $dir/ call each other in a circle:"
+		sed 's/^/  /' "$BUILD/.tsort"
+		bad=1
+	fi
+	rm -f "$BUILD/.tsort"
+done
+
 if [ $bad = 0 ]; then
-	echo "check-layers: engine <- cache <- fs, tools beside fs; no FUSE below fs/"
+	echo "check-layers: engine <- cache <- fs, tools beside fs; no FUSE below fs/; no circle of calls inside a folder"
 fi
 exit $bad
