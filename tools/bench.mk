@@ -17,7 +17,7 @@ $(BENCH_CEILING): tools/bench/ceiling_main.c $(LIB)
 # A bare FUSE server of in-memory files: serving choices without decoding.
 $(BENCH_SERVE): tools/bench/fuseserve.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
+	$(CC) $(CFLAGS) $(FUSE_CFLAGS) $(LDFLAGS) -o $@ $< $(LDLIBS)
 
 # The full run (< 15 minutes on 2 cores); rewrites docs/BENCHMARKS.md and
 # leaves every raw number in $(BUILD)/bench.json.
