@@ -4,8 +4,9 @@
 CC      ?= cc
 BUILD   ?= build
 SAN     ?=
-PKGS    := fuse3 libturbojpeg lmdb
-DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev liblmdb-dev libcmocka-dev \
+PKGS    := fuse3 libturbojpeg libjpeg lmdb
+DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev libjpeg62-turbo-dev liblmdb-dev \
+           libcmocka-dev \
            pkg-config attr file
 
 CFLAGS  ?= -O2 -g
@@ -29,7 +30,7 @@ endif
 # flags, so a FUSE header there does not even compile; only fs/ gets them.
 # `make check-layers` (part of `make test`) also checks every include
 # against the layering: engine <- cache <- fs, tools beside fs.
-CORE_PKGS  := libturbojpeg lmdb
+CORE_PKGS  := libturbojpeg libjpeg lmdb
 CORE_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
