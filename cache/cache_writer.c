@@ -380,6 +380,10 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 		.label = it->label,
 		.check = it->key.check,
 		.stamp_ns = bfs__wall_ns(),
+		.h = it->shape.h,
+		.w = it->shape.w,
+		.src_h = it->shape.src_h,
+		.src_w = it->shape.src_w,
 	};
 	uint32_t crc;
 
@@ -421,8 +425,7 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 			 * replace a corrupt or foreign one -- never one whose
 			 * page is damaged (LMDB would free the wrong pages) */
 			int chk = bfs__check_value(e, it->key.k, &v,
-						   it->key.check, NULL, 0,
-						   NULL);
+						   it->key.check, NULL);
 
 			if (chk == 0) {
 				(*dup)++;
@@ -509,6 +512,11 @@ done:
 		p->done(p->ctx);
 }
 
+int bfs_cache_inserting(bfs_cache *c)
+{
+	return c && !c->o.admin && atomic_load(&c->paused_until_ns) <= bfs__now_ns();
+}
+
 /* ---- index puts and CRC deletions ----------------------------------------- */
 
 /* If an index for another identity of the same path is stored, purge the
@@ -576,8 +584,7 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 			/* re-check: a good copy may have replaced it */
 			if (rc == 0 &&
-			    bfs__check_value(e, p->key.k, &v, 0, NULL, 0,
-					     NULL) == BFS_E_CRC) {
+			    bfs__check_value(e, p->key.k, &v, 0, NULL) == BFS_E_CRC) {
 				rc = mdb_del(txn, e->samples, &k, NULL);
 				if (rc == 0)
 					ADD(evictions, 1);

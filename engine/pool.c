@@ -44,6 +44,7 @@ static void offer_to_store(bfs_engine *e, struct bfs_batch *b)
 		b->items[n].data = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
 					     : b->images + (size_t)j * e->sample_bytes;
 		b->items[n].len = e->s1_bytes;
+		b->items[n].shape = (bfs_store_shape){ (uint32_t)e->s1_h, (uint32_t)e->s1_w, 0, 0 };
 		n++;
 	}
 	e->store.offer(e->store.ctx, b->items, n, store_done, b);

@@ -239,7 +239,13 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		return err;
 	rec->id = id;
 	if (w->sr) {
-		err = e->store.get(w->sr, &id, dst, e->s1_bytes, label);
+		bfs_store_shape shape;
+		size_t got = 0;
+
+		err = e->store.get(w->sr, &id, dst, e->s1_bytes, &got, &shape, label);
+		if (err == 0 && (got != e->s1_bytes || shape.h != (uint32_t)e->s1_h ||
+				 shape.w != (uint32_t)e->s1_w))
+			err = -EINVAL; /* not this fingerprint's form: a miss */
 		if (err == 0) {
 			pthread_mutex_lock(&e->lock);
 			e->st.cache_hits++;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <lmdb.h>
 
 #include "cache/cache.h"
 #include "cache/cache_internal.h" /* bfs__run_isolated */
@@ -327,6 +328,106 @@ static void test_cache_get_with_a_wrong_length_is_einval(void **s)
 	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
 	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL * 2, &label), -EINVAL);
 	assert_int_equal(bfs_cache_get(r, &k, buf, SMALL, &label), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* Samples of their own sizes (RandomResizedCrop's reduced copies): the
+ * shape comes back with the bytes, and a buffer too small is told how
+ * large the sample is. */
+static void test_cache_shaped_get_gives_back_length_and_shape(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_item it[3];
+	bfs_store_shape shape;
+	uint8_t *data[3], *got = malloc(3000);
+	size_t lens[3] = { 1200, 3000, 7 }, len = 0;
+	int64_t label = -1;
+	int done = 0;
+
+	assert_non_null(got);
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	for (int i = 0; i < 3; i++) {
+		data[i] = malloc(lens[i]);
+		assert_non_null(data[i]);
+		pattern(data[i], lens[i], (uint64_t)i + 50);
+		it[i] = (bfs_cache_item){ .key = key_for(FP_A, "v", 1, (uint64_t)i),
+					  .label = 10 + i, .data = data[i], .len = lens[i],
+					  .shape = { (uint32_t)(20 + i), (uint32_t)(30 + i),
+						     (uint32_t)(200 + i), (uint32_t)(300 + i) } };
+	}
+	assert_int_equal(bfs_cache_submit(c, it, 3, count_done, &done), 0);
+	bfs_cache_flush(c);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 3; i++) {
+		bfs_cache_key k = key_for(FP_A, "v", 1, (uint64_t)i);
+
+		/* too small: says how large, copies nothing */
+		memset(got, 0xAA, 3000);
+		len = 0;
+		assert_int_equal(bfs_cache_get_shaped(r, &k, got, lens[i] - 1, &len, &shape, &label),
+				 -ENOBUFS);
+		assert_int_equal(len, lens[i]);
+		assert_int_equal(got[0], 0xAA);
+		/* with room: bytes, length, shape and label */
+		assert_int_equal(bfs_cache_get_shaped(r, &k, got, 3000, &len, &shape, &label), 0);
+		assert_int_equal(len, lens[i]);
+		assert_memory_equal(got, data[i], lens[i]);
+		assert_int_equal(label, 10 + i);
+		assert_int_equal(shape.h, 20 + i);
+		assert_int_equal(shape.w, 30 + i);
+		assert_int_equal(shape.src_h, 200 + i);
+		assert_int_equal(shape.src_w, 300 + i);
+		/* the exact get still wants the exact length */
+		assert_int_equal(bfs_cache_get(r, &k, got, 3000, &label), lens[i] == 3000 ? 0 : -EINVAL);
+	}
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+	for (int i = 0; i < 3; i++)
+		free(data[i]);
+	free(got);
+}
+
+/* A cache written by another batchfs cache format (3: values without a
+ * shape) is not read: the open replaces it with an empty one. */
+static void test_cache_of_an_older_format_is_replaced_at_open(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi meta;
+	uint32_t old = 3;
+	MDB_val k = { 6, "format" }, v = { 4, &old };
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "o", 0, 4, SMALL, 4);
+	bfs_cache_close(c);
+	assert_int_equal(mdb_env_create(&env), 0);
+	assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+	assert_int_equal(mdb_env_set_mapsize(env, 64ull << 20), 0);
+	assert_int_equal(mdb_env_open(env, dir, 0, 0600), 0);
+	assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	assert_int_equal(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+	assert_int_equal(mdb_put(txn, meta, &k, &v, 0), 0);
+	assert_int_equal(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+
+	c = open_cache(dir, FP_A, 0);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "o", 1, SMALL), -ENOENT);
+	put_range(c, FP_A, "o", 0, 1, SMALL, 1);
+	assert_int_equal(get_check(r, FP_A, "o", 0, SMALL), 0);
 	bfs_cache_reader_destroy(r);
 	bfs_cache_close(c);
 	remove_dir(dir);
@@ -782,7 +883,7 @@ static void test_cache_size_limit_holds_and_keeps_the_first_entries(void **s)
 		      (unsigned long long)file_size(dir, "data.mdb"));
 	/* while paused, submit drops at once and says why */
 	{
-		bfs_cache_item it = { key_for(FP_A, "big", 1, 99), 0, NULL, BIG };
+		bfs_cache_item it = { .key = key_for(FP_A, "big", 1, 99), .len = BIG };
 		uint8_t *buf = calloc(1, BIG);
 		int done = 0;
 
@@ -956,7 +1057,8 @@ static void test_cache_full_queue_drops_and_every_done_runs_once(void **s)
 	o.queue_max = 1;
 	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
 	for (int i = 0; i < 20; i++) {
-		bfs_cache_item it = { key_for(FP_A, "q", 1, (uint64_t)i), i, buf, SMALL };
+		bfs_cache_item it = { .key = key_for(FP_A, "q", 1, (uint64_t)i), .label = i,
+				      .data = buf, .len = SMALL };
 		int err = bfs_cache_submit(c, &it, 1, slow_done, &done);
 
 		assert_true(err == 0 || err == -EAGAIN);
@@ -971,7 +1073,7 @@ static void test_cache_full_queue_drops_and_every_done_runs_once(void **s)
 	assert_int_equal(st.inserts, (uint64_t)queued);
 	/* bad items are refused, done still runs */
 	{
-		bfs_cache_item it = { key_for(FP_A, "q", 1, 0), 0, NULL, SMALL };
+		bfs_cache_item it = { .key = key_for(FP_A, "q", 1, 0), .len = SMALL };
 
 		assert_int_equal(bfs_cache_submit(c, &it, 1, count_done, &done), -EINVAL);
 		assert_int_equal(bfs_cache_submit(c, NULL, 0, count_done, &done), 0);
@@ -1188,7 +1290,7 @@ static void test_cache_clear_one_fingerprint_then_all_then_remove_files(void **s
 	assert_int_equal(n, 1);
 	assert_string_equal(fps[0].fingerprint, FP_A);
 	assert_int_equal(fps[0].entries, 5);
-	assert_int_equal(fps[0].bytes, 5 * (SMALL + 48));
+	assert_int_equal(fps[0].bytes, 5 * (SMALL + 64)); /* the value header */
 	free(fps);
 	assert_int_equal(bfs_cache_remove_files(dir), -EBUSY); /* open here */
 	assert_int_equal(bfs_cache_clear(c, NULL, &removed), 0);
@@ -2094,6 +2196,8 @@ int main(void)
 		cmocka_unit_test(test_cache_misses_for_another_fingerprint_mtime_size_or_path),
 		cmocka_unit_test(test_cache_misses_for_another_inode_or_ctime),
 		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),
+		cmocka_unit_test(test_cache_shaped_get_gives_back_length_and_shape),
+		cmocka_unit_test(test_cache_of_an_older_format_is_replaced_at_open),
 		cmocka_unit_test(test_cache_key_and_options_reject_bad_input),
 		cmocka_unit_test(test_cache_fingerprint_folds_in_source_settings),
 		cmocka_unit_test(test_cache_default_dir_follows_xdg_then_home),
