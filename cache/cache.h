@@ -32,11 +32,18 @@
  *   never pin old pages between calls.  The value is read in place from the
  *   map and copied once into the caller's buffer while its CRC is checked.
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
- *   batch of (key, label, pointer to bytes); the writer puts one submission
- *   in one write transaction, then calls done(ctx) so the caller can reuse
- *   the memory.  The queue is bounded; a full queue drops the submission
- *   at once.  CRC failures found by readers are sent to the writer, which
- *   re-checks and deletes the entry.
+ *   batch of (key, label, pointer to bytes); the writer takes every
+ *   submission queued one after the other (up to 32 MiB of values, or one
+ *   larger submission) into one write transaction, copies their bytes
+ *   into the transaction's pages, calls each done(ctx) so the caller can
+ *   reuse the memory, and only then commits (with its fdatasync): a
+ *   writer behind the decoders pays one sync for all it catches up on,
+ *   and the caller's memory never waits for the disk.  What a kill -9 or
+ *   a power loss leaves is what the sync mode says (Integrity): a
+ *   commit is whole or absent; done no longer means committed
+ *   (bfs_cache_flush does).  The queue is bounded; a full queue drops the
+ *   submission at once.  CRC failures found by readers are sent to the
+ *   writer, which re-checks and deletes the entry.
  *   Size limit and eviction.  The LMDB map size is the limit; data.mdb
  *   never grows past it.  Epoch-style access scans the whole data set in a
  *   cycle, where LRU and FIFO evict exactly the sample needed next (hit
@@ -106,7 +113,8 @@
  *       mallopt(M_TRIM_THRESHOLD, 1 << 30);
  *   A writer slower than decoding holds decoding back instead of losing
  *   samples: a queued submission pins the caller's memory until its
- *   done(ctx) (the engine's batch slot, see INTEGRATION), and the default
+ *   done(ctx) (the engine's batch slot, see INTEGRATION; done comes once
+ *   the bytes are copied, before the commit's sync), and the default
  *   queue_max (BFS_CACHE_QUEUE_MAX) is high enough that the engine runs
  *   out of free slots first, so production waits for the writer.  A
  *   submission is dropped only when queue_max submissions are already
@@ -477,8 +485,9 @@ int bfs_cache_inserting(bfs_cache *c);
  * The items array is copied; the bytes they point to are not: they must
  * stay valid and unchanged until done(ctx) is called.  done is called
  * exactly once for every call, whatever the return value:
- *   - returns 0: queued; done is called later from the writer thread
- *     (after the transaction committed or failed);
+ *   - returns 0: queued; done is called later from the writer thread,
+ *     once the bytes are copied into the transaction (before its commit)
+ *     or the submission is dropped;
  *   - returns an error: nothing is queued and done has already been called
  *     on the calling thread, before this returned.  So never hold a lock
  *     that done takes while calling submit.

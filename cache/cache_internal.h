@@ -134,6 +134,7 @@ struct bfs__pending {
 	/* BFS__P_SUBMIT */
 	bfs_cache_item *items;
 	size_t n;
+	uint64_t bytes;         /* the items' lengths, summed */
 	void (*done)(void *ctx);
 	void *ctx;
 	/* BFS__P_INDEX: key, then the whole value ready to store */

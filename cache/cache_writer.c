@@ -29,6 +29,10 @@
 #define INDEX_QUEUE_MAX (256ull << 20)
 #define CRCDEL_MAX 64
 #define RUN_BYTES_MAX (64ull << 20)
+/* Submissions committed together: at most this many bytes of values (or
+ * one submission, if it is larger).  The writer holds them, copied into
+ * LMDB's pages, until the commit: memory outside the caller's budget. */
+#define GROUP_BYTES_MAX (32ull << 20)
 #define DEL_CHUNK 256        /* entries per delete transaction */
 #define PUT_ATTEMPTS 6
 
@@ -399,10 +403,31 @@ static int is_full(int rc)
 	       rc == EFBIG || rc == EIO || rc == MDB_TXN_FULL;
 }
 
-/* Put items[0..n) in one transaction.  On failure *nput is the index of
- * the item whose put failed, or n when the commit failed. */
-static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
-		     size_t *nput, uint64_t *ins, uint64_t *dup)
+/* Call the done() of every submission of the group that has not had it:
+ * their bytes are no longer needed. */
+static void release_group(struct bfs__pending *group)
+{
+	for (struct bfs__pending *p = group; p; p = p->next)
+		if (p->done) {
+			void (*done)(void *) = p->done;
+
+			p->done = NULL;
+			done(p->ctx);
+		}
+}
+
+/*
+ * Put items[0..n) in one transaction.  Once every put has succeeded the
+ * items' bytes sit in the transaction's own pages, so the group's
+ * submissions are released (done) before the commit and its fdatasync:
+ * the caller's memory does not wait for the disk.  Returns 0 (committed,
+ * *released 1); a put's error, with *nput the index of the item whose put
+ * failed and nothing released; or the commit's error, with *nput = n and
+ * *released 1 (those items are lost: decoded and offered again later).
+ */
+static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
+		     struct bfs__pending *group, size_t *nput, uint64_t *ins,
+		     uint64_t *dup, int *released)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
@@ -410,11 +435,12 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 
 	*ins = *dup = 0;
 	*nput = 0;
+	*released = 0;
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		const bfs_cache_item *it = &items[i];
+		const bfs_cache_item *it = items[i];
 		MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)it->key.k };
 		MDB_val v = { BFS__VHDR + it->len, NULL };
 
@@ -451,6 +477,8 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
 	*nput = n;
+	release_group(group);
+	*released = 1;
 	return commit(c, txn, flushed);
 }
 
@@ -459,31 +487,51 @@ static void pause_inserts(bfs_cache *c)
 	atomic_store(&c->paused_until_ns, bfs__now_ns() + BFS__PAUSE_NS);
 }
 
-static void process_submit(bfs_cache *c, struct bfs__pending *p)
+/*
+ * A group of submissions (queued one after the other, taken together by
+ * take_locked) in one transaction, so that a writer behind the decoders
+ * pays one fdatasync for all it has caught up on.  When the map is full,
+ * what fitted of the group goes in and the rest is dropped (fill, then
+ * keep).  Every submission's done is called exactly once.
+ */
+static void process_group(bfs_cache *c, struct bfs__pending *group)
 {
-	size_t m = p->n, nput;
+	const bfs_cache_item **items;
+	size_t n = 0, m, nput = 0, k = 0;
 	uint64_t ins, dup, need = 0;
-	int rc = 0, reclaimed = 0;
+	int rc = 0, reclaimed = 0, released = 0;
 
+	for (struct bfs__pending *p = group; p; p = p->next)
+		n += p->n;
 	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
-		ADD(dropped_full, p->n);
-		goto done;
+		ADD(dropped_full, n);
+		release_group(group);
+		return;
 	}
-	for (size_t i = 0; i < p->n; i++)
-		need += BFS__VHDR + p->items[i].len + 2 * c->e->psize;
+	if (!(items = malloc(n * sizeof(*items)))) {
+		ADD(write_errors, 1);
+		release_group(group);
+		return;
+	}
+	for (struct bfs__pending *p = group; p; p = p->next)
+		for (size_t i = 0; i < p->n; i++) {
+			items[k++] = &p->items[i];
+			need += BFS__VHDR + p->items[i].len + 2 * c->e->psize;
+		}
+	m = n;
 	for (int attempt = 0; attempt < PUT_ATTEMPTS && m > 0; attempt++) {
-		rc = put_batch(c, p->items, m, &nput, &ins, &dup);
+		rc = put_group(c, items, m, group, &nput, &ins, &dup, &released);
 		if (rc == 0) {
 			ADD(inserts, ins);
 			ADD(duplicates, dup);
-			if (m < p->n) {
+			if (m < n) {
 				/* the map is full: what fitted is in */
-				ADD(dropped_full, p->n - m);
+				ADD(dropped_full, n - m);
 				pause_inserts(c);
 			}
 			goto done;
 		}
-		if (!is_full(rc))
+		if (released || !is_full(rc))
 			break;
 		if (!reclaimed) {
 			int dead = 0;
@@ -495,9 +543,8 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 			if (reclaim(c, need, 0) > 0 || dead > 0)
 				continue;
 		}
-		/* commit what fitted: the items before the failing put, or one
-		 * fewer when the commit itself ran out of room */
-		m = nput < m ? nput : m - 1;
+		/* commit what fitted: the items before the failing put */
+		m = nput;
 	}
 	if (rc && !is_full(rc)) {
 		ADD(write_errors, 1);
@@ -505,11 +552,11 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 			atomic_store(&c->paused_until_ns, INT64_MAX);
 	} else {
 		pause_inserts(c);
-		ADD(dropped_full, p->n);
+		ADD(dropped_full, released ? m : n);
 	}
 done:
-	if (p->done)
-		p->done(p->ctx);
+	free(items);
+	release_group(group);
 }
 
 int bfs_cache_inserting(bfs_cache *c)
@@ -680,6 +727,8 @@ int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
 	memcpy(p->items, items, n * sizeof(*items));
 	p->kind = BFS__P_SUBMIT;
 	p->n = n;
+	for (size_t i = 0; i < n; i++)
+		p->bytes += items[i].len;
 	p->done = done;
 	p->ctx = ctx;
 	pthread_mutex_lock(&c->lock);
@@ -810,15 +859,23 @@ int bfs_cache_flush(bfs_cache *c)
 
 /* ---- the thread ---------------------------------------------------------------- */
 
-/* Take the next unit of work (lock held): one submission, or a run of
- * index puts and CRC deletions (one transaction). */
+/* Take the next unit of work (lock held): a group of submissions (up to
+ * GROUP_BYTES_MAX of values, at least one), or a run of index puts and CRC
+ * deletions (one transaction each). */
 static struct bfs__pending *take_locked(bfs_cache *c, uint64_t *seq)
 {
 	struct bfs__pending *run = c->head, *last = run;
 	uint64_t bytes;
 
 	if (run->kind == BFS__P_SUBMIT) {
+		bytes = run->bytes;
 		c->nsubmits--;
+		while (last->next && last->next->kind == BFS__P_SUBMIT &&
+		       bytes + last->next->bytes <= GROUP_BYTES_MAX) {
+			last = last->next;
+			bytes += last->bytes;
+			c->nsubmits--;
+		}
 	} else {
 		bytes = run->ival_len;
 		while (last->next && last->next->kind != BFS__P_SUBMIT &&
@@ -878,7 +935,7 @@ static void *writer_main(void *arg)
 		run = take_locked(c, &seq);
 		pthread_mutex_unlock(&c->lock);
 		if (run->kind == BFS__P_SUBMIT)
-			process_submit(c, run);
+			process_group(c, run);
 		else
 			process_run(c, run);
 		free_pending(run);
