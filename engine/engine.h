@@ -108,6 +108,9 @@ typedef struct {
 	 * path (cache_res does not apply).  Needs store == NULL: the pixels
 	 * depend on each epoch's box, which no stored copy holds. */
 	int decode_scale_auto;
+	/* rrc: decode every image whole and cut the box out, as the epoch
+	 * that fills a store does (the same bytes; for comparison). */
+	int decode_whole;
 	/* Progressive resizing (rrc only): from epoch sizes[k].from on, the
 	 * output is sizes[k].h x sizes[k].w; from 0 up to the first, height x
 	 * width.  Ascending from, each in 1 .. BFS_ENGINE_MAX_SIDE. */

@@ -328,9 +328,10 @@ static int check_rrc(bfs_engine *e, char *errmsg)
 	bfs_engine_opts *o = &e->o;
 
 	if (!o->augment_rrc) {
-		if (o->nsizes || o->decode_scale_auto) {
+		if (o->nsizes || o->decode_scale_auto || o->decode_whole) {
 			bfs_seterr(errmsg, "%s needs --augment rrc",
-				   o->nsizes ? "--size-schedule" : "--decode-scale auto");
+				   o->nsizes ? "--size-schedule"
+				   : o->decode_whole ? "--decode-whole" : "--decode-scale auto");
 			return -EINVAL;
 		}
 		return 0;
@@ -497,13 +498,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		}
 	}
 	if (e->rrc && e->o.store) {
-		/* a slot's stage-1 copies: room for cache_res^2 pixels a
-		 * sample (a 4:3 image at the bound takes 4/3 of that; a
-		 * small one leaves room for it); an image whose copy finds no
-		 * room is decoded again next epoch */
-		int cr = e->cache_res ? e->cache_res : BFS_CACHE_RES_DEFAULT;
+		/* a slot's stage-1 copies: room for a 4:3 image at the bound
+		 * a sample (smaller ones leave room for wider ones); a copy
+		 * that finds no room is offered in a later epoch, when its
+		 * batch has room */
+		size_t cr = (size_t)(e->cache_res ? e->cache_res : BFS_CACHE_RES_DEFAULT);
 
-		e->arena_cap = (size_t)e->o.batch * (size_t)cr * (size_t)cr * 3;
+		e->arena_cap = (size_t)e->o.batch * cr * (cr * 4 / 3) * 3;
 	}
 
 	if ((err = fit_budget(e, mem_default, errmsg))) {

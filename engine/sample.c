@@ -445,7 +445,7 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 
 	bfs_rrc_reduced_size(sw, sh, e->cache_res, &rw, &rh);
 	offer = w->sr && jb->b->arena && (!e->store.wants || e->store.wants(e->store.ctx));
-	whole = !e->o.decode_scale_auto && (offer || rw != sw || rh != sh);
+	whole = !e->o.decode_scale_auto && (offer || rw != sw || rh != sh || e->o.decode_whole);
 	if (e->o.decode_scale_auto)
 		scale = auto_scale(box, oh, ow);
 	px = whole ? (size_t)sw * sh * 4 : bfs_decode_box_scratch(sw, sh, &want, scale);

@@ -79,6 +79,8 @@ static void rrc_json(const bfs_files *f, const bfs_engine_opts *eo, bfs_json *j)
 	else
 		bfs_json_str(j, "cache_res", "full");
 	bfs_json_str(j, "decode_scale", eo->decode_scale_auto ? "auto" : "exact");
+	bfs_json_str(j, "decode_region", eo->decode_scale_auto ? "box"
+			   : eo->decode_whole ? "whole" : "box when nothing needs the whole image");
 	bfs_json_str(j, "rule",
 		     "torchvision RandomResizedCrop.get_params drawn from (seed, epoch, sample index) "
 		     "alone over the source image's size: 10 tries of area share U(scale) and "

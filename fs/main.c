@@ -70,6 +70,9 @@ static const char usage_mount[] =
 	"                       1/8 scale when it is that many times the\n"
 	"                       output (faster, other pixels; no cache).\n"
 	"                       exact (default) is bit for bit a full decode\n"
+	"  --decode-whole       with rrc: decode every image whole, then crop,\n"
+	"                       as the epoch that fills the cache does (same\n"
+	"                       bytes; for comparison)\n"
 	"  --size-schedule LIST with rrc: progressive resizing, e.g.\n"
 	"                       160@0,192@40,224@80 (HxW@EPOCH also works):\n"
 	"                       each epoch folder has its own size\n"
@@ -237,7 +240,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
 	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
-	       O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES, O_DECODE_SCALE, O_SCHEDULE };
+	       O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES, O_DECODE_SCALE, O_SCHEDULE,
+	       O_DECODE_WHOLE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -274,6 +278,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "cache-res", required_argument, 0, O_CACHE_RES },
 		{ "decode-scale", required_argument, 0, O_DECODE_SCALE },
 		{ "size-schedule", required_argument, 0, O_SCHEDULE },
+		{ "decode-whole", no_argument, 0, O_DECODE_WHOLE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -421,6 +426,9 @@ static int cmd_mount(int argc, char **argv)
 		case O_SCHEDULE:
 			schedule = optarg;
 			break;
+		case O_DECODE_WHOLE:
+			o.engine.decode_whole = 1;
+			break;
 		case O_CACHE_SIZE:
 			if (parse_size(optarg, &v) || v < (1u << 20))
 				return bad("--cache-size", optarg, "a size such as 20G");
@@ -541,8 +549,8 @@ static int cmd_mount(int argc, char **argv)
 			   "SIZE@EPOCH,... with epochs ascending, e.g. 160@0,192@40,224@80");
 	if (!o.engine.augment_rrc &&
 	    (schedule || o.engine.decode_scale_auto || o.engine.cache_res ||
-	     o.engine.rrc.scale[1] || o.engine.rrc.ratio[1])) {
-		fprintf(stderr, "batchfs mount: --size-schedule, --decode-scale, --cache-res, --rrc-scale and --rrc-ratio need --augment rrc\n");
+	     o.engine.decode_whole || o.engine.rrc.scale[1] || o.engine.rrc.ratio[1])) {
+		fprintf(stderr, "batchfs mount: --size-schedule, --decode-scale, --decode-whole, --cache-res, --rrc-scale and --rrc-ratio need --augment rrc\n");
 		return 2;
 	}
 	if (o.engine.augment_rrc && (o.engine.augment_crop || o.engine.resize_crop)) {
