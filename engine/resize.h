@@ -61,6 +61,15 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                    void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);
 
 /*
+ * bfs_resize_rgb mirrored left-right in the same pass: output column x
+ * holds, bit for bit, what bfs_resize_rgb writes to column dst_w - 1 - x
+ * (a horizontal flip of its result; RandomResizedCrop's flip without a
+ * second pass).  Same arguments, scratch and returns as bfs_resize_rgb.
+ */
+int bfs_resize_rgb_mirror(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                          void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);
+
+/*
  * Center-crop mode (torchvision Resize(short_side) + CenterCrop((dst_h,
  * dst_w)) geometry, TensorFlow bilinear arithmetic): the result is bit for
  * bit the dst_h x dst_w window of the image that bfs_resize_rgb would make

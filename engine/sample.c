@@ -495,15 +495,18 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 	return 0;
 }
 
-/* The box src resized to the epoch's oh x ow into jb->dst: straight in,
- * or through w->out when stage 2 flips, normalizes or lays it out.  0 or
- * an error. */
+/* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
+ * the same pass when flipped: straight in, or through w->out when stage 2
+ * normalizes or lays it out.  0 or an error. */
 static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
 		      const bfs_aug *a, int oh, int ow, size_t out_need, char *msg)
 {
 	bfs_engine *e = w->e;
 	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
 	size_t rs = bfs_resize_scratch_size(src->w, src->h, ow, oh);
+	int (*resize)(const uint8_t *, int, int, size_t, void *, int, int, bfs_dtype, void *) =
+		a->flip ? bfs_resize_rgb_mirror : bfs_resize_rgb;
+	bfs_aug none = { 0 };
 	bfs_post_opts po;
 	int err;
 
@@ -515,12 +518,12 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 		return -ENOMEM;
 	}
 	if (!out_need)
-		err = bfs_resize_rgb(src->p, src->w, src->h, src->stride, jb->dst, ow, oh,
-				     e->o.dtype, w->scratch);
-	else if (!(err = bfs_resize_rgb(src->p, src->w, src->h, src->stride, w->out, ow, oh,
-					rdt, w->scratch))) {
+		err = resize(src->p, src->w, src->h, src->stride, jb->dst, ow, oh, e->o.dtype,
+			     w->scratch);
+	else if (!(err = resize(src->p, src->w, src->h, src->stride, w->out, ow, oh, rdt,
+				w->scratch))) {
 		bfs__post_of(e, (unsigned)jb->epoch, rdt, &po);
-		bfs_post_apply(&po, a, w->out, jb->dst);
+		bfs_post_apply(&po, &none, w->out, jb->dst); /* mirrored already */
 	}
 	if (err)
 		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", src->w, src->h, ow, oh);
@@ -555,7 +558,7 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 		return err;
 	rec->id = id;
 	bfs_engine_epoch_shape(e, (unsigned)jb->epoch, &oh, &ow);
-	out_need = e->o.augment_flip || e->o.normalize || e->o.nchw
+	out_need = e->o.normalize || e->o.nchw /* a flip is mirrored in the resize */
 		? (size_t)oh * ow * 3 * (e->o.dtype == BFS_DTYPE_UINT8 ? 1 : 4) : 0;
 	if (w->sr && (hit = rrc_lookup(w, &id, out_need, label, &shape, msg)) < 0)
 		return hit;

@@ -608,6 +608,46 @@ static void test_resize_f16_n_gives_the_same_bits_on_every_path(void **state)
 	free(out);
 }
 
+static void test_resize_mirror_is_the_flip_of_the_resize_bit_for_bit(void **state)
+{
+	static const int sizes[][4] = { { 1, 5, 7, 3 }, { 2, 4, 9, 9 }, { 3, 3, 1, 4 },
+					{ 37, 23, 64, 48 }, { 500, 375, 224, 224 },
+					{ 64, 64, 13, 17 }, { 5, 90, 200, 11 }, { 224, 1, 31, 2 } };
+	const bfs_dtype dts[] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8, BFS_DTYPE_FLOAT16 };
+	uint64_t seed = 3;
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (size_t d = 0; d < 3; d++) {
+			int sw = sizes[k][0], sh = sizes[k][1], dw = sizes[k][2], dh = sizes[k][3];
+			size_t es = bfs_dtype_size(dts[d]), px = 3 * es;
+			size_t ss = bfs_resize_scratch_size(sw, sh, dw, dh);
+			uint8_t *src = malloc((size_t)sw * sh * 3), *scratch = malloc(ss + 1);
+			uint8_t *plain, *mir = malloc((size_t)dw * dh * px);
+
+			assert_non_null(src);
+			assert_non_null(scratch);
+			assert_non_null(mir);
+			for (size_t i = 0; i < (size_t)sw * sh * 3; i++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				src[i] = (uint8_t)(seed >> 56);
+			}
+			plain = resize(src, sw, sh, (size_t)sw * 3, dw, dh, dts[d]);
+			memset(scratch, 0x5A, ss + 1);
+			assert_int_equal(bfs_resize_rgb_mirror(src, sw, sh, (size_t)sw * 3, mir, dw, dh,
+							       dts[d], scratch + 1), 0);
+			for (int y = 0; y < dh; y++)
+				for (int x = 0; x < dw; x++)
+					if (memcmp(mir + ((size_t)y * dw + x) * px,
+						   plain + ((size_t)y * dw + dw - 1 - x) * px, px))
+						fail_msg("%dx%d -> %dx%d dtype %d: pixel (%d, %d) differs",
+							 sw, sh, dw, dh, (int)dts[d], x, y);
+			free(plain);
+			free(mir);
+			free(scratch);
+			free(src);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -629,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_resize_crop_rejects_windows_that_do_not_fit),
 		cmocka_unit_test(test_resize_f16_n_matches_numpy_for_every_pixel_value_and_specials),
 		cmocka_unit_test(test_resize_f16_n_gives_the_same_bits_on_every_path),
+		cmocka_unit_test(test_resize_mirror_is_the_flip_of_the_resize_bit_for_bit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -113,6 +113,32 @@ sums "$D/c3" >"$D/sums.warm2"
 check "and again on another remount, with 2 threads" cmp "$D/sums.1" "$D/sums.warm2"
 unmount_wait "$D/c3"
 
+# Stage 2 after the crop: normalization, NCHW and float16.
+mount_fg "$D/jpegs" "$D/n" "${A[@]}" --cache "$D/cache" --layout nchw --dtype float16 \
+	--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 || { not_ok "mount nchw float16"; t_end; }
+check "normalized float16 NCHW samples are the reference normalized, rounded and laid out" \
+	$PY - "$D/n" "$D/jpegs" "$RRCREF" <<'PY'
+import json, subprocess, sys, tempfile
+import numpy as np
+m, src, ref_bin = sys.argv[1:4]
+mean = np.array([0.485, 0.456, 0.406], np.float32)
+std = np.array([0.229, 0.224, 0.225], np.float32)
+for e in (0, 2):
+    for k in (0, 5):
+        x = np.load(f"{m}/epoch-{e:04d}/batch-{k:06d}.npy")
+        assert x.dtype == np.float16 and x.shape[1:] == (3, 48, 40), x.shape
+        idx = json.load(open(f"{m}/epoch-{e:04d}/batch-{k:06d}.index.json"))
+        args = []
+        for s in idx["samples"]:
+            args += [f"{src}/{s['shard']}"] + [str(v) for v in s["box"]] + [str(int(s["flip"]))]
+        with tempfile.NamedTemporaryFile(suffix=".npy") as t:
+            subprocess.run([ref_bin, "48", "40", "float32", "128", t.name] + args, check=True)
+            ref = np.load(t.name)
+        want = ((ref - mean) / std).astype(np.float16).transpose(0, 3, 1, 2)
+        assert np.array_equal(x, want), (e, k, np.abs(x.astype(np.float32) - want).max())
+PY
+unmount_wait "$D/n"
+
 # Progressive resizing: each epoch its own shape, all from the one cache.
 mount_fg "$D/jpegs" "$D/p" --augment rrc --shuffle 9 --epochs 3 --batch 8 --cache-res 128 \
 	--size-schedule 32@0,40x24@1,56@2 --cache "$D/cache" --dtype uint8 ||
