@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/crc32c.h"
 
@@ -35,6 +36,10 @@
 #define GROUP_BYTES_MAX (32ull << 20)
 #define DEL_CHUNK 256        /* entries per delete transaction */
 #define PUT_ATTEMPTS 6
+/* Pages of LMDB's tree one put or delete may touch besides its value's
+ * (a leaf and the branches above it, each split once, copied on write):
+ * reserved with MDB_WRITEMAP (bfs__reserve). */
+#define TREE_PAGES 16
 
 #define ADD(field, n) \
 	atomic_fetch_add_explicit(&c->field, (n), memory_order_relaxed)
@@ -94,14 +99,16 @@ static int flush_due(bfs_cache *c)
 	return bfs__now_ns() - c->last_flush_ns >= BFS__FLUSH_NS;
 }
 
-/* Commit txn; flushed = 1 when flush_counters ran inside it. */
-static int commit(bfs_cache *c, MDB_txn *txn, int flushed)
+/* Commit txn; flushed = 1 when flush_counters ran inside it; vals[0..n):
+ * the values put, whose pages the process stops mapping. */
+static int commit(bfs_cache *c, MDB_txn *txn, int flushed,
+		  const MDB_val *vals, size_t n)
 {
 	int rc;
 
 	if (flushed)
 		atomic_fetch_add(&c->flush_seq, 1); /* odd: see get_stats */
-	rc = bfs__txn_end(c->e, txn, 1);
+	rc = bfs__txn_end_drop(c->e, txn, 1, vals, n);
 	if (flushed) {
 		if (rc == 0) {
 			atomic_store(&c->flushed_hits, c->pend_hits);
@@ -129,7 +136,7 @@ static int flush_now(bfs_cache *c)
 		bfs__txn_end(c->e, txn, 0);
 		return rc;
 	}
-	return commit(c, txn, 1);
+	return commit(c, txn, 1, NULL, 0);
 }
 
 static void maybe_sync(bfs_cache *c, int force)
@@ -214,6 +221,12 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 		rc = bfs__txn_begin(c->e, 0, &txn);
 		if (rc)
 			break;
+		rc = bfs__reserve(c->e, (uint64_t)DEL_CHUNK * TREE_PAGES *
+					c->e->psize);
+		if (rc) {
+			bfs__txn_end(c->e, txn, 0);
+			break;
+		}
 		rc = del_prefix_txn(c, txn, prefix, plen, DEL_CHUNK,
 				    max_bytes - b, &n, &nb, &more);
 		if (rc) {
@@ -262,8 +275,15 @@ static int next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
 static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 {
 	uint8_t fp[8] = { 0 }, prefix[16];
+	MDB_envinfo info;
 	int rc;
 
+	/* any number of entries: as many pages again as the file holds,
+	 * at most, are copied on write */
+	if ((rc = mdb_env_info(c->e->env, &info)) != 0 ||
+	    (rc = bfs__reserve(c->e, ((uint64_t)info.me_last_pgno + 1) *
+					   c->e->psize)) != 0)
+		return rc;
 	for (;;) {
 		uint64_t n = 0, b = 0, next;
 		int more;
@@ -374,6 +394,69 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 
 /* ---- writing samples -------------------------------------------------- */
 
+/* Values are written through the file in pieces of this size: the CRC
+ * reads a piece, and write() copies it while it is still in the CPU's
+ * cache. */
+#define WRITE_PIECE (64u << 10)
+
+/*
+ * With MDB_WRITEMAP, write the value whose reserved space LMDB put at dst
+ * (in its map) with pwrite() instead of a copy through the map: the
+ * kernel copies whole pages into the page cache, where a first touch of
+ * the map would have made it zero (or read) each page first.  The bytes
+ * land in the same pages (one page cache), and the commit's sync covers
+ * them.  0, or an errno; -1 when this cannot be done here (no map known):
+ * the caller then copies through the map.
+ */
+static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
+{
+	struct bfs__vhdr h = {
+		.magic = BFS__VMAGIC,
+		.version = BFS__CACHE_FORMAT,
+		.hdr_len = BFS__VHDR,
+		.len = it->len,
+		.label = it->label,
+		.check = it->key.check,
+		.stamp_ns = bfs__wall_ns(),
+		.h = it->shape.h,
+		.w = it->shape.w,
+		.src_h = it->shape.src_h,
+		.src_w = it->shape.src_w,
+	};
+	uintptr_t base = (uintptr_t)e->map, at = (uintptr_t)dst;
+	const uint8_t *src = it->data;
+	uint32_t crc = 0;
+	off_t off;
+	int fd;
+
+	if (!e->writemap || !e->map || at < base ||
+	    at - base + BFS__VHDR + it->len > e->mapsize ||
+	    mdb_env_get_fd(e->env, &fd) != 0)
+		return -1;
+	off = (off_t)(at - base);
+	for (size_t done = 0; done < it->len;) {
+		size_t n = it->len - done < WRITE_PIECE ? it->len - done
+							: WRITE_PIECE;
+		ssize_t w;
+
+		crc = bfs_crc32c(crc, src + done, n);
+		w = pwrite(fd, src + done, n, off + BFS__VHDR + (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		if ((size_t)w < n) /* the rest of the piece again */
+			crc = bfs_crc32c(0, src, done + (size_t)w);
+		done += (size_t)w;
+	}
+	crc = bfs__vhdr_crc(crc, &h);
+	h.crc = bfs_crc32c(crc, it->key.k, BFS_CACHE_KEY_BYTES);
+	/* the header last, through the map: its page is LMDB's first page
+	 * of the value, already touched */
+	memcpy(dst, &h, BFS__VHDR);
+	return 0;
+}
+
 static void fill_value(void *dst, const bfs_cache_item *it)
 {
 	struct bfs__vhdr h = {
@@ -426,11 +509,13 @@ static void release_group(struct bfs__pending *group)
  * *released 1 (those items are lost: decoded and offered again later).
  */
 static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
-		     struct bfs__pending *group, size_t *nput, uint64_t *ins,
-		     uint64_t *dup, int *released)
+		     struct bfs__pending *group, MDB_val *vals, size_t *nput,
+		     uint64_t *ins, uint64_t *dup, int *released)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
+	uint64_t need = 0;
+	size_t nv = 0;
 	int rc, flushed = 0;
 
 	*ins = *dup = 0;
@@ -439,6 +524,14 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
+	for (size_t i = 0; i < n; i++)
+		need += BFS__VHDR + items[i]->len + TREE_PAGES * e->psize;
+	/* the values' pages get their blocks before they are written: a full
+	 * disk is then this error, never a fault in the copy */
+	if ((rc = bfs__reserve(e, need)) != 0) {
+		bfs__txn_end(e, txn, 0);
+		return rc;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const bfs_cache_item *it = items[i];
 		MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)it->key.k };
@@ -471,7 +564,15 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 			bfs__txn_end(e, txn, 0);
 			return rc;
 		}
-		fill_value(v.mv_data, it);
+		rc = write_value(e, v.mv_data, it);
+		if (rc > 0) {
+			*nput = i;
+			bfs__txn_end(e, txn, 0);
+			return rc;
+		}
+		if (rc < 0)
+			fill_value(v.mv_data, it);
+		vals[nv++] = v;
 		(*ins)++;
 	}
 	if (flush_due(c) && flush_counters(c, txn) == 0)
@@ -479,7 +580,7 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 	*nput = n;
 	release_group(group);
 	*released = 1;
-	return commit(c, txn, flushed);
+	return commit(c, txn, flushed, vals, nv);
 }
 
 static void pause_inserts(bfs_cache *c)
@@ -497,6 +598,7 @@ static void pause_inserts(bfs_cache *c)
 static void process_group(bfs_cache *c, struct bfs__pending *group)
 {
 	const bfs_cache_item **items;
+	MDB_val *vals;
 	size_t n = 0, m, nput = 0, k = 0;
 	uint64_t ins, dup, need = 0;
 	int rc = 0, reclaimed = 0, released = 0;
@@ -508,7 +610,11 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 		release_group(group);
 		return;
 	}
-	if (!(items = malloc(n * sizeof(*items)))) {
+	items = malloc(n * sizeof(*items));
+	vals = malloc(n * sizeof(*vals));
+	if (!items || !vals) {
+		free(items);
+		free(vals);
 		ADD(write_errors, 1);
 		release_group(group);
 		return;
@@ -520,7 +626,8 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 		}
 	m = n;
 	for (int attempt = 0; attempt < PUT_ATTEMPTS && m > 0; attempt++) {
-		rc = put_group(c, items, m, group, &nput, &ins, &dup, &released);
+		rc = put_group(c, items, m, group, vals, &nput, &ins, &dup,
+			       &released);
 		if (rc == 0) {
 			ADD(inserts, ins);
 			ADD(duplicates, dup);
@@ -556,6 +663,7 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 	}
 done:
 	free(items);
+	free(vals);
 	release_group(group);
 }
 
@@ -620,6 +728,13 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
+	for (struct bfs__pending *p = run; p; p = p->next)
+		*bytes += (p->kind != BFS__P_CRCDEL ? p->ival_len : 0) +
+			  TREE_PAGES * e->psize;
+	if ((rc = bfs__reserve(e, *bytes)) != 0) {
+		bfs__txn_end(e, txn, 0);
+		return rc;
+	}
 	for (struct bfs__pending *p = run; p; p = p->next) {
 		if (p->kind == BFS__P_CRCDEL) {
 			MDB_val k = { BFS_CACHE_KEY_BYTES, p->key.k }, v;
@@ -643,7 +758,6 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			rc = purge_replaced(c, txn, p);
 			if (rc == 0)
 				rc = mdb_put(txn, e->index, &k, &v, 0);
-			*bytes += p->ival_len + 2 * e->psize;
 		}
 		if (rc) {
 			bfs__txn_end(e, txn, 0);
@@ -652,7 +766,7 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 	}
 	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
-	return commit(c, txn, flushed);
+	return commit(c, txn, flushed, NULL, 0);
 }
 
 static void process_run(bfs_cache *c, struct bfs__pending *run)
