@@ -151,6 +151,31 @@ int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn)
  * beyond fstat. */
 #define RESERVE_SLACK (64ull << 10)
 #define RESERVE_CHUNK (64ull << 20)
+/* bfs__txn_end_drop: values at most this many pages apart are dropped
+ * by one call */
+#define DROP_GAP 64
+
+/* The map past `used` (the committed end) MADV_RANDOM, before it
+ * MADV_NORMAL (readers read ahead), at most two areas of the map. */
+static void no_readahead_past(struct bfs__env *e, uint64_t used)
+{
+	long os = sysconf(_SC_PAGESIZE);
+	uint64_t at;
+
+	if (!e->map || os <= 0 ||
+	    (e->random_map == e->map && e->random_from == used))
+		return;
+	at = used / (uint64_t)os * (uint64_t)os;
+	if (at > e->mapsize)
+		return;
+	if (at > 0)
+		(void)madvise((void *)e->map, at, MADV_NORMAL);
+	if (at < e->mapsize)
+		(void)madvise((void *)(e->map + at), e->mapsize - at,
+			      MADV_RANDOM);
+	e->random_map = e->map;
+	e->random_from = used;
+}
 
 int bfs__reserve(struct bfs__env *e, uint64_t bytes)
 {
@@ -165,6 +190,7 @@ int bfs__reserve(struct bfs__env *e, uint64_t bytes)
 	    mdb_env_get_fd(e->env, &fd) != 0)
 		return EIO;
 	used = ((uint64_t)info.me_last_pgno + 1) * e->psize;
+	no_readahead_past(e, used);
 	need = used + bytes + RESERVE_SLACK + used / 256;
 	if (need > info.me_mapsize)
 		need = info.me_mapsize; /* LMDB stops at the map: MDB_MAP_FULL */
@@ -200,13 +226,25 @@ int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 		rc = mdb_txn_commit(txn);
 	else
 		mdb_txn_abort(txn);
-	/* only pages of our own map (maplock still held: it cannot move) */
-	for (size_t i = 0; e->writemap && e->map && os > 0 && i < n; i++) {
-		uintptr_t base = (uintptr_t)e->map;
+	/* Only pages of our own map (maplock still held: it cannot move).
+	 * Values put one after the other lie side by side: one call for
+	 * each run of them (each call costs the other threads a TLB
+	 * flush), pages between two values of a run included -- dropping a
+	 * mapping is harmless, the page is read again from the cache. */
+	for (size_t i = 0; e->writemap && e->map && os > 0 && i < n;) {
+		uintptr_t base = (uintptr_t)e->map, end = base + e->mapsize;
 		uintptr_t a = (uintptr_t)vals[i].mv_data;
 		uintptr_t b = a + vals[i].mv_size;
 
-		if (!vals[i].mv_data || a < base || b > base + e->mapsize)
+		for (i++; i < n; i++) {
+			uintptr_t a2 = (uintptr_t)vals[i].mv_data;
+			uintptr_t b2 = a2 + vals[i].mv_size;
+
+			if (a2 < b || a2 - b > DROP_GAP * (uintptr_t)os)
+				break;
+			b = b2;
+		}
+		if (!a || a < base || b > end)
 			continue;
 		a &= ~(uintptr_t)(os - 1);
 		b = (b + (uintptr_t)os - 1) & ~(uintptr_t)(os - 1);

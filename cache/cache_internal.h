@@ -124,6 +124,12 @@ struct bfs__env {
 	 * write lock (read and written only inside a write transaction). */
 	int writemap;
 	uint64_t reserved;
+	/* MDB_WRITEMAP: the map is MADV_RANDOM from random_from (bytes) on,
+	 * in the map at random_map: LMDB's first touch of a new page there
+	 * must not read ahead (zero) the pages that pwrite() is about to
+	 * fill.  Protected like reserved. */
+	const uint8_t *random_map;
+	uint64_t random_from;
 	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
 				   only after mdb_env_close */
 	/* Read-held by every transaction of this process, write-held while

@@ -394,10 +394,11 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 
 /* ---- writing samples -------------------------------------------------- */
 
-/* Values are written through the file in pieces of this size: the CRC
+/* Values are written through the file in pieces of this size (within
+ * a core's L2 cache): the CRC
  * reads a piece, and write() copies it while it is still in the CPU's
  * cache. */
-#define WRITE_PIECE (64u << 10)
+#define WRITE_PIECE (256u << 10)
 
 /*
  * With MDB_WRITEMAP, write the value whose reserved space LMDB put at dst
