@@ -71,8 +71,13 @@ uint64_t bfs_cache_default_size(const char *dir)
 	if (!dir || snprintf(path, sizeof(path), "%s/data.mdb", dir) >=
 			    (int)sizeof(path))
 		return BFS_CACHE_DEFAULT_MIN;
-	if (stat(path, &st) == 0)
-		existing = (uint64_t)st.st_size;
+	/* what it holds on disk: with MDB_WRITEMAP the file is as long as
+	 * its map, most of it a hole */
+	if (stat(path, &st) == 0) {
+		existing = (uint64_t)st.st_blocks * 512;
+		if (existing > (uint64_t)st.st_size)
+			existing = (uint64_t)st.st_size;
+	}
 	snprintf(path, sizeof(path), "%s", dir);
 	for (;;) {
 		char *slash;

@@ -1157,6 +1157,89 @@ static void test_cache_full_filesystem_never_crashes_and_keeps_serving(void **s)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* Fill the file system holding dir to its last block (a file "filler"). */
+static void fill_file_system(const char *dir)
+{
+	char path[128], buf[4096];
+	int fd;
+
+	memset(buf, 0x5a, sizeof(buf));
+	snprintf(path, sizeof(path), "%s/filler", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	while (write(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf))
+		;
+	while (write(fd, buf, 1) == 1)
+		;
+	close(fd);
+}
+
+/* The writer puts its pages straight into a shared map of data.mdb
+ * (MDB_WRITEMAP): touching one that has no block on a file system with
+ * none left would kill the process (SIGBUS).  On a tmpfs filled to its
+ * last block, a thousand small values in one submission (their leaves
+ * split into new pages) are refused as "disk full" instead, and what was
+ * cached before still reads back. */
+static void test_cache_puts_on_a_file_system_with_no_block_left_never_fault(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	pid_t pid;
+	int status;
+
+	make_dir(dir);
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=4m") != 0) {
+		int e = errno;
+
+		rmdir(dir);
+		print_message("skip: cannot mount a tmpfs here (%s): needs root\n",
+			      strerror(e));
+		skip();
+	}
+	/* in a child, so that a fault is a verdict, not the test's end */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		signal(SIGBUS, SIG_DFL); /* not cmocka's handler: die of it */
+		c = open_cache(dir, FP_A, 64ull << 20);
+		put_range(c, FP_A, "a", 0, 4, SMALL, 4);
+		fill_file_system(dir);
+		put_range(c, FP_A, "b", 0, 1000, 200, 1000);
+		bfs_cache_get_stats(c, &st);
+		if (st.inserts != 4 || st.dropped_full < 1000)
+			_exit(3);
+		if (bfs_cache_reader_create(c, &r))
+			_exit(4);
+		for (int i = 0; i < 4; i++)
+			if (get_check(r, FP_A, "a", (uint64_t)i, SMALL))
+				_exit(5);
+		bfs_cache_reader_destroy(r);
+		bfs_cache_close(c);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		print_message("  the child died of signal %d\n", WTERMSIG(status));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* and, with room again, it opens and serves */
+	{
+		char path[128];
+
+		snprintf(path, sizeof(path), "%s/filler", dir);
+		assert_int_equal(unlink(path), 0);
+	}
+	c = open_cache(dir, FP_A, 64ull << 20);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "a", 3, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	assert_int_equal(umount2(dir, MNT_DETACH), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 /* ---- queue ---------------------------------------------------------------------- */
 
 static void slow_done(void *ctx)
@@ -2341,6 +2424,7 @@ int main(void)
 		cmocka_unit_test(test_cache_idle_foreign_fingerprint_makes_room_when_full),
 		cmocka_unit_test(test_cache_foreign_entries_stay_when_eviction_is_off),
 		cmocka_unit_test(test_cache_full_filesystem_never_crashes_and_keeps_serving),
+		cmocka_unit_test(test_cache_puts_on_a_file_system_with_no_block_left_never_fault),
 		cmocka_unit_test(test_cache_full_queue_drops_and_every_done_runs_once),
 		cmocka_unit_test(test_cache_a_second_submission_of_a_key_is_a_duplicate),
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
