@@ -723,17 +723,27 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
+	MDB_val *vals = NULL;
+	size_t nidx = 0, nv = 0;
 	int rc, flushed = 0;
 
 	*bytes = 0;
-	rc = bfs__txn_begin(e, 0, &txn);
-	if (rc)
-		return rc;
-	for (struct bfs__pending *p = run; p; p = p->next)
+	for (struct bfs__pending *p = run; p; p = p->next) {
 		*bytes += (p->kind != BFS__P_CRCDEL ? p->ival_len : 0) +
 			  TREE_PAGES * e->psize;
+		nidx += p->kind != BFS__P_CRCDEL;
+	}
+	/* the indexes' pages, unmapped after the commit (none if no memory) */
+	if (nidx)
+		vals = malloc(nidx * sizeof(*vals));
+	rc = bfs__txn_begin(e, 0, &txn);
+	if (rc) {
+		free(vals);
+		return rc;
+	}
 	if ((rc = bfs__reserve(e, *bytes)) != 0) {
 		bfs__txn_end(e, txn, 0);
+		free(vals);
 		return rc;
 	}
 	for (struct bfs__pending *p = run; p; p = p->next) {
@@ -754,20 +764,28 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 		} else {
 			MDB_val k = { 16, p->ikey };
-			MDB_val v = { p->ival_len, p->ival };
+			MDB_val v = { p->ival_len, NULL };
 
 			rc = purge_replaced(c, txn, p);
 			if (rc == 0)
-				rc = mdb_put(txn, e->index, &k, &v, 0);
+				rc = mdb_put(txn, e->index, &k, &v, MDB_RESERVE);
+			if (rc == 0) {
+				memcpy(v.mv_data, p->ival, p->ival_len);
+				if (vals)
+					vals[nv++] = v;
+			}
 		}
 		if (rc) {
 			bfs__txn_end(e, txn, 0);
+			free(vals);
 			return rc;
 		}
 	}
 	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
-	return commit(c, txn, flushed, NULL, 0);
+	rc = commit(c, txn, flushed, vals, nv);
+	free(vals);
+	return rc;
 }
 
 static void process_run(bfs_cache *c, struct bfs__pending *run)
