@@ -436,9 +436,14 @@ static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
 		return -1;
 	off = (off_t)(at - base);
 	for (size_t done = 0; done < it->len;) {
-		size_t n = it->len - done < WRITE_PIECE ? it->len - done
-							: WRITE_PIECE;
+		/* pieces end on WRITE_PIECE boundaries of the file, so that
+		 * the kernel can use large page-cache folios for them */
+		off_t at_file = off + BFS__VHDR + (off_t)done;
+		size_t n = WRITE_PIECE - (size_t)(at_file % WRITE_PIECE);
 		ssize_t w;
+
+		if (n > it->len - done)
+			n = it->len - done;
 
 		crc = bfs_crc32c(crc, src + done, n);
 		w = pwrite(fd, src + done, n, off + BFS__VHDR + (off_t)done);
