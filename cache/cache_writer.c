@@ -424,17 +424,25 @@ static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
 		.src_h = it->shape.src_h,
 		.src_w = it->shape.src_w,
 	};
-	uintptr_t base = (uintptr_t)e->map, at = (uintptr_t)dst;
-	const uint8_t *src = it->data;
+	const uint8_t *src = it->data, *ph = (const uint8_t *)dst - 16;
+	uint64_t pgno;
+	uint16_t flags;
 	uint32_t crc = 0;
 	off_t off;
 	int fd;
 
-	if (!e->writemap || !e->map || at < base ||
-	    at - base + BFS__VHDR + it->len > e->mapsize ||
+	/* an overflow value starts 16 bytes into its first page, whose
+	 * header LMDB has just written: the page number says where it is
+	 * in the file (a value inside a leaf page is copied in place) */
+	if (!e->writemap || !e->psize ||
+	    (uintptr_t)dst % e->psize != 16 ||
 	    mdb_env_get_fd(e->env, &fd) != 0)
 		return -1;
-	off = (off_t)(at - base);
+	memcpy(&pgno, ph, 8);
+	memcpy(&flags, ph + 10, 2);
+	if (!(flags & 0x04 /* P_OVERFLOW */))
+		return -1;
+	off = (off_t)(pgno * e->psize + 16);
 	for (size_t done = 0; done < it->len;) {
 		/* pieces end on WRITE_PIECE boundaries of the file, so that
 		 * the kernel can use large page-cache folios for them */
