@@ -25,6 +25,7 @@
 #include "engine/error.h"
 #include "engine/crc32c.h"
 #include "engine/example.h"
+#include "engine/filekind.h"
 #include "engine/tar.h"
 #include "engine/tfrecord.h"
 
@@ -75,8 +76,9 @@ struct bfs_source {
 	struct scan_error *errs;
 	size_t nerrs;
 
-	bfs_source_opts o;    /* index_get/put/ctx only */
+	bfs_source_opts o;    /* index_get/put/ctx and progress only */
 	size_t index_hits;
+	bfs_source_progress prog; /* what the progress hook is told */
 
 	/* tar only */
 	uint32_t *names;      /* per sample: offset into pool */
@@ -286,14 +288,26 @@ static int add_sample(bfs_source *s, uint64_t off, uint64_t len,
 	return 0;
 }
 
+/* Tell the progress hook (if any) where indexing stands. */
+static void progress(bfs_source *s)
+{
+	if (!s->o.progress)
+		return;
+	s->prog.records = s->nsamples;
+	s->o.progress(s->o.progress_ctx, &s->prog);
+}
+
 /* ---- TFRecord --------------------------------------------------------- */
 
 static int on_record(void *ctx, const bfs_tfrecord_entry *e)
 {
 	bfs_source *s = ctx;
+	int err = add_sample(s, e->offset, e->length, -1,
+			     e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
 
-	return add_sample(s, e->offset, e->length, -1,
-			  e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
+	if (!err && (s->nsamples & 0xffff) == 0)
+		progress(s); /* a big shard: say so within it too */
+	return err;
 }
 
 /* A shard's index as stored by opts.index_put: a header, the scan error
@@ -392,6 +406,29 @@ static void store_index(bfs_source *s, const char *errmsg)
 	free(blob);
 }
 
+/* A shard whose scan found not one record: when it is compressed data
+ * (a GZIP or ZLIB TFRecord, a .tar.gz), say what it likely is and what to
+ * do, after what the scanner said ("...; it looks like gzip data"). */
+static void advise_compressed(int fd, char *msg, size_t cap)
+{
+	uint8_t head[16];
+	ssize_t n = pread(fd, head, sizeof(head), 0);
+	const char *kind = n > 0 ? bfs_filekind(head, (size_t)n) : NULL;
+	const char *advice = bfs_filekind_advice(kind);
+	char tail[64];
+	size_t len = strlen(msg), tl;
+
+	if (!advice)
+		return;
+	snprintf(tail, sizeof(tail), "it looks like %s", kind);
+	tl = strlen(tail);
+	if (len >= tl && !strcmp(msg + len - tl, tail))
+		snprintf(msg + len, cap - len, ": %s", advice);
+	else
+		snprintf(msg + len, cap - len, "%s%s: %s", len ? "; " : "", tail,
+			 advice);
+}
+
 /* Scan one open shard, adding its samples; 0 or an error with msg. */
 typedef int (*scan_fn)(bfs_source *s, int fd, uint64_t size, char *msg);
 
@@ -407,7 +444,8 @@ static int scan_tfrecord(bfs_source *s, int fd, uint64_t size, char *msg)
 static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			int cache_index, char *errmsg)
 {
-	for (size_t i = 0; i < n; i++) {
+	s->prog.total = n;
+	for (size_t i = 0; i < n; i++, s->prog.done = i, progress(s)) {
 		char path[PATH_MAX], msg[BFS_ERRMSG_MAX] = "";
 		struct stat st;
 		int fd, err;
@@ -423,6 +461,7 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 				return -ENOMEM;
 			continue;
 		}
+		s->prog.bytes += (uint64_t)st.st_size;
 		if (cache_index && (err = load_index(s, files[i], &st)) != 0) {
 			close(fd);
 			if (err < 0)
@@ -434,6 +473,8 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			return err;
 		}
 		err = scan(s, fd, (uint64_t)st.st_size, msg);
+		if (err && err != -ENOMEM && s->shards[s->nshards - 1].count == 0)
+			advise_compressed(fd, msg, sizeof(msg));
 		close(fd);
 		if (err == -ENOMEM) {
 			bfs_seterr(errmsg, "%s: out of memory", path);
@@ -517,8 +558,12 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 			return -ENOMEM;
 		s->nbad++;
 	}
-	return add_sample(s, t->offset, t->length,
-			  status ? -1 : (int32_t)label, 0);
+	if ((err = add_sample(s, t->offset, t->length,
+			      status ? -1 : (int32_t)label, 0)))
+		return err;
+	if ((s->nsamples & 0xffff) == 0)
+		progress(s);
+	return 0;
 }
 
 static int scan_tar(bfs_source *s, int fd, uint64_t size, char *msg)
@@ -571,6 +616,7 @@ static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
 		snprintf(path, sizeof(path), "%s/%s", s->dir, name);
 		if (stat(path, &st) != 0)
 			continue;
+		s->prog.bytes += (uint64_t)st.st_size;
 		if (!(err = add_shard(s, name, &st)))
 			err = add_sample(s, 0, (uint64_t)st.st_size, label, 0);
 	}
@@ -582,8 +628,12 @@ static int index_folder(bfs_source *s, char **dirs, size_t ndirs)
 {
 	int err = 0;
 
-	if (ndirs == 0)
-		return index_class_dir(s, "", 0);
+	s->prog.total = ndirs ? ndirs : 1;
+	if (ndirs == 0) {
+		err = index_class_dir(s, "", 0);
+		s->prog.done = 1;
+		return err;
+	}
 	s->classes = calloc(ndirs, sizeof(*s->classes));
 	if (!s->classes)
 		return -ENOMEM;
@@ -592,6 +642,8 @@ static int index_folder(bfs_source *s, char **dirs, size_t ndirs)
 			return -ENOMEM;
 		s->nclasses++;
 		err = index_class_dir(s, dirs[i], (int32_t)i);
+		s->prog.done = i + 1;
+		progress(s);
 	}
 	return err;
 }
@@ -603,6 +655,9 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 {
 	char **files = NULL, **dirs = NULL, **shards = NULL, **tars = NULL;
 	size_t nfiles = 0, ndirs = 0, nshards = 0, ntars = 0, njpeg = 0;
+	/* files passed over that are compressed data: how many, the first */
+	size_t ncompressed = 0;
+	const char *zname = NULL, *zkind = NULL;
 	char real[PATH_MAX];
 	bfs_source *s;
 	int err;
@@ -619,6 +674,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.index_get = o->index_get;
 	s->o.index_put = o->index_put;
 	s->o.index_ctx = o->index_ctx;
+	s->o.progress = o->progress;
+	s->o.progress_ctx = o->progress_ctx;
 	s->dir = strdup(real);
 	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
 	s->label_key = strdup(!o->label_key ? "image/class/label"
@@ -660,6 +717,11 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			 is_tfrecord_name(files[i]) ||
 			 looks_like_tfrecord(head, head_len))
 			shards[nshards++] = files[i];
+		else if (bfs_filekind_advice(bfs_filekind(head, head_len)) &&
+			 !ncompressed++) {
+			zname = files[i];
+			zkind = bfs_filekind(head, head_len);
+		}
 	}
 
 	s->format = o->format;
@@ -674,6 +736,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		s->format = nshards ? BFS_FORMAT_TFRECORD
 			  : ntars ? BFS_FORMAT_TAR : BFS_FORMAT_FOLDER;
 	}
+	s->prog.format = s->format;
 
 	if (s->format == BFS_FORMAT_TAR) {
 		if (!ntars) {
@@ -718,9 +781,20 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	free(tars);
 	free_names(files, nfiles);
 	free_names(dirs, ndirs);
+	s->prog.finished = 1;
+	progress(s);
 	*out = s;
 	return 0;
 fail:
+	if (err == BFS_E_EMPTY && ncompressed && errmsg) {
+		/* "no TFRecord shards found" in a folder of .tar.gz files */
+		size_t len = strlen(errmsg);
+
+		snprintf(errmsg + len, BFS_ERRMSG_MAX - len,
+			 "; %zu compressed file%s passed over: %s looks like %s: %s",
+			 ncompressed, ncompressed == 1 ? "" : "s", zname, zkind,
+			 bfs_filekind_advice(zkind));
+	}
 	free(shards);
 	free(tars);
 	free_names(files, nfiles);

@@ -63,6 +63,17 @@ typedef struct {
 	int64_t ctime_ns;
 } bfs_shard_stamp;
 
+/* How far indexing has come, for a progress line (bfs_source_opts). */
+typedef struct {
+	bfs_format format;      /* the layout being indexed */
+	size_t done, total;     /* shard files indexed so far, of total (for
+				 * folders: class folders) */
+	uint64_t records;       /* samples found so far */
+	uint64_t bytes;         /* bytes of the shards indexed so far (for
+				 * folders: of the images found) */
+	int finished;           /* the last call: every shard is indexed */
+} bfs_source_progress;
+
 typedef struct {
 	const char *dir;        /* SHARD_DIR */
 	bfs_format format;      /* AUTO: see Detection above */
@@ -81,6 +92,14 @@ typedef struct {
 			 const bfs_shard_stamp *st, const void *blob,
 			 size_t len);
 	void *index_ctx;
+	/* Optional: told how far indexing has come, from the thread that
+	 * calls bfs_source_open, after each shard (class folder), every
+	 * 65536 records inside a shard, and once with finished set when
+	 * every shard is indexed (not after a failed open).  It may be
+	 * called often: the callee decides what to show and when.  It must
+	 * not call into the source.  p is valid only during the call. */
+	void (*progress)(void *ctx, const bfs_source_progress *p);
+	void *progress_ctx;
 } bfs_source_opts;
 
 /* A growable byte buffer owned by the caller (one per worker thread). */
