@@ -122,6 +122,8 @@ typedef struct {
 /* One reader (a process reading the mount), as the autotuner sees it. */
 typedef struct {
 	uint64_t reader;           /* the key given to hint/get (a pid) */
+	uint64_t last_batch;       /* the batch id it moved to last (epoch *
+				    * batches per epoch + batch) */
 	unsigned depth;            /* its read-ahead depth now */
 	double batches_per_s;      /* rate at which it moves to new batches */
 	uint64_t batches;          /* new batches it asked for */
@@ -133,6 +135,7 @@ typedef struct {
 
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
+	uint64_t samples_served;   /* the samples in them */
 	uint64_t batches_produced;
 	uint64_t batches_delivered;/* delivered ahead by deliver_ahead */
 	uint64_t slot_files_replaced; /* moved to a new file: a reader held it */
