@@ -6,10 +6,13 @@
 #include "fs/files.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include <turbojpeg.h>
 
@@ -136,11 +139,13 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_str(&j, "resize",
 		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
 	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
+	bfs_json_bool(&j, "shuffle", eo->shuffle);
 	if (eo->shuffle) {
-		bfs_json_str(&j, "shuffle", "stateless permutation per (seed, epoch)");
 		bfs_json_u64(&j, "seed", eo->seed);
+		bfs_json_str(&j, "shuffle_rule",
+			     "epoch e is a stateless permutation of (seed, e)");
 	} else {
-		bfs_json_bool(&j, "shuffle", 0);
+		bfs_json_null(&j, "seed");
 	}
 	bfs_json_u64(&j, "rank", eo->rank);
 	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
@@ -315,6 +320,37 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 
 /* ---- stats.json ------------------------------------------------------- */
 
+/* Has reader process pid gone (exited, or a zombie nobody reaped yet)?
+ * The pid is the one FUSE gave the daemon, in its own pid namespace. */
+static int reader_gone(uint64_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int gone = 0;
+
+	if (pid == 0 || pid > INT32_MAX)
+		return 0; /* not a process we can ask about */
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	/* "pid (comm) S ...": the state follows the last ')' */
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		gone = p[2] == 'Z' || p[2] == 'X';
+	fclose(f);
+	return gone;
+}
+
+static double seconds_since(const struct timespec *t0, clockid_t clk)
+{
+	struct timespec now;
+
+	clock_gettime(clk, &now);
+	return (double)(now.tv_sec - t0->tv_sec) +
+	       (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
 int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 {
 	enum { SHOW = 256 };
@@ -334,7 +370,17 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
+	{
+		struct timespec zero = { 0, 0 };
+
+		/* when this snapshot was taken (Unix time, seconds) */
+		bfs_json_fixed(&j, "timestamp",
+			       seconds_since(&zero, CLOCK_REALTIME), 3);
+		bfs_json_fixed(&j, "uptime_seconds",
+			       seconds_since(&f->started, CLOCK_MONOTONIC), 3);
+	}
 	bfs_json_u64(&j, "batches_served", st.batches_served);
+	bfs_json_u64(&j, "samples_served", st.samples_served);
 	bfs_json_u64(&j, "batches_produced", st.batches_produced);
 	bfs_json_u64(&j, "batches_pushed", st.batches_delivered);
 	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
@@ -405,9 +451,20 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_open(&j, "readers", '[');
 	for (unsigned r = 0; r < st.nreaders; r++) {
 		const bfs_reader_stats *rs = &st.readers[r];
+		uint64_t per = bfs_engine_batches_per_epoch(f->eng);
 
+		if (reader_gone(rs->reader))
+			continue;
 		bfs_json_open(&j, NULL, '{');
 		bfs_json_u64(&j, "pid", rs->reader);
+		if (rs->last_batch != UINT64_MAX && per) {
+			/* where it is: the batch it moved to last */
+			bfs_json_u64(&j, "epoch", rs->last_batch / per);
+			bfs_json_u64(&j, "batch", rs->last_batch % per);
+		} else {
+			bfs_json_null(&j, "epoch");
+			bfs_json_null(&j, "batch");
+		}
 		bfs_json_u64(&j, "depth", rs->depth);
 		bfs_json_f64(&j, "batches_per_second", rs->batches_per_s);
 		bfs_json_u64(&j, "batches", rs->batches);

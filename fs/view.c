@@ -112,6 +112,7 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 		.label_key = o->label_key, .fingerprint = v->fingerprint,
 		.io = o->io, .warn = o->warn, .ctx = o->ctx,
 	};
+	clock_gettime(CLOCK_MONOTONIC, &v->files.started);
 	pthread_mutex_init(&v->made_lock, NULL);
 	pthread_cond_init(&v->made_cv, NULL);
 	pthread_mutex_init(&v->snap_lock, NULL);
