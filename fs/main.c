@@ -1,10 +1,13 @@
 /*
- * main.c - the batchfs command line: mount, unmount, inspect, mkshards.
+ * main.c - the batchfs command line: mount, unmount, status, inspect,
+ * mkshards, cache; and mount(8)'s helper when called as mount.batchfs or
+ * mount.fuse.batchfs (fs/mounthelper.c turns its arguments into a mount).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,8 @@
 #include "fs/cachecmd.h"
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
+#include "fs/mounthelper.h"
+#include "fs/status.h"
 
 static const char usage_top[] =
 	"usage: batchfs COMMAND [options]\n"
@@ -26,10 +31,11 @@ static const char usage_top[] =
 	"commands:\n"
 	"  mount SHARD_DIR MOUNTPOINT   serve SHARD_DIR as batch files\n"
 	"  unmount MOUNTPOINT           unmount (fusermount3 -u works too)\n"
+	"  status MOUNTPOINT            what a mount is doing (--watch, --json)\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
 	"  cache stats|verify|clear     the preprocessed-sample cache\n"
-	"  version                      print the version\n"
+	"  version, -V, --version       print the version\n"
 	"\n"
 	"Run 'batchfs COMMAND --help' for a command's options.\n";
 
@@ -101,9 +107,43 @@ static const char usage_mount[] =
 	"  -h, --help           this help\n";
 
 static const char usage_unmount[] =
-	"usage: batchfs unmount MOUNTPOINT\n"
+	"usage: batchfs unmount [--lazy] MOUNTPOINT\n"
 	"\n"
-	"Unmounts a batchfs mount and waits until it is gone.\n";
+	"Unmounts a batchfs mount and waits until its daemon is gone.  A mount\n"
+	"that processes still hold is not unmounted: they are named.\n"
+	"\n"
+	"  -l, --lazy   detach it now; the daemon exits once the last process\n"
+	"               holding it lets go (not waited for)\n"
+	"  -h, --help   this help\n";
+
+/* A usage error of `batchfs CMD`: one line, and where the help is. */
+static int usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "batchfs%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "; see 'batchfs%s%s --help'\n", cmd ? " " : "",
+		cmd ? cmd : "");
+	return 2;
+}
+
+/* getopt_long's '?' (unknown) or ':' (missing value), with opterr 0. */
+static int bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		return usage_error(cmd, "%s needs a value", arg);
+	if (optopt && optopt < 256 && arg[0] == '-' && arg[1] != '-')
+		return usage_error(cmd, "unknown option '-%c'", optopt);
+	return usage_error(cmd, "unknown option '%s'", arg);
+}
 
 /* "64M", "1G", "1000": sizes and counts with binary suffixes. */
 static int parse_size(const char *s, uint64_t *out)
@@ -224,7 +264,8 @@ static int cmd_mount(int argc, char **argv)
 	o.engine.std[0] = o.engine.std[1] = o.engine.std[2] = 1.0f;
 	o.cache = NULL; /* the default directory */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "hfdo:", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hfdo:", lo, NULL)) != -1) {
 		switch (c) {
 		case O_BATCH:
 			if (parse_uint(optarg, 1, 65536, &o.engine.batch))
@@ -422,13 +463,16 @@ static int cmd_mount(int argc, char **argv)
 			fputs(usage_mount, stdout);
 			return 0;
 		default:
-			fputs(usage_mount, stderr);
-			return 2;
+			free(fuse_opts);
+			return bad_option("mount", c, argv);
 		}
 	}
 	if (argc - optind != 2) {
-		fputs(usage_mount, stderr);
-		return 2;
+		free(fuse_opts);
+		if (argc - optind < 2)
+			return usage_error("mount", "needs SHARD_DIR and MOUNTPOINT");
+		return usage_error("mount", "too many arguments ('%s')",
+				   argv[optind + 2]);
 	}
 	if (o.engine.world && o.engine.rank >= o.engine.world) {
 		fprintf(stderr, "batchfs mount: --rank %u must be below --world %u\n",
@@ -454,21 +498,41 @@ static int cmd_mount(int argc, char **argv)
 
 static int cmd_unmount(int argc, char **argv)
 {
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fputs(usage_unmount, stdout);
-		return 0;
+	static const struct option lo[] = {
+		{ "lazy", no_argument, 0, 'l' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
+	};
+	int c, lazy = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":lh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			lazy = 1;
+			break;
+		case 'h':
+			fputs(usage_unmount, stdout);
+			return 0;
+		default:
+			return bad_option("unmount", c, argv);
+		}
 	}
-	if (argc != 2) {
-		fputs(usage_unmount, stderr);
-		return 2;
-	}
-	return bfs_daemon_unmount(argv[1]);
+	if (argc - optind < 1)
+		return usage_error("unmount", "needs MOUNTPOINT");
+	if (argc - optind > 1)
+		return usage_error("unmount", "too many arguments ('%s')",
+				   argv[optind + 1]);
+	return bfs_daemon_unmount(argv[optind], lazy);
 }
 
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
+	if (bfs_mounthelper_called(argv[0]))
+		return bfs_mounthelper_main(argc, argv, cmd_mount);
 	if (!cmd) {
 		fputs(usage_top, stderr);
 		return 2;
@@ -477,7 +541,8 @@ int main(int argc, char **argv)
 		fputs(usage_top, stdout);
 		return 0;
 	}
-	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") ||
+	    !strcmp(cmd, "-V")) {
 		printf("batchfs %s (output format %d)\n", BFS_VERSION,
 		       BFS_FORMAT_VERSION);
 		return 0;
@@ -486,12 +551,15 @@ int main(int argc, char **argv)
 		return cmd_mount(argc - 1, argv + 1);
 	if (!strcmp(cmd, "unmount") || !strcmp(cmd, "umount"))
 		return cmd_unmount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "status"))
+		return bfs_status_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "inspect"))
 		return bfs_inspect_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "mkshards"))
 		return bfs_mkshards_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "cache"))
 		return bfs_cachecmd_main(argc - 1, argv + 1);
-	fprintf(stderr, "batchfs: unknown command '%s'\n\n%s", cmd, usage_top);
-	return 2;
+	if (cmd[0] == '-')
+		return usage_error(NULL, "unknown option '%s'", cmd);
+	return usage_error(NULL, "unknown command '%s'", cmd);
 }

@@ -52,6 +52,10 @@ struct mnt {
 	struct fuse_session *se;
 	bfs_pt *pt;               /* NULL: no passthrough asked for */
 	char devno[64];           /* our mount's MAJ:MIN in mountinfo */
+	int notify_fd;            /* the start-up handshake; -1: foreground */
+	int show_progress;        /* someone sees the indexing progress */
+	double prog_t0, prog_last;/* when indexing began, when last shown */
+	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
 };
@@ -106,6 +110,43 @@ static void on_view_warn(void *ctx, const char *text)
 	    !log_one_more(&m->eio_logged, "failed batch reads"))
 		return;
 	bfs_log(BFS_LOG_WARN, "%s", bfs_log_escape(text, esc, sizeof(esc)));
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The source's progress hook while it indexes: a line like mkshards',
+ * once indexing has taken a while: every 0.1 s on a terminal (each
+ * overwriting the last), every 5 s elsewhere, and a last one when it is
+ * done.  Only numbers: nothing read from the shards. */
+static void on_index_progress(void *ctx, const bfs_source_progress *p)
+{
+	struct mnt *m = ctx;
+	int tty = isatty(STDERR_FILENO);
+	double now = now_s(), el = now - m->prog_t0;
+	char text[256];
+
+	if (!m->show_progress)
+		return;
+	if (p->finished ? !m->prog_shown
+			: el < (tty ? 0.5 : 5.0) ||
+			  now - m->prog_last < (tty ? 0.1 : 5.0))
+		return;
+	snprintf(text, sizeof(text),
+		 "batchfs: %s %zu/%zu %s, %llu %s, %.1f MB/s",
+		 p->finished ? "indexed" : "indexing", p->done, p->total,
+		 p->format == BFS_FORMAT_FOLDER ? "class folders" : "shards",
+		 (unsigned long long)p->records,
+		 p->format == BFS_FORMAT_FOLDER ? "images" : "records",
+		 el > 0 ? (double)p->bytes / el / 1e6 : 0.0);
+	bfs_daemon_progress(m->notify_fd, text);
+	m->prog_shown = 1;
+	m->prog_last = now;
 }
 
 /* ---- putting the mount together -------------------------------------- */
@@ -205,12 +246,20 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 	const bfs_mount_opts *o = m->o;
 	const struct fuse_lowlevel_ops *ops;
 	struct fuse_session *se;
-	char optstr[1024];
-	size_t size;
+	char optstr[3 * PATH_MAX + 1024], fsname[2 * PATH_MAX];
+	size_t size, n = 0;
 
+	/* fsname: the source, so df and findmnt show what is mounted; in a
+	 * FUSE option string a comma or a backslash is escaped with '\\' */
+	for (const char *c = o->shard_dir; *c && n + 2 < sizeof(fsname); c++) {
+		if (*c == ',' || *c == '\\')
+			fsname[n++] = '\\';
+		fsname[n++] = *c;
+	}
+	fsname[n] = '\0';
 	snprintf(optstr, sizeof(optstr),
-		 "ro,fsname=batchfs,subtype=batchfs,default_permissions%s%s%s",
-		 o->allow_other ? ",allow_other" : "",
+		 "ro,fsname=%s,subtype=batchfs,default_permissions%s%s%s",
+		 fsname, o->allow_other ? ",allow_other" : "",
 		 o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
 	if (fuse_opt_add_arg(args, "batchfs") ||
 	    fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, optstr) ||
@@ -246,12 +295,18 @@ static int serve(void *ctx, int notify_fd)
 	/* The engine holds a file lease for an instant (slot files); a lease
 	 * break would raise SIGIO, whose default action ends the process. */
 	signal(SIGIO, SIG_IGN);
+	m.notify_fd = notify_fd;
+	/* the daemon's stderr is still the one `batchfs mount` shows */
+	m.show_progress = notify_fd < 0 || isatty(STDERR_FILENO);
+	m.prog_t0 = now_s();
 	open_cache(&m, cache_why, sizeof(cache_why));
 	if (m.cache) {
 		so.index_get = index_get;
 		so.index_put = index_put;
 		so.index_ctx = m.cache;
 	}
+	so.progress = on_index_progress;
+	so.progress_ctx = &m;
 	if ((err = bfs_source_open(&so, &m.src, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
@@ -318,15 +373,35 @@ static int serve(void *ctx, int notify_fd)
 	if (notify_fd >= 0) {
 		logf = bfs_host_open_log(o->log_path, logpath, sizeof(logpath),
 					 log_why, sizeof(log_why));
-		bfs_log_init(logf ? logf : fopen("/dev/null", "we"), BFS_LOG_INFO);
+		if (logf) {
+			bfs_log_init(logf, BFS_LOG_INFO);
+		} else {
+			/* the daemon's stderr is about to be /dev/null */
+			size_t n = strlen(log_why);
+
+			snprintf(log_why + n, sizeof(log_why) - n, "; %s",
+				 bfs_log_init_syslog(BFS_LOG_INFO) == 0
+					 ? "logging to syslog"
+					 : "no syslog either (nothing listens on /dev/log): nothing is logged");
+		}
 	}
 	{
 		const bfs_engine_opts *e = bfs_engine_options(m.eng);
 
+		char samples[128];
+
+		if (e->world > 1)
+			snprintf(samples, sizeof(samples),
+				 "rank %u of %u: %llu of %llu samples", e->rank,
+				 e->world,
+				 (unsigned long long)bfs_engine_epoch_samples(m.eng),
+				 (unsigned long long)bfs_source_count(m.src));
+		else
+			snprintf(samples, sizeof(samples), "%llu samples",
+				 (unsigned long long)bfs_source_count(m.src));
 		snprintf(msg, sizeof(msg),
-			 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
-			 bfs_source_dir(m.src), o->mountpoint,
-			 (unsigned long long)bfs_source_count(m.src),
+			 "batchfs: mounted %s on %s: %s, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
+			 bfs_source_dir(m.src), o->mountpoint, samples,
 			 (unsigned long long)bfs_view_shape(m.view)->batches,
 			 e->batch, bfs_dtype_name(e->dtype), e->height, e->width,
 			 m.cache ? bfs_cache_dir(m.cache) : "none",
