@@ -202,6 +202,16 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 			err = BFS_E_TRUNCATED;
 			break;
 		}
+		/* what the buffer holds of the payload (it may have moved to
+		 * the next header to prove this one's length) */
+		e.data = NULL;
+		e.data_len = 0;
+		if (e.offset >= r.boff && e.offset < r.boff + r.blen) {
+			uint64_t have = r.boff + r.blen - e.offset;
+
+			e.data = r.buf + (e.offset - r.boff);
+			e.data_len = (size_t)(have < len ? have : len);
+		}
 		if ((err = fn(ctx, &e)))
 			break;
 		small = len >= BIG_RECORD;

@@ -12,6 +12,7 @@
 #ifndef BFS_TFRECORD_H
 #define BFS_TFRECORD_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Bytes of framing around each payload: 12 before it, 4 after it. */
@@ -25,6 +26,11 @@ typedef struct {
 			  * length was proven by the next header validating
 			  * (or the record ending exactly at EOF) -- a bad
 			  * record that keeps its slot */
+	const uint8_t *data; /* the payload's first data_len bytes, as far as
+			  * the scan has read them anyway (0 <= data_len <=
+			  * length; data may be NULL when data_len is 0): a
+			  * caller may look into the record without a read */
+	size_t data_len;
 } bfs_tfrecord_entry;
 
 /* Called once per record, in file order.  `e` is valid only during the
