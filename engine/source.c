@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +71,9 @@ struct bfs_source {
 	struct bfs_sample *samples;
 	uint64_t nsamples, samples_cap;
 
-	char **classes;
-	size_t nclasses;
+	char **classes;       /* folder: class folder names; TFRecord: class
+			       * names by label (NULL: no record has it) */
+	size_t nclasses, classes_cap;
 
 	struct scan_error *errs;
 	size_t nerrs;
@@ -79,6 +81,20 @@ struct bfs_source {
 	bfs_source_opts o;    /* index_get/put/ctx and progress only */
 	size_t index_hits;
 	bfs_source_progress prog; /* what the progress hook is told */
+
+	/* TFRecord class names (see "class names" below): classes[label]
+	 * (in classes/nclasses above) once a shard's pairs are merged */
+	int want_classes;     /* TFRecord with a label key: skim records */
+	int scan_fd;          /* the shard being scanned, for the skim */
+	struct class_pair *pairs; /* the shard being scanned: its (label,
+				   * name) pairs, names in ppool */
+	size_t npairs, pairs_cap;
+	char *ppool;
+	size_t ppool_len, ppool_cap;
+	uint64_t shard_unnamed; /* its records without a name */
+	int cls_kind;         /* -1 none yet, else CLASS_SYNSET/CLASS_TEXT */
+	uint64_t cls_named, cls_unnamed; /* records with, without a name */
+	char cls_note[256];   /* why there are no classes; "" when fine */
 
 	/* tar only */
 	uint32_t *names;      /* per sample: offset into pool */
@@ -297,6 +313,257 @@ static void progress(bfs_source *s)
 	s->o.progress(s->o.progress_ctx, &s->prog);
 }
 
+/* ---- class names (TFRecord) ----------------------------------------- */
+
+/* While a TFRecord shard is scanned, each record is skimmed (engine/
+ * example.h: only its small entries are read, and mostly from the bytes
+ * the scan holds anyway) for its label and its class name: the bytes of
+ * image/class/synset (mkshards and TensorFlow's ImageNet scripts write
+ * it), else image/class/text.  A shard's distinct (label, name) pairs are
+ * stored with its index and merged into classes[label].  The list is
+ * only given when it can be trusted: every labeled record named, one name
+ * per label, one key for all, labels below 2^20; else cls_note says why
+ * not. */
+enum { CLASS_SYNSET = 0, CLASS_TEXT = 1 };
+#define CLASS_MAX_LABEL (1 << 20)
+#define CLASS_MAX_NAME 1024
+
+static const char *const class_key[] = { "image/class/synset",
+					 "image/class/text" };
+
+struct class_pair {
+	int64_t label;
+	uint32_t name;    /* offset into ppool */
+	uint16_t len;
+	uint8_t kind;     /* CLASS_* */
+};
+
+static void classes_broken(bfs_source *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void classes_broken(bfs_source *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (s->cls_note[0])
+		return; /* the first reason stands */
+	va_start(ap, fmt);
+	vsnprintf(s->cls_note, sizeof(s->cls_note), fmt, ap);
+	va_end(ap);
+}
+
+/* Remember the pair of one record of the shard being scanned. */
+static int pair_add(bfs_source *s, int64_t label, const uint8_t *name,
+		    size_t len, int kind)
+{
+	struct class_pair *p;
+
+	if (s->npairs == s->pairs_cap) {
+		size_t cap = s->pairs_cap ? s->pairs_cap * 2 : 256;
+		struct class_pair *n = realloc(s->pairs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		s->pairs = n;
+		s->pairs_cap = cap;
+	}
+	if (s->ppool_len + len > s->ppool_cap) {
+		size_t cap = s->ppool_cap ? s->ppool_cap : 4096;
+		char *n;
+
+		while (cap < s->ppool_len + len)
+			cap *= 2;
+		if (cap > UINT32_MAX || !(n = realloc(s->ppool, cap)))
+			return -ENOMEM;
+		s->ppool = n;
+		s->ppool_cap = cap;
+	}
+	p = &s->pairs[s->npairs++];
+	p->label = label;
+	p->name = (uint32_t)s->ppool_len;
+	p->len = (uint16_t)len;
+	p->kind = (uint8_t)kind;
+	memcpy(s->ppool + s->ppool_len, name, len);
+	s->ppool_len += len;
+	return 0;
+}
+
+static int skim_read(void *ctx, size_t off, void *buf, size_t len)
+{
+	const uint64_t *base = ctx; /* {fd, record offset} */
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread((int)base[0], (char *)buf + got, len - got,
+				  (off_t)(base[1] + off + got));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* The label and class name of the record just scanned.  A record that is
+ * not an Example, or has no label, says nothing (its read will say what
+ * is wrong); a labeled record without a usable name counts as unnamed.
+ * 0 or -ENOMEM. */
+static int skim_class(bfs_source *s, const bfs_tfrecord_entry *e)
+{
+	/* Example{features{"\x01": bytes_list[""]}}: appended to the skimmed
+	 * entries (Example.features may repeat: the maps add up), it gives
+	 * bfs_example_find an image to find, so that it reads the label of
+	 * any record, named or not.  No wanted key is "\x01". */
+	static const uint8_t probe[] = { 0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x01,
+					 0x12, 0x04, 0x0a, 0x02, 0x0a, 0x00 };
+	const char *keys[] = { s->label_key, class_key[0], class_key[1], NULL };
+	uint64_t ctx[2] = { (uint64_t)s->scan_fd, e->offset };
+	uint8_t out[3 * 4096 + 64];
+	const uint8_t *name;
+	size_t out_len, len;
+	int64_t label = INT64_MIN, unused;
+
+	if (e->status || e->length > SIZE_MAX ||
+	    bfs_example_skim(e->data, e->data_len, (size_t)e->length, skim_read,
+			     ctx, keys, out, sizeof(out) - sizeof(probe), &out_len,
+			     NULL) != 0)
+		return 0;
+	memcpy(out + out_len, probe, sizeof(probe));
+	out_len += sizeof(probe);
+	if (bfs_example_find(out, out_len, "\x01", s->label_key, &name, &len,
+			     &label, NULL) != 0 || label == INT64_MIN)
+		return 0; /* no label (or not one int64): not a class member */
+	for (int kind = CLASS_SYNSET; kind <= CLASS_TEXT; kind++) {
+		int err = bfs_example_find(out, out_len, class_key[kind], NULL,
+					   &name, &len, &unused, NULL);
+
+		if (err == BFS_E_NOKEY)
+			continue; /* not named by this key: try the next */
+		if (err == 0 && len > 0 && len <= CLASS_MAX_NAME &&
+		    !memchr(name, '\0', len))
+			return pair_add(s, label, name, len, kind);
+		break; /* a name that is not one bytes value */
+	}
+	s->shard_unnamed++;
+	return 0;
+}
+
+static int cmp_pairs_by(const struct class_pair *a, const struct class_pair *b,
+			const char *pool)
+{
+	size_t n = a->len < b->len ? a->len : b->len;
+	int c;
+
+	if (a->label != b->label)
+		return a->label < b->label ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if ((c = memcmp(pool + a->name, pool + b->name, n)))
+		return c;
+	return a->len < b->len ? -1 : a->len > b->len;
+}
+
+static int cmp_pairs(const void *a, const void *b, void *pool)
+{
+	return cmp_pairs_by(a, b, pool);
+}
+
+/* The shard's pairs sorted, duplicates dropped. */
+static void pairs_dedupe(bfs_source *s)
+{
+	size_t o = 0;
+
+	if (!s->npairs)
+		return;
+	qsort_r(s->pairs, s->npairs, sizeof(*s->pairs), cmp_pairs, s->ppool);
+	for (size_t i = 1; i < s->npairs; i++)
+		if (cmp_pairs_by(&s->pairs[o], &s->pairs[i], s->ppool))
+			s->pairs[++o] = s->pairs[i];
+	s->npairs = o + 1;
+}
+
+/* Merge the shard's pairs into classes[label].  0 or -ENOMEM. */
+static int classes_merge(bfs_source *s)
+{
+	s->cls_unnamed += s->shard_unnamed;
+	for (size_t i = 0; i < s->npairs; i++) {
+		const struct class_pair *p = &s->pairs[i];
+		const char *name = s->ppool + p->name;
+
+		s->cls_named++;
+		if (p->label < 0)
+			continue; /* not an index into a list */
+		if (s->cls_kind >= 0 && s->cls_kind != p->kind) {
+			classes_broken(s, "some records name their class by %s, others by %s",
+				       class_key[s->cls_kind], class_key[p->kind]);
+			continue;
+		}
+		s->cls_kind = p->kind;
+		if (p->label >= CLASS_MAX_LABEL) {
+			classes_broken(s, "a label is %lld: too large for a class list",
+				       (long long)p->label);
+			continue;
+		}
+		if ((size_t)p->label >= s->nclasses) {
+			size_t n = s->nclasses ? s->nclasses : 64;
+			char **nc;
+
+			while (n <= (size_t)p->label)
+				n *= 2;
+			if (!(nc = realloc(s->classes, n * sizeof(*nc))))
+				return -ENOMEM;
+			memset(nc + s->nclasses, 0, (n - s->nclasses) * sizeof(*nc));
+			s->classes = nc;
+			s->classes_cap = n;
+			s->nclasses = (size_t)p->label + 1;
+		}
+		if (!s->classes[p->label]) {
+			if (!(s->classes[p->label] = strndup(name, p->len)))
+				return -ENOMEM;
+		} else if (strlen(s->classes[p->label]) != p->len ||
+			   memcmp(s->classes[p->label], name, p->len)) {
+			classes_broken(s, "label %lld has two names in %s",
+				       (long long)p->label, class_key[p->kind]);
+		}
+	}
+	return 0;
+}
+
+/* Start a shard's pairs afresh. */
+static void pairs_reset(bfs_source *s)
+{
+	s->npairs = 0;
+	s->ppool_len = 0;
+	s->shard_unnamed = 0;
+}
+
+/* After the last shard: keep classes[] only if it can be trusted. */
+static void classes_finish(bfs_source *s)
+{
+	if (!s->want_classes)
+		return;
+	if (!s->cls_note[0] && s->cls_unnamed && s->cls_named)
+		classes_broken(s, "%llu of %llu labeled records have no %s",
+			       (unsigned long long)s->cls_unnamed,
+			       (unsigned long long)(s->cls_unnamed + s->cls_named),
+			       class_key[s->cls_kind >= 0 ? s->cls_kind : 0]);
+	if (!s->cls_note[0] && !s->cls_named)
+		classes_broken(s, "the records have no %s or %s", class_key[0],
+			       class_key[1]);
+	if (s->cls_note[0]) {
+		free_names(s->classes, s->nclasses);
+		s->classes = NULL;
+		s->nclasses = 0;
+	}
+	free(s->pairs);
+	free(s->ppool);
+	s->pairs = NULL;
+	s->ppool = NULL;
+	s->npairs = s->pairs_cap = s->ppool_len = s->ppool_cap = 0;
+}
+
 /* ---- TFRecord --------------------------------------------------------- */
 
 static int on_record(void *ctx, const bfs_tfrecord_entry *e)
@@ -305,16 +572,21 @@ static int on_record(void *ctx, const bfs_tfrecord_entry *e)
 	int err = add_sample(s, e->offset, e->length, -1,
 			     e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
 
+	if (!err && s->want_classes)
+		err = skim_class(s, e);
 	if (!err && (s->nsamples & 0xffff) == 0)
 		progress(s); /* a big shard: say so within it too */
 	return err;
 }
 
 /* A shard's index as stored by opts.index_put: a header, the scan error
- * (if the shard is cut or damaged), then one packed entry per record.
+ * (if the shard is cut or damaged), one packed entry per record, then its
+ * class names (struct index_cls, the label key they were read with, then
+ * each distinct (label, name) pair as i64 label, u8 kind, u16 length,
+ * bytes).
  * 02: scan errors no longer quote a file's bytes; an 01 index may hold a
- * message that does, so it is scanned again. */
-#define INDEX_MAGIC "BFSIDX02"
+ * message that does, so it is scanned again.  03: the class names. */
+#define INDEX_MAGIC "BFSIDX03"
 struct index_hdr {
 	char magic[8];
 	uint64_t count;
@@ -326,6 +598,55 @@ struct index_ent {
 	uint32_t length;
 	uint32_t flags;
 };
+struct index_cls {
+	uint64_t unnamed;  /* labeled records without a name */
+	uint32_t npairs;
+	uint16_t keylen;   /* the label key; skimmed 0: not looked for */
+	uint8_t skimmed;
+	uint8_t pad;
+};
+#define PAIR_BYTES 11      /* i64 label, u8 kind, u16 length */
+
+/* The class section of a stored index at p[0..n): its pairs become the
+ * shard's (s->pairs).  1 when it fits this source (read with the same
+ * label key, or no classes wanted), 0 when not, -ENOMEM. */
+static int load_classes(bfs_source *s, const uint8_t *p, size_t n)
+{
+	struct index_cls c;
+
+	pairs_reset(s);
+	if (n < sizeof(c))
+		return 0;
+	memcpy(&c, p, sizeof(c));
+	p += sizeof(c);
+	n -= sizeof(c);
+	if (!s->want_classes)
+		return 1;
+	if (!c.skimmed || c.keylen != strlen(s->label_key) || c.keylen > n ||
+	    memcmp(p, s->label_key, c.keylen))
+		return 0; /* scanned for another label key: scan again */
+	p += c.keylen;
+	n -= c.keylen;
+	for (uint32_t i = 0; i < c.npairs; i++) {
+		int64_t label;
+		uint16_t len;
+		int err;
+
+		if (n < PAIR_BYTES)
+			return 0;
+		memcpy(&label, p, 8);
+		memcpy(&len, p + 9, 2);
+		if (p[8] > CLASS_TEXT || len == 0 || len > CLASS_MAX_NAME ||
+		    n - PAIR_BYTES < len)
+			return 0;
+		if ((err = pair_add(s, label, p + PAIR_BYTES, len, p[8])))
+			return err;
+		p += PAIR_BYTES + len;
+		n -= PAIR_BYTES + len;
+	}
+	s->shard_unnamed = c.unnamed;
+	return n == 0;
+}
 
 /* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
  * (then nothing was added), or -ENOMEM. */
@@ -333,7 +654,7 @@ static int load_index(bfs_source *s, const char *name, const struct stat *st)
 {
 	struct index_hdr h;
 	void *blob = NULL;
-	size_t len = 0;
+	size_t len = 0, used;
 	const struct index_ent *ent;
 	const char *err;
 	bfs_shard_stamp stamp;
@@ -349,11 +670,14 @@ static int load_index(bfs_source *s, const char *name, const struct stat *st)
 	memcpy(&h, blob, sizeof(h));
 	if (memcmp(h.magic, INDEX_MAGIC, 8) != 0 || h.errlen > BFS_ERRMSG_MAX ||
 	    h.errlen > len - sizeof(h) ||
-	    h.count > (len - sizeof(h) - h.errlen) / sizeof(*ent) ||
-	    len != sizeof(h) + h.errlen + h.count * sizeof(*ent))
+	    h.count > (len - sizeof(h) - h.errlen) / sizeof(*ent))
 		goto out;
+	used = sizeof(h) + h.errlen + h.count * sizeof(*ent);
 	err = (const char *)blob + sizeof(h);
 	ent = (const struct index_ent *)(err + h.errlen);
+	/* the class section first: a mismatch adds nothing */
+	if ((rc = load_classes(s, (const uint8_t *)blob + used, len - used)) <= 0)
+		goto out;
 	if ((rc = add_shard(s, name, st)))
 		goto out;
 	for (uint64_t i = 0; i < h.count; i++) {
@@ -378,17 +702,26 @@ out:
 	return rc;
 }
 
-/* Store the index of the shard just scanned (the last one added). */
+/* Store the index of the shard just scanned (the last one added), with
+ * its class pairs (s->pairs, deduplicated). */
 static void store_index(bfs_source *s, const char *errmsg)
 {
 	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
 	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0;
+	size_t klen = s->want_classes ? strlen(s->label_key) : 0;
 	size_t len = sizeof(struct index_hdr) + elen +
-		     sh->count * sizeof(struct index_ent);
+		     sh->count * sizeof(struct index_ent) +
+		     sizeof(struct index_cls) + klen;
 	struct index_hdr h = { .count = sh->count, .errlen = (uint32_t)elen };
+	struct index_cls c = { .unnamed = s->shard_unnamed,
+			       .npairs = (uint32_t)s->npairs,
+			       .keylen = (uint16_t)klen,
+			       .skimmed = (uint8_t)s->want_classes };
 	uint8_t *blob, *p;
 
-	if (!s->o.index_put || !(blob = malloc(len)))
+	for (size_t i = 0; i < s->npairs; i++)
+		len += PAIR_BYTES + s->pairs[i].len;
+	if (!s->o.index_put || klen > UINT16_MAX || !(blob = malloc(len)))
 		return;
 	memcpy(h.magic, INDEX_MAGIC, 8);
 	memcpy(blob, &h, sizeof(h));
@@ -399,7 +732,21 @@ static void store_index(bfs_source *s, const char *errmsg)
 		const struct bfs_sample *smp = &s->samples[sh->first + i];
 		struct index_ent e = { smp->offset, smp->length, smp->flags };
 
-		memcpy(p + i * sizeof(e), &e, sizeof(e));
+		memcpy(p, &e, sizeof(e));
+		p += sizeof(e);
+	}
+	memcpy(p, &c, sizeof(c));
+	p += sizeof(c);
+	memcpy(p, s->label_key, klen);
+	p += klen;
+	for (size_t i = 0; i < s->npairs; i++) {
+		const struct class_pair *q = &s->pairs[i];
+
+		memcpy(p, &q->label, 8);
+		p[8] = q->kind;
+		memcpy(p + 9, &q->len, 2);
+		memcpy(p + PAIR_BYTES, s->ppool + q->name, q->len);
+		p += PAIR_BYTES + q->len;
 	}
 	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob,
 		       len);
@@ -464,7 +811,7 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 		s->prog.bytes += (uint64_t)st.st_size;
 		if (cache_index && (err = load_index(s, files[i], &st)) != 0) {
 			close(fd);
-			if (err < 0)
+			if (err < 0 || (err = classes_merge(s)))
 				return err;
 			continue; /* the stored index was used */
 		}
@@ -472,7 +819,10 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			close(fd);
 			return err;
 		}
+		pairs_reset(s);
+		s->scan_fd = fd;
 		err = scan(s, fd, (uint64_t)st.st_size, msg);
+		s->scan_fd = -1;
 		if (err && err != -ENOMEM && s->shards[s->nshards - 1].count == 0)
 			advise_compressed(fd, msg, sizeof(msg));
 		close(fd);
@@ -484,10 +834,13 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			snprintf(msg, sizeof(msg), "%s", bfs_strerror(err));
 		if (err && add_error(s, files[i], msg))
 			return -ENOMEM;
+		pairs_dedupe(s);
 		/* a read error is not the shard's content: do not store it */
 		if (cache_index && (!err || err == BFS_E_TRUNCATED ||
 				    err == BFS_E_CRC || err == BFS_E_CORRUPT))
 			store_index(s, err ? msg : NULL);
+		if ((err = classes_merge(s)))
+			return err;
 	}
 	return 0;
 }
@@ -681,6 +1034,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->label_key = strdup(!o->label_key ? "image/class/label"
 			      : strcmp(o->label_key, "none") == 0 ? ""
 			      : o->label_key);
+	s->scan_fd = -1;
+	s->cls_kind = -1;
 	if (!s->dir || !s->image_key || !s->label_key) {
 		err = -ENOMEM;
 		goto fail;
@@ -747,6 +1102,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		if ((err = index_shards(s, tars, ntars, scan_tar, 0, errmsg)))
 			goto fail;
 	} else if (s->format == BFS_FORMAT_TFRECORD) {
+		s->want_classes = s->label_key[0] != '\0';
 		if (!nshards) {
 			err = BFS_E_EMPTY;
 			bfs_seterr(errmsg, "%s: no TFRecord shards found", real);
@@ -781,6 +1137,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	free(tars);
 	free_names(files, nfiles);
 	free_names(dirs, ndirs);
+	classes_finish(s);
 	s->prog.finished = 1;
 	progress(s);
 	*out = s;
@@ -816,6 +1173,8 @@ void bfs_source_close(bfs_source *s)
 		free(s->errs[i].msg);
 	}
 	free_names(s->classes, s->nclasses);
+	free(s->pairs);
+	free(s->ppool);
 	for (size_t i = 0; i < s->nbad; i++)
 		free(s->bad[i].msg);
 	free(s->bad);
@@ -858,6 +1217,20 @@ const char *bfs_source_shard_name(const bfs_source *s, size_t i)
 const char *bfs_source_class_name(const bfs_source *s, size_t i)
 {
 	return i < s->nclasses ? s->classes[i] : NULL;
+}
+
+const char *bfs_source_classes_from(const bfs_source *s)
+{
+	if (s->format == BFS_FORMAT_FOLDER && s->nclasses)
+		return "folder names";
+	if (s->format == BFS_FORMAT_TFRECORD && s->nclasses && s->cls_kind >= 0)
+		return class_key[s->cls_kind];
+	return NULL;
+}
+
+const char *bfs_source_classes_note(const bfs_source *s)
+{
+	return s->cls_note[0] ? s->cls_note : NULL;
 }
 
 const char *bfs_source_scan_error(const bfs_source *s, size_t i)

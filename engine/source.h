@@ -129,10 +129,28 @@ const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
 size_t bfs_source_nshards(const bfs_source *s);
 const char *bfs_source_shard_name(const bfs_source *s, size_t i);
 
-/* Class folder names for the folder layout (0 for TFRecord and tar, and
- * for a flat folder of JPEGs, whose one class has no name). */
+/* Class names by label value.  Folder layout: the class folders' names
+ * (none for a flat folder of JPEGs, whose one class has no name).
+ * TFRecord: while indexing, each record is skimmed (bfs_example_skim:
+ * only its small features are read, mostly from bytes the scan holds
+ * anyway) for its label and the bytes of image/class/synset, else of
+ * image/class/text; nclasses is the largest label + 1, and class_name(i)
+ * is NULL for a label no record has.  The TFRecord list is given only
+ * when it can be trusted -- every labeled record named, one name per
+ * label, one of the two keys throughout, labels below 2^20 -- and is
+ * otherwise empty, with bfs_source_classes_note saying why.  Not with
+ * --label-key none, nor for tar shards (0).  Pairs are stored with the
+ * shard's index (index_put), so a remount has them without a scan. */
 size_t bfs_source_nclasses(const bfs_source *s);
 const char *bfs_source_class_name(const bfs_source *s, size_t i);
+/* Where the class names came from: "folder names", "image/class/synset",
+ * "image/class/text", or NULL when there are none. */
+const char *bfs_source_classes_from(const bfs_source *s);
+/* Why a TFRecord source has no class names although labels were read
+ * ("label 5 has two names in image/class/synset", "12 of 500 labeled
+ * records have no image/class/synset", "the records have no ..."), or
+ * NULL.  Valid while s lives. */
+const char *bfs_source_classes_note(const bfs_source *s);
 
 /* Problems found while indexing: n of them; text valid while s lives. */
 size_t bfs_source_nscan_errors(const bfs_source *s);
