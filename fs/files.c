@@ -59,6 +59,35 @@ size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
 	return bfs_engine_npy_header(f->eng, id, hdr, cap);
 }
 
+/* ---- class names ------------------------------------------------------ */
+
+/* Labels as batches hold them are the source's plus --label-offset, so
+ * the class list is indexed by that: classes[l] names label l. */
+#define MAX_SERVED_CLASSES (1u << 21)
+
+/* How many labels the list covers (0: none), as served. */
+static size_t served_classes(const bfs_files *f)
+{
+	int64_t off = bfs_engine_options(f->eng)->label_offset, top;
+	size_t n = bfs_source_nclasses(f->src);
+
+	if (!n || __builtin_add_overflow((int64_t)n - 1, off, &top) || top < 0 ||
+	    (uint64_t)top >= MAX_SERVED_CLASSES)
+		return 0;
+	return (size_t)top + 1;
+}
+
+/* The name of served label l, or NULL (no record has it). */
+static const char *class_of(const bfs_files *f, int64_t l)
+{
+	int64_t raw;
+
+	if (__builtin_sub_overflow(l, bfs_engine_options(f->eng)->label_offset,
+				   &raw) || raw < 0)
+		return NULL;
+	return bfs_source_class_name(f->src, (size_t)raw);
+}
+
 /* ---- dataset.json ----------------------------------------------------- */
 
 int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
@@ -153,10 +182,23 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		     f->image_key ? f->image_key : "image/encoded");
 	bfs_json_str(&j, "label_key",
 		     f->label_key ? f->label_key : "image/class/label");
-	bfs_json_open(&j, "classes", '[');
-	for (size_t i = 0; i < bfs_source_nclasses(f->src); i++)
-		bfs_json_str(&j, NULL, bfs_source_class_name(f->src, i));
-	bfs_json_close(&j, ']');
+	{
+		size_t n = served_classes(f);
+		const char *note = bfs_source_classes_note(f->src);
+
+		/* classes[l] names label l as the batches hold it; null for a
+		 * label no record has */
+		bfs_json_open(&j, "classes", '[');
+		for (size_t i = 0; i < n; i++)
+			bfs_json_str(&j, NULL, class_of(f, (int64_t)i));
+		bfs_json_close(&j, ']');
+		bfs_json_str(&j, "classes_from",
+			     n ? bfs_source_classes_from(f->src) : NULL);
+		if (!n && bfs_source_nclasses(f->src))
+			note = "--label-offset puts every label outside 0..2^21";
+		if (note)
+			bfs_json_str(&j, "classes_note", note);
+	}
 	bfs_json_str(&j, "on_error",
 		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
 	bfs_json_u64(&j, "max_pixels", eo->max_pixels);
@@ -276,7 +318,8 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 	uint64_t id = batch_id(f, n);
 	char msg[BFS_ERRMSG_MAX] = "";
 	const char **names = NULL;
-	size_t ncls = bfs_source_nclasses(f->src);
+	char *numbers = NULL;     /* the labels no name is known for */
+	size_t ncls = served_classes(f);
 	bfs_preview_opts po = { 0 };
 	unsigned char *jpeg = NULL;
 	unsigned long jlen = 0;
@@ -286,9 +329,18 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 	err = wait_batch(f, reader, id, &b, msg);
 	if (err)
 		return -EIO;
-	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
-		for (size_t c = 0; c < ncls; c++)
-			names[c] = bfs_source_class_name(f->src, c);
+	if (ncls && (names = calloc(ncls + 1, sizeof(*names))) &&
+	    (numbers = malloc(ncls * 21))) {
+		/* a NULL-ended list: a label without a name shows its number */
+		for (size_t c = 0; c < ncls; c++) {
+			if (!(names[c] = class_of(f, (int64_t)c))) {
+				snprintf(numbers + c * 21, 21, "%zu", c);
+				names[c] = numbers + c * 21;
+			}
+		}
+	} else {
+		free(names);
+		names = NULL;
 	}
 	po.h = eo->height;
 	po.w = eo->width;
@@ -301,6 +353,7 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 				 names, bfs_batch_count(b), &jpeg, &jlen, msg);
 	bfs_engine_put(f->eng, b);
 	free(names);
+	free(numbers);
 	if (err) {
 		files_warn(f, "preview of epoch %u batch %llu: %s", n->epoch,
 			  (unsigned long long)n->batch, msg);
