@@ -647,6 +647,247 @@ static int has_scan_error(const bfs_source *s, const char *shard,
 	return 0;
 }
 
+/* ---- class names of TFRecord shards --------------------------------- */
+
+/* Append a record with label (unless label_key is NULL), a name under
+ * name_key (unless NULL) and an image of img_len bytes written first, as
+ * TensorFlow's ImageNet records have it, or last. */
+static void tfr_append_named(int fd, const char *label_key, int64_t label,
+			     const char *name_key, const char *name,
+			     size_t img_len, int image_first)
+{
+	static uint8_t img[65536];
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+
+	assert_true(img_len <= sizeof(img));
+	memset(img, 0xab, img_len);
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	if (image_first)
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", img, img_len), 0);
+	if (name_key)
+		assert_int_equal(bfs_example_builder_add_bytes(b, name_key, name,
+							       strlen(name)), 0);
+	if (label_key)
+		assert_int_equal(bfs_example_builder_add_int64(b, label_key, label), 0);
+	if (!image_first)
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", img, img_len), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+}
+
+static void put_named(const char *dir, const char *rel, const char *name_key,
+		      const int64_t *labels, const char *const *names, int n)
+{
+	int fd = tfr_create(dir, rel);
+
+	for (int k = 0; k < n; k++)
+		tfr_append_named(fd, "image/class/label", labels[k], name_key,
+				 names[k], k % 2 ? 30000 : 100, k % 2);
+	assert_int_equal(close(fd), 0);
+}
+
+static void test_source_names_tfrecord_classes_from_the_synsets_of_the_records(void **state)
+{
+	static const int64_t la[] = { 0, 3, 0 }, lb[] = { 1, 3 };
+	static const char *const na[] = { "n0", "n3", "n0" }, *const nb[] = { "n1", "n3" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	put_named(dir, "b.tfrecord", "image/class/synset", lb, nb, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 4);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	assert_string_equal(bfs_source_class_name(s, 1), "n1");
+	assert_null(bfs_source_class_name(s, 2)); /* no record has label 2 */
+	assert_string_equal(bfs_source_class_name(s, 3), "n3");
+	assert_string_equal(bfs_source_classes_from(s), "image/class/synset");
+	assert_null(bfs_source_classes_note(s));
+	bfs_source_close(s);
+}
+
+static void test_source_names_tfrecord_classes_from_text_labels_without_synsets(void **state)
+{
+	static const int64_t l[] = { 1, 0 };
+	static const char *const n[] = { "goldfish", "tench, Tinca tinca" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/text", l, n, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 2);
+	assert_string_equal(bfs_source_class_name(s, 0), "tench, Tinca tinca");
+	assert_string_equal(bfs_source_class_name(s, 1), "goldfish");
+	assert_string_equal(bfs_source_classes_from(s), "image/class/text");
+	bfs_source_close(s);
+}
+
+/* Classes that cannot be trusted are not given: the note says why. */
+static void expect_no_classes(const char *dir, const char *why)
+{
+	bfs_source *s = open_dir(dir, BFS_FORMAT_AUTO);
+
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_null(bfs_source_classes_from(s));
+	assert_non_null(bfs_source_classes_note(s));
+	if (!strstr(bfs_source_classes_note(s), why))
+		fail_msg("note '%s' does not say '%s'", bfs_source_classes_note(s), why);
+	bfs_source_close(s);
+}
+
+static void test_source_gives_no_classes_it_cannot_trust_and_says_why(void **state)
+{
+	static const int64_t two[] = { 4, 4 }, big[] = { 1 << 21 };
+	static const char *const names2[] = { "n4", "other" }, *const one[] = { "x" };
+	const char *dir = *state;
+	char path[256];
+	int fd;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", two, names2, 2);
+	expect_no_classes(dir, "label 4 has two names in image/class/synset");
+	put_named(dir, "a.tfrecord", "image/class/synset", big, one, 1);
+	expect_no_classes(dir, "too large for a class list");
+	/* a labeled record without a name */
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append_named(fd, "image/class/label", 0, "image/class/synset", "n0", 10, 0);
+	tfr_append_named(fd, "image/class/label", 1, NULL, NULL, 10, 0);
+	assert_int_equal(close(fd), 0);
+	expect_no_classes(dir, "1 of 2 labeled records have no image/class/synset");
+	/* one named by synset, one by text */
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append_named(fd, "image/class/label", 0, "image/class/synset", "n0", 10, 0);
+	tfr_append_named(fd, "image/class/label", 1, "image/class/text", "fish", 10, 0);
+	assert_int_equal(close(fd), 0);
+	expect_no_classes(dir, "some records name their class by image/class/synset, others by image/class/text");
+	/* no names at all */
+	tfr_put(dir, "a.tfrecord", two, 2);
+	expect_no_classes(dir, "the records have no image/class/synset or image/class/text");
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	unlink(path);
+}
+
+static void test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records(void **state)
+{
+	static const int64_t l[] = { 0 };
+	static const char *const n[] = { "n0" };
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	bfs_source *s;
+	int fd;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", l, n, 1);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_null(bfs_source_classes_note(s));
+	bfs_source_close(s);
+	/* a record without a label is not a member of any class */
+	fd = tfr_create(dir, "b.tfrecord");
+	tfr_append_named(fd, NULL, 0, "image/class/synset", "stray", 10, 0);
+	assert_int_equal(close(fd), 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 1);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	bfs_source_close(s);
+}
+
+/* ---- indexing progress ---------------------------------------------- */
+
+struct prog {
+	int calls, finished;
+	size_t last_done, total;
+	uint64_t records, bytes;
+	int backwards;
+};
+
+static void on_progress(void *ctx, const bfs_source_progress *p)
+{
+	struct prog *g = ctx;
+
+	g->calls++;
+	if (p->done < g->last_done || p->records < g->records)
+		g->backwards = 1;
+	g->last_done = p->done;
+	g->total = p->total;
+	g->records = p->records;
+	g->bytes = p->bytes;
+	g->finished += p->finished;
+	assert_int_equal(p->format, BFS_FORMAT_TFRECORD);
+}
+
+static void test_source_tells_the_progress_hook_how_far_indexing_has_come(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char name[32];
+	struct prog g = { 0 };
+	bfs_source_opts o = { .progress = on_progress, .progress_ctx = &g };
+	uint64_t bytes = 0;
+	bfs_source *s;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "s%d.tfrecord", i);
+		tfr_put(dir, name, l, 3);
+		bytes += (uint64_t)file_size(dir, name);
+	}
+	o.dir = dir;
+	s = open_source(&o);
+	assert_true(g.calls >= 6); /* after each shard, and at the end */
+	assert_int_equal(g.finished, 1);
+	assert_false(g.backwards);
+	assert_int_equal(g.last_done, 5);
+	assert_int_equal(g.total, 5);
+	assert_int_equal(g.records, 15);
+	assert_int_equal(g.bytes, bytes);
+	bfs_source_close(s);
+}
+
+/* ---- compressed files ----------------------------------------------- */
+
+static void test_source_says_a_compressed_shard_is_compressed_and_what_to_do(void **state)
+{
+	static const int64_t l[] = { 1 };
+	/* the first bytes of TensorFlow's ZLIB and GZIP TFRecord files */
+	static const char zlib[] = "\x78\x9c\xed\xd7\x31\x0e\x80\x20\x0c\x05\xd0\x2a\x8b";
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "good.tfrecord", l, 1);
+	file_put(dir, "z-00000-of-00002", zlib, sizeof(zlib) - 1);
+	file_put(dir, "g-00001-of-00002", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_true(has_scan_error(s, "z-00000-of-00002",
+				   "it looks like zlib data: a ZLIB-compressed TFRecord "
+				   "(TFRecordDataset's compression_type \"ZLIB\"), which "
+				   "batchfs does not read: decompress it first (python3 -c"));
+	assert_true(has_scan_error(s, "g-00001-of-00002",
+				   "it looks like gzip data: a GZIP-compressed TFRecord"));
+	assert_true(has_scan_error(s, "g-00001-of-00002", "gzip -dc < FILE > NEW"));
+	bfs_source_close(s);
+}
+
+static void test_source_names_compressed_files_it_passed_over_when_it_finds_no_shard(void **state)
+{
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a";
+	static const char xz[] = "\xfd" "7zXZ\0\0\x04";
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	file_put(dir, "train.tar.gz", gz, sizeof(gz) - 1);
+	file_put(dir, "val.tar.xz", xz, sizeof(xz) - 1);
+	file_put(dir, "README", "text", 4);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, "no TFRecord shards, class folders or JPEG files found; "
+			       "2 compressed files passed over: train.tar.gz looks like gzip "
+			       "data: a GZIP-compressed TFRecord (TFRecordDataset's "
+			       "compression_type \"GZIP\") or a .tar.gz"));
+}
+
 /* ---- running where a mode 000 file cannot be read ------------------- */
 
 /* What a scenario run by as_unprivileged() saw. */
@@ -1824,6 +2065,35 @@ static void assert_stamp_equal(const bfs_shard_stamp *a, const bfs_shard_stamp *
 	assert_int_equal(a->ctime_ns, b->ctime_ns);
 }
 
+static void test_source_keeps_class_names_with_the_stored_index(void **state)
+{
+	static const int64_t la[] = { 2, 0 }, lb[] = { 1 };
+	static const char *const na[] = { "n2", "n0" }, *const nb[] = { "n1" };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 2);
+	put_named(dir, "b.tfrecord", "image/class/synset", lb, nb, 1);
+	s = open_source(&o); /* scans, stores */
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	bfs_source_close(s);
+	s = open_source(&o); /* from the store alone */
+	assert_int_equal(bfs_source_nindex_hits(s), 2);
+	assert_int_equal(bfs_source_nclasses(s), 3);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	assert_string_equal(bfs_source_class_name(s, 1), "n1");
+	assert_string_equal(bfs_source_class_name(s, 2), "n2");
+	bfs_source_close(s);
+	/* the names belong to the label key they were read with */
+	o.label_key = "image/other";
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
 static void test_source_asks_the_index_store_for_each_shard_with_its_stamp(void **state)
 {
 	static const int64_t la[] = { 1, 2 }, lb[] = { 3 };
@@ -1997,6 +2267,14 @@ int main(void)
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_the_synsets_of_the_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_text_labels_without_synsets, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_gives_no_classes_it_cannot_trust_and_says_why, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_class_names_with_the_stored_index, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_tells_the_progress_hook_how_far_indexing_has_come, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_a_compressed_shard_is_compressed_and_what_to_do, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_compressed_files_it_passed_over_when_it_finds_no_shard, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_an_imagefolder_tree_one_image_per_shard, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_webdataset_tars, tmp_dir_setup, tmp_dir_teardown),

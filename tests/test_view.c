@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +29,7 @@
 #include "engine/engine.h"
 #include "engine/example.h"
 #include "engine/tfrecord.h"
+#include "fs/jsonread.h"
 #include "fs/view.h"
 
 #define NSAMPLES 10
@@ -393,6 +397,112 @@ static void test_view_dataset_json_holds_the_settings(void **state)
 	assert_non_null(strstr(got, "\"cache\": \"none\""));
 }
 
+/* stats.json as a reader sees it, parsed. */
+static bfs_jr *stats_now(struct fixture *f)
+{
+	bfs_node s = node(f, "/stats.json");
+	bfs_view_open_info oi;
+	static char got[65536];
+	char err[128];
+	bfs_jr *v;
+	int rc;
+	size_t n;
+
+	assert_int_equal(bfs_view_open(f->view, 1, &s, O_RDONLY, 0, &oi), 0);
+	n = read_all(f, &s, oi.fh, got, sizeof(got) - 1, &rc);
+	assert_int_equal(rc, 0);
+	bfs_view_release(f->view, &s, oi.fh);
+	if (bfs_jr_parse(got, n, &v, err, sizeof(err)))
+		fail_msg("stats.json: %s", err);
+	return v;
+}
+
+static const bfs_jr *reader_of(const bfs_jr *st, uint64_t pid)
+{
+	const bfs_jr *rs = bfs_jr_get(st, "readers");
+
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (bfs_jr_num(bfs_jr_get(&rs->items[i], "pid"), -1) == (double)pid)
+			return &rs->items[i];
+	return NULL;
+}
+
+static void test_view_stats_json_says_when_where_each_reader_is_and_drops_gone_ones(void **state)
+{
+	struct fixture *f = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_batch *b;
+	pid_t zombie, reaped;
+	struct timespec now;
+	const bfs_jr *r;
+	bfs_jr *st;
+
+	/* a process that has exited (reaped), and one nobody reaped yet */
+	if ((reaped = fork()) == 0)
+		_exit(0);
+	assert_int_equal(waitpid(reaped, NULL, 0), reaped);
+	if ((zombie = fork()) == 0)
+		_exit(0);
+	/* each reads a batch; so does this process: epoch 1, batch 2 (the
+	 * last, of 2 samples; batch 1 holds the bad sample 7) */
+	bfs_engine_hint(f->eng, (uint64_t)reaped, 0);
+	bfs_engine_hint(f->eng, (uint64_t)zombie, 0);
+	bfs_engine_hint(f->eng, (uint64_t)getpid(), 5);
+	assert_int_equal(bfs_engine_get(f->eng, (uint64_t)getpid(), 5, &b, msg), 0);
+	bfs_engine_put(f->eng, b);
+	for (int i = 0; i < 500; i++) { /* until the zombie is one */
+		char path[64], buf[256] = "";
+		FILE *p;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)zombie);
+		if ((p = fopen(path, "r"))) {
+			if (!fgets(buf, sizeof(buf), p))
+				buf[0] = '\0';
+			fclose(p);
+		}
+		if (strstr(buf, ") Z "))
+			break;
+		usleep(10000);
+	}
+	st = stats_now(f);
+	clock_gettime(CLOCK_REALTIME, &now);
+	assert_true(fabs(bfs_jr_num(bfs_jr_get(st, "timestamp"), 0) - (double)now.tv_sec) < 60);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "uptime_seconds"), -1) >= 0);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "uptime_seconds"), -1) < 3600);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "samples_served"), 0) == 2);
+	assert_non_null(r = reader_of(st, (uint64_t)getpid()));
+	assert_true(bfs_jr_num(bfs_jr_get(r, "epoch"), -1) == 1);
+	assert_true(bfs_jr_num(bfs_jr_get(r, "batch"), -1) == 2);
+	assert_null(reader_of(st, (uint64_t)reaped));
+	assert_null(reader_of(st, (uint64_t)zombie));
+	bfs_jr_free(st);
+	waitpid(zombie, NULL, 0);
+}
+
+static void test_view_dataset_json_has_stable_types_for_scripts(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node d = node(f, "/dataset.json");
+	static char got[16384];
+	char err[128];
+	bfs_jr *v;
+	int rc;
+	size_t n = read_all(f, &d, 0, got, sizeof(got) - 1, &rc);
+
+	assert_int_equal(rc, 0);
+	assert_int_equal(bfs_jr_parse(got, n, &v, err, sizeof(err)), 0);
+	assert_int_equal(bfs_jr_get(v, "shuffle")->type, BFS_JR_BOOL);
+	assert_false(bfs_jr_bool(bfs_jr_get(v, "shuffle"), 1));
+	assert_int_equal(bfs_jr_get(v, "seed")->type, BFS_JR_NULL);
+	/* the records of this shard name no class: the list is empty and
+	 * says why */
+	assert_int_equal(bfs_jr_get(v, "classes")->n, 0);
+	assert_int_equal(bfs_jr_get(v, "classes_from")->type, BFS_JR_NULL);
+	assert_non_null(strstr(bfs_jr_str(bfs_jr_get(v, "classes_note"), ""),
+			       "no image/class/synset"));
+	bfs_jr_free(v);
+}
+
 static void test_view_index_and_preview_are_built_once_and_sized(void **state)
 {
 	struct fixture *f = *state;
@@ -564,6 +674,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_view_failed_batch_reads_fail_with_eio_and_warn_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_snapshots_outlive_nothing_but_their_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_dataset_json_holds_the_settings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_dataset_json_has_stable_types_for_scripts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_stats_json_says_when_where_each_reader_is_and_drops_gone_ones, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_index_and_preview_are_built_once_and_sized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_builds_index_files_for_many_threads_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_xattrs_name_shape_dtype_and_pid, setup, teardown),
