@@ -378,11 +378,13 @@ static int serve(void *ctx, int notify_fd)
 		} else {
 			/* the daemon's stderr is about to be /dev/null */
 			size_t n = strlen(log_why);
+			int sys = bfs_log_init_syslog(BFS_LOG_INFO) == 0;
 
 			snprintf(log_why + n, sizeof(log_why) - n, "; %s",
-				 bfs_log_init_syslog(BFS_LOG_INFO) == 0
-					 ? "logging to syslog"
-					 : "no syslog either (nothing listens on /dev/log): nothing is logged");
+				 sys ? "logging to syslog"
+				     : "no syslog either (nothing listens on /dev/log): nothing is logged");
+			if (!sys) /* not on the terminal `mount` shows */
+				bfs_log_init(fopen("/dev/null", "we"), BFS_LOG_INFO);
 		}
 	}
 	{

@@ -22,8 +22,8 @@
  *     or with commas, as mount(8) splits them (mean=0.485,0.456,0.406):
  *     a bare number after mean= or std=, and a bare flip/crop/none after
  *     augment=, joins the list before it.
- * Helper flags: -f (fake: check the options, mount nothing), -v (say the
- * command), -n and -s (accepted: there is no mtab, and every option is
+ * Helper flags: -f (fake: translate, mount nothing), -v (say the command),
+ * -n and -s (accepted: there is no mtab, and every option is
  * known or refused), -t TYPE (fuse.batchfs or batchfs), -N is refused.
  *
  * FUSE-free; the parse is a pure function.
@@ -41,7 +41,7 @@ int bfs_mounthelper_called(const char *argv0);
 typedef struct {
 	int argc;
 	char **argv;   /* argv[0] "mount", options, SRC, MNT; NULL-ended */
-	int fake;      /* -f: check, mount nothing */
+	int fake;      /* -f: translate, mount nothing */
 	int verbose;   /* -v */
 } bfs_mounthelper_args;
 
