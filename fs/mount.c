@@ -54,6 +54,13 @@ struct mnt {
 	char devno[64];           /* our mount's MAJ:MIN in mountinfo */
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
+	bfs_watch *watch;         /* set before the loop runs */
+	/* --hold: the wait for a first holder (hold_wait seconds) */
+	pthread_t hold_timer;
+	int hold_timer_on;
+	pthread_mutex_t hold_lock;
+	pthread_cond_t hold_cv;
+	int hold_done;            /* protected by hold_lock: the loop ended */
 };
 
 /* ---- what a person sees ------------------------------------------------ */
@@ -106,6 +113,61 @@ static void on_view_warn(void *ctx, const char *text)
 	    !log_one_more(&m->eio_logged, "failed batch reads"))
 		return;
 	bfs_log(BFS_LOG_WARN, "%s", bfs_log_escape(text, esc, sizeof(esc)));
+}
+
+/* ---- --hold ---------------------------------------------------------- */
+
+/* The view's on_released: the last open of MNT/hold was closed (its
+ * process let go, or died and the kernel closed its files).  The mount
+ * ends itself, by the same orderly stop as SIGTERM. */
+static void on_hold_released(void *ctx)
+{
+	struct mnt *m = ctx;
+
+	bfs_log(BFS_LOG_INFO, "the last holder of %s/hold closed it: unmounting",
+		m->o->mountpoint);
+	bfs_daemon_request_stop(m->watch);
+}
+
+/* --hold SECONDS: a mount that nobody has held by then (its starter died
+ * before it could open MNT/hold) ends itself too. */
+static void *hold_timer_main(void *arg)
+{
+	struct mnt *m = arg;
+	struct timespec until;
+	uint64_t now, ever;
+	int done;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += m->o->hold_wait;
+	pthread_mutex_lock(&m->hold_lock);
+	while (!m->hold_done &&
+	       pthread_cond_timedwait(&m->hold_cv, &m->hold_lock, &until) == 0)
+		;
+	done = m->hold_done;
+	pthread_mutex_unlock(&m->hold_lock);
+	if (done)
+		return NULL;
+	bfs_view_holders(m->view, &now, &ever);
+	if (ever == 0) {
+		bfs_log(BFS_LOG_INFO,
+			"nobody opened %s/hold within %u s: unmounting",
+			m->o->mountpoint, m->o->hold_wait);
+		bfs_daemon_request_stop(m->watch);
+	}
+	return NULL;
+}
+
+static void hold_timer_stop(struct mnt *m)
+{
+	if (!m->hold_timer_on)
+		return;
+	pthread_mutex_lock(&m->hold_lock);
+	m->hold_done = 1;
+	pthread_cond_broadcast(&m->hold_cv);
+	pthread_mutex_unlock(&m->hold_lock);
+	pthread_join(m->hold_timer, NULL);
+	m->hold_timer_on = 0;
 }
 
 /* ---- putting the mount together -------------------------------------- */
@@ -230,7 +292,8 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 static int serve(void *ctx, int notify_fd)
 {
 	const bfs_mount_opts *o = ctx;
-	struct mnt m = { .o = o };
+	struct mnt m = { .o = o, .hold_lock = PTHREAD_MUTEX_INITIALIZER,
+			 .hold_cv = PTHREAD_COND_INITIALIZER };
 	struct fuse_loop_config *loop = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	bfs_watch *watch = NULL;
@@ -289,6 +352,8 @@ static int serve(void *ctx, int notify_fd)
 	vo.gid = getgid();
 	vo.io = on_view_io;
 	vo.warn = on_view_warn;
+	vo.hold = o->hold;
+	vo.on_released = on_hold_released;
 	vo.ctx = &m;
 	if (bfs_view_create(&vo, &m.view)) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
@@ -314,6 +379,7 @@ static int serve(void *ctx, int notify_fd)
 		snprintf(msg, sizeof(msg), "batchfs: cannot install signal handlers");
 		goto fail;
 	}
+	m.watch = watch;
 
 	if (notify_fd >= 0) {
 		logf = bfs_host_open_log(o->log_path, logpath, sizeof(logpath),
@@ -344,6 +410,20 @@ static int serve(void *ctx, int notify_fd)
 				 (unsigned long long)e->max_pixels,
 				 (unsigned long long)(e->mem_bytes >> 20), e->threads);
 		}
+		if (e->ranks) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; ranks %u-%u of %u, each in rank-R/", e->rank,
+				 e->rank + e->ranks - 1, e->world);
+		}
+		if (o->hold) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; unmounts itself when the last open of %s/hold is closed",
+				 o->mountpoint);
+		}
 	}
 	if (notify_fd >= 0)
 		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
@@ -363,7 +443,11 @@ static int serve(void *ctx, int notify_fd)
 		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
 	}
 	bfs_ll_start_pushes(m.ll);
+	if (o->hold && o->hold_wait &&
+	    pthread_create(&m.hold_timer, NULL, hold_timer_main, &m) == 0)
+		m.hold_timer_on = 1;
 	err = fuse_session_loop_mt(m.se, loop);
+	hold_timer_stop(&m);
 	status = err == 0 ? 0 : 1;
 	bfs_ll_stop_pushes(m.ll); /* after an unmount: none can be waiting */
 	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);
