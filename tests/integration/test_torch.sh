@@ -52,9 +52,10 @@ for r in (0, 1):
 PY
 check "no daemon outlives the run, and the private mount point is gone" $PY - "$D/full" <<'PY'
 import json, os, sys
+from bfstest import alive
 for r in (0, 1):
     d = json.load(open(f"{sys.argv[1]}.rank-{r}.json"))
-    assert not os.path.exists(f"/proc/{d['pid']}"), d["pid"]
+    assert not alive(d["pid"]), d["pid"]
     assert not os.path.exists(d["path"]), d["path"]
 PY
 
@@ -62,14 +63,10 @@ if run2 "$D/cut" kill 8; then not_ok "a rank that kills itself fails the run"; e
 	ok "the run killed after 8 batches failed, as it should"; fi
 check "the killed run left no daemon and no mount behind" $PY - "$D/cut" <<'PY'
 import json, os, sys, time
+from bfstest import wait_gone
 for r in (0, 1):
     d = json.load(open(f"{sys.argv[1]}.rank-{r}.json"))
-    for _ in range(200):
-        if not os.path.exists(f"/proc/{d['pid']}") and not os.path.ismount(d["path"]):
-            break
-        time.sleep(0.1)
-    assert not os.path.exists(f"/proc/{d['pid']}"), ("daemon", d["pid"])
-    assert not os.path.ismount(d["path"]), d["path"]
+    assert wait_gone(d["pid"], d["path"]), ("daemon or mount left", d["pid"], d["path"])
 PY
 if run2 "$D/cut" resume; then ok "the resumed run finishes"; else
 	not_ok "resume: $(tail -5 "$D/cut.log" | tr '\n' ' ')"; fi
@@ -101,26 +98,23 @@ for r, x in enumerate((a, b)):   # and the same batches as the run above
 PY
 check "per_node: the node's mount and its daemon are gone after the last rank left" $PY - "$D/node" <<'PY'
 import json, os, sys, time
+from bfstest import wait_gone
 d = json.load(open(f"{sys.argv[1]}.rank-0.json"))
-for _ in range(200):
-    if not os.path.exists(f"/proc/{d['pid']}") and not os.path.exists(d["path"]):
+assert wait_gone(d["pid"], d["path"]), ("daemon or mount left", d["pid"], d["path"])
+for _ in range(100):  # the last rank out removes the mount point
+    if not os.path.exists(d["path"]):
         break
     time.sleep(0.1)
-assert not os.path.exists(f"/proc/{d['pid']}"), d["pid"]
-assert not os.path.ismount(d["path"]), d["path"]
+assert not os.path.exists(d["path"]), d["path"]
 PY
 
 if run2 "$D/nodekill" pernode-kill; then not_ok "pernode-kill should fail"; else
 	ok "per_node: a rank killed mid-epoch fails the run"; fi
 check "per_node: ranks killed (SIGKILL, then torchrun's SIGTERM) leave no daemon and no mount" $PY - "$D/nodekill" <<'PY'
 import json, os, sys, time
+from bfstest import wait_gone
 d = json.load(open(f"{sys.argv[1]}.rank-0.json"))
-for _ in range(200):
-    if not os.path.exists(f"/proc/{d['pid']}") and not os.path.ismount(d["path"]):
-        break
-    time.sleep(0.1)
-assert not os.path.exists(f"/proc/{d['pid']}"), d["pid"]
-assert not os.path.ismount(d["path"]), d["path"]
+assert wait_gone(d["pid"], d["path"]), ("daemon or mount left", d["pid"], d["path"])
 PY
 
 check "BatchDataset: len, set_epoch, resume at every k, workers, and the GPU path's plumbing" \

@@ -178,7 +178,11 @@ def _wait_pid_exit(pid, timeout):
             return bool(select.select([fd], [], [], timeout)[0])
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if not os.path.exists("/proc/%d" % pid):
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True  # exited; its reaper has not come yet
+            except OSError:
                 return True
             time.sleep(0.05)
         return False
@@ -253,9 +257,10 @@ class Mount:
                 if self._owner:
                     try:
                         os.mkdir(mountpoint, 0o700)
-                        self._made_dir = True
                     except FileExistsError:
                         pass
+                # the job's own folder: whichever rank leaves last removes it
+                self._made_dir = True
             else:
                 mountpoint = tempfile.mkdtemp(prefix="batchfs-")
                 self._made_dir = True
