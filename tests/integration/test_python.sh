@@ -162,8 +162,11 @@ from importlib import metadata
 import batchfs
 from batchfs import _where, _lib
 root = sys.argv[1]
+from batchfs import _install
 assert not batchfs.__file__.startswith(root), batchfs.__file__
-assert _where.program() == root + '/build/batchfs', _where.program()
+assert _install.CHECKOUT_BUILD == root + '/build', _install.CHECKOUT_BUILD
+if os.path.exists(root + '/build/batchfs'):
+    assert _where.program() == root + '/build/batchfs', _where.program()
 if os.path.exists(root + '/build/libbatchfs_gpu.so'):
     assert _lib.find_library() == root + '/build/libbatchfs_gpu.so', _lib.find_library()
 assert not os.path.exists(root + '/tools/python/batchfs/_install.py')
