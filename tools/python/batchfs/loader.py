@@ -423,7 +423,9 @@ class GpuLoader:
     def _consumer_stream(self):
         if self.stream is not None:
             return int(self.stream)
-        if self._torch is not None:
+        # torch without a usable CUDA (a CPU-only machine, no driver)
+        # raises here; the library then says why there is no device
+        if self._torch is not None and self._torch.cuda.is_available():
             torch = self._torch
             return int(torch.cuda.current_stream(self.device).cuda_stream)
         return 0
