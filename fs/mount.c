@@ -16,6 +16,9 @@
  * it is still ours), the engine destroyed (its workers joined, what it
  * gave the cache flushed), and only then the session, so that no worker
  * can push into a freed session.
+ * With --hold the mount asks for that same stop itself (through the
+ * watcher) when the last open of MNT/hold is released, or when nobody has
+ * opened it within --hold SECONDS (a timer thread, joined after the loop).
  */
 #define FUSE_USE_VERSION 312
 #include "fs/mount.h"
