@@ -135,6 +135,18 @@ from bfstest import wait_gone
 assert wait_gone(p0, path0), "the node's daemon outlived its ranks"
 assert not os.path.exists(path0), "the node's mount point is left"
 PY
+check "per_node in a single process without torchrun or srun: ranks 0-0, then gone" $PY - "$D/shards" <<'PY'
+import os, sys
+import batchfs
+from bfstest import wait_gone
+env = [k for k in os.environ if k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "SLURM_"))]
+assert not env, env
+with batchfs.Mount(sys.argv[1], per_node=True, batch=4, size=(8, 8), cache="none") as m:
+    assert m.info["ranks"] == [0] and m.rank_dir == m.path + "/rank-0", (m.info["ranks"], m.rank_dir)
+    assert os.path.exists(m.epoch_dir(0) + "/batch-000007.npy")
+    pid, path = m.pid, m.path
+assert wait_gone(pid, path) and not os.path.exists(path)
+PY
 check "GpuLoader on a mount root says to give an epoch folder" $PY - "$D/shards" <<'PY'
 import sys
 import batchfs

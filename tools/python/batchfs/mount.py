@@ -138,13 +138,15 @@ def _rank_world(rank, world):
     return rank, world
 
 
-def _local():
+def _local(world):
     """(local rank, local world size) of this process, from torchrun or
-    Slurm."""
+    Slurm; (0, 1) for a single process without either."""
     lr = _env_int("LOCAL_RANK", "SLURM_LOCALID")
     lw = _env_int("LOCAL_WORLD_SIZE")
     if lw is None and os.environ.get("SLURM_LOCALID") is not None:
         lw = _slurm_local_world()
+    if lr is None and lw is None and world == 1:
+        return 0, 1
     if lr is None or lw is None:
         raise BatchfsError("per_node=True needs LOCAL_RANK and "
                            "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID and "
@@ -237,7 +239,7 @@ class Mount:
         self.info = None
         self.pid = None
         if self.per_node:
-            self._local_rank, self._local_world = _local()
+            self._local_rank, self._local_world = _local(self.world)
             first = self.rank - self._local_rank
             if first < 0 or first + self._local_world > self.world:
                 raise BatchfsError(
