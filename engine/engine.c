@@ -52,10 +52,9 @@ int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 
 	if (id >= e->total || j >= bfs_engine_batch_count(e, id))
 		return -EINVAL;
-	i = bfs_order_sample(&e->orders[id / e->per_epoch],
-			     (id % e->per_epoch) * e->o.batch + j);
+	i = bfs__sample_of(e, id, j);
 	if (e->o.augment_flip || e->o.augment_crop)
-		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
 			     e->o.height, e->o.width, e->o.augment_flip,
 			     e->o.augment_crop, &a);
 	*flip = a.flip;
@@ -70,6 +69,7 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
 }
 
 unsigned bfs_engine_epochs(const bfs_engine *e) { return e->o.epochs; }
+unsigned bfs_engine_ranks(const bfs_engine *e) { return e->nranks; }
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e) { return e->epoch_n; }
 size_t bfs_engine_sample_bytes(const bfs_engine *e) { return e->sample_bytes; }
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e) { return &e->o; }
@@ -87,14 +87,28 @@ unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id)
 	return (unsigned)(e->epoch_n - first);
 }
 
+uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id)
+{
+	return (id / e->per_epoch) % e->o.epochs;
+}
+
 /* Source index of position j of batch id: the epoch's order (file order,
- * or the stateless permutation of (seed, epoch)), sliced for this rank. */
+ * or the stateless permutation of (seed, epoch)), sliced for its rank:
+ * id = (r * epochs + epoch) * per_epoch + index (engine.h). */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j)
 {
-	uint64_t epoch = id / e->per_epoch;
 	uint64_t k = (id % e->per_epoch) * e->o.batch + j;
+	unsigned r = (unsigned)(id / e->per_rank);
 
-	return bfs_order_sample(&e->orders[epoch], k);
+	return bfs_order_sample_rank(&e->orders[bfs__epoch_of(e, id)],
+				     e->o.rank + r, k);
+}
+
+uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d)
+{
+	uint64_t base = id / e->per_rank * e->per_rank;
+
+	return base + (id - base + d) % e->per_rank;
 }
 
 uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)

@@ -340,12 +340,21 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 	if (!e->o.world)
 		e->o.world = 1;
+	e->nranks = e->o.ranks ? e->o.ranks : 1;
 	e->nsamples = bfs_source_count(src);
-	if (e->o.rank >= e->o.world || e->nsamples < e->o.world) {
-		bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
-			   e->o.world, e->o.rank >= e->o.world
-			   ? "rank must be below world"
-			   : "fewer samples than ranks");
+	if (e->o.rank >= e->o.world || e->nranks > e->o.world - e->o.rank ||
+	    e->nsamples < e->o.world) {
+		if (e->nranks > 1)
+			bfs_seterr(errmsg, "--ranks %u-%u --world %u: %s", e->o.rank,
+				   e->o.rank + e->nranks - 1, e->o.world,
+				   e->nsamples >= e->o.world
+				   ? "every rank must be below world"
+				   : "fewer samples than ranks");
+		else
+			bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
+				   e->o.world, e->o.rank >= e->o.world
+				   ? "rank must be below world"
+				   : "fewer samples than ranks");
 		free(e);
 		return -EINVAL;
 	}
@@ -370,7 +379,8 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 	if (e->o.drop_remainder)
 		e->epoch_n = e->per_epoch * e->o.batch;
-	e->total = e->per_epoch * e->o.epochs;
+	e->per_rank = e->per_epoch * e->o.epochs;
+	e->total = e->per_rank * e->nranks;
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
 			  bfs_dtype_size(e->o.dtype);
 	e->images_cap = e->sample_bytes * e->o.batch;

@@ -99,7 +99,7 @@ static void reader_calm_locked(bfs_engine *e, struct reader *rd, uint64_t now)
 static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
 {
 	for (unsigned d = 1; d <= depth; d++) {
-		uint64_t next = (id + d) % e->total;
+		uint64_t next = bfs__ahead_of(e, id, d);
 		struct bfs_batch *b;
 
 		if (next == id)

@@ -327,7 +327,7 @@ static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
 	if (!e->post)
 		return;
 	if (e->o.augment_flip || e->o.augment_crop)
-		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
 			     e->o.height, e->o.width, e->o.augment_flip,
 			     e->o.augment_crop, &a);
 	else

@@ -276,6 +276,17 @@ int bfs_daemon_watch(void (*stop)(void *ctx), void *ctx, bfs_watch **out)
 	return 0;
 }
 
+void bfs_daemon_request_stop(bfs_watch *w)
+{
+	char c = (char)SIGTERM;
+
+	if (!w)
+		return;
+	if (write(stop_pipe[1], &c, 1) < 0) {
+		/* full: a stop is already on its way */
+	}
+}
+
 void bfs_daemon_unwatch(bfs_watch *w)
 {
 	struct sigaction sa;

@@ -59,6 +59,10 @@ typedef struct bfs_watch bfs_watch;
  * loop's thread) with SIGUSR1.  SIGPIPE is ignored from now on.  0 or
  * -errno. */
 int bfs_daemon_watch(void (*stop)(void *ctx), void *ctx, bfs_watch **out);
+/* Ask for the same orderly stop as SIGTERM, from any thread (e.g. a
+ * request handler): the watcher calls stop(ctx) from its own thread.
+ * Never blocks; a no-op when a stop is already on its way. */
+void bfs_daemon_request_stop(bfs_watch *w);
 /* Stop the watcher (if no signal came, stop is not called) and restore
  * the default actions.  Accepts NULL. */
 void bfs_daemon_unwatch(bfs_watch *w);

@@ -40,7 +40,17 @@ static void files_warn(const bfs_files *f, const char *fmt, ...)
 
 static uint64_t batch_id(const bfs_files *f, const bfs_node *n)
 {
-	return (uint64_t)n->epoch * bfs_engine_batches_per_epoch(f->eng) + n->batch;
+	return bfs_ns_batch_id(f->shape, n);
+}
+
+/* "rank 3 " in messages of a mount of several ranks, else "". */
+static const char *rank_words(const bfs_files *f, const bfs_node *n,
+			      char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	if (f->shape->ranks)
+		snprintf(buf, cap, "rank %u ", n->rank);
+	return buf;
 }
 
 size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
@@ -176,7 +186,14 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	} else {
 		bfs_json_null(&j, "seed");
 	}
-	bfs_json_u64(&j, "rank", eo->rank);
+	if (f->shape->ranks) { /* --ranks: rank-R/ for each of them */
+		bfs_json_open(&j, "ranks", '[');
+		for (uint32_t r = 0; r < f->shape->ranks; r++)
+			bfs_json_u64(&j, NULL, f->shape->rank0 + r);
+		bfs_json_close(&j, ']');
+	} else {
+		bfs_json_u64(&j, "rank", eo->rank);
+	}
 	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
 	bfs_json_str(&j, "image_key",
 		     f->image_key ? f->image_key : "image/encoded");
@@ -220,12 +237,23 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_str(&j, "cache", "none");
 	}
 	bfs_json_str(&j, "fingerprint", f->fingerprint);
-	bfs_json_open(&j, "files", '{');
-	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
-	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
-	bfs_json_str(&j, "provenance", "epoch-NNNN/batch-NNNNNN.index.json");
-	bfs_json_str(&j, "preview", "epoch-NNNN/batch-NNNNNN.preview.jpg");
-	bfs_json_close(&j, '}');
+	{
+		const char *rd = f->shape->ranks ? "rank-R/" : "";
+		char p[4][64];
+
+		snprintf(p[0], sizeof(p[0]), "%sepoch-NNNN/batch-NNNNNN.npy", rd);
+		snprintf(p[1], sizeof(p[1]), "%sepoch-NNNN/batch-NNNNNN.labels.npy", rd);
+		snprintf(p[2], sizeof(p[2]), "%sepoch-NNNN/batch-NNNNNN.index.json", rd);
+		snprintf(p[3], sizeof(p[3]), "%sepoch-NNNN/batch-NNNNNN.preview.jpg", rd);
+		bfs_json_open(&j, "files", '{');
+		bfs_json_str(&j, "images", p[0]);
+		bfs_json_str(&j, "labels", p[1]);
+		bfs_json_str(&j, "provenance", p[2]);
+		bfs_json_str(&j, "preview", p[3]);
+		if (f->shape->hold)
+			bfs_json_str(&j, "hold", "hold");
+		bfs_json_close(&j, '}');
+	}
 	bfs_json_close(&j, '}');
 	return bfs_json_take(&j, buf, len);
 }
@@ -258,6 +286,8 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 	err = wait_batch(f, reader, id, &b, msg);
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
+	if (f->shape->ranks)
+		bfs_json_u64(&j, "rank", n->rank);
 	bfs_json_u64(&j, "epoch", n->epoch);
 	bfs_json_u64(&j, "batch", n->batch);
 	bfs_json_u64(&j, "count", count);
@@ -355,8 +385,11 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 	free(names);
 	free(numbers);
 	if (err) {
-		files_warn(f, "preview of epoch %u batch %llu: %s", n->epoch,
-			  (unsigned long long)n->batch, msg);
+		char rw[32];
+
+		files_warn(f, "preview of %sepoch %u batch %llu: %s",
+			   rank_words(f, n, rw, sizeof(rw)), n->epoch,
+			   (unsigned long long)n->batch, msg);
 		return err == -ENOMEM ? -ENOMEM : -EIO;
 	}
 	/* copy into malloc'd memory: the caller releases it with free() */

@@ -34,6 +34,8 @@ typedef struct {
 
 /* What the files are made of; everything must outlive the calls. */
 typedef struct {
+	const bfs_ns_shape *shape; /* the namespace: which ranks, epochs and
+				    * batches the nodes name */
 	bfs_source *src;
 	bfs_engine *eng;
 	bfs_cache *cache;          /* NULL: none */

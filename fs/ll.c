@@ -391,15 +391,12 @@ const struct fuse_lowlevel_ops *bfs_ll_ops(size_t *size)
  * answered by a loop thread. */
 static int look_up(bfs_ll *ll, const bfs_node *n)
 {
-	const bfs_ns_shape *shape = bfs_view_shape(ll->view);
-	bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n->epoch };
-	char path[PATH_MAX + 64], name[64], ename[64];
+	char path[PATH_MAX + 128], rel[128];
 	struct stat st;
 
-	if (bfs_ns_name(shape, &ep, ename, sizeof(ename)) < 0 ||
-	    bfs_ns_name(shape, n, name, sizeof(name)) < 0)
+	if (bfs_ns_path(bfs_view_shape(ll->view), n, rel, sizeof(rel)) < 0)
 		return -ENAMETOOLONG;
-	snprintf(path, sizeof(path), "%s/%s/%s", ll->root, ename, name);
+	snprintf(path, sizeof(path), "%s/%s", ll->root, rel);
 	if (stat(path, &st) != 0)
 		return -errno;
 	if ((uint64_t)st.st_ino != bfs_view_ino(ll->view, n))

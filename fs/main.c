@@ -88,6 +88,14 @@ static const char usage_mount[] =
 	"                       it every epoch is in file order\n"
 	"  --rank R --world W   this rank's slice, as PyTorch's\n"
 	"                       DistributedSampler(drop_last=True)\n"
+	"  --ranks A-B          with --world W: one mount for ranks A..B (a\n"
+	"                       node's local ranks), each in MNT/rank-R/, the\n"
+	"                       same bytes as --rank R; one set of threads,\n"
+	"                       memory and cache for all of them\n"
+	"  --hold SECONDS       MNT/hold exists; the mount unmounts itself once\n"
+	"                       the last open of it is closed (a process that\n"
+	"                       exits or is killed closes its files), or when\n"
+	"                       nobody opened it within SECONDS (0: no limit)\n"
 	"  --drop-remainder     leave out the last, partial batch\n"
 	"  --log FILE           daemon log (default\n"
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
@@ -216,7 +224,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_FORMAT, O_IKEY, O_LKEY, O_ONERR, O_MAXPIX, O_DROP, O_LOG,
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
-	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR };
+	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
+	       O_RANKS, O_HOLD };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -240,6 +249,8 @@ static int cmd_mount(int argc, char **argv)
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "rank", required_argument, 0, O_RANK },
 		{ "world", required_argument, 0, O_WORLD },
+		{ "ranks", required_argument, 0, O_RANKS },
+		{ "hold", required_argument, 0, O_HOLD },
 		{ "label-offset", required_argument, 0, O_LABEL_OFFSET },
 		{ "cache-size", required_argument, 0, O_CACHE_SIZE },
 		{ "resize", required_argument, 0, O_RESIZE },
@@ -254,7 +265,7 @@ static int cmd_mount(int argc, char **argv)
 	bfs_mount_opts o = { 0 };
 	char *fuse_opts = NULL;
 	uint64_t v;
-	int c, rc;
+	int c, rc, rank_given = 0;
 
 	o.engine.batch = 32;
 	o.engine.height = o.engine.width = 224;
@@ -378,6 +389,29 @@ static int cmd_mount(int argc, char **argv)
 		case O_RANK:
 			if (parse_uint(optarg, 0, 1u << 20, &o.engine.rank))
 				return bad("--rank", optarg, "0..world-1");
+			rank_given = 1;
+			break;
+		case O_RANKS: {
+			const char *dash = strchr(optarg, '-');
+			size_t la = dash ? (size_t)(dash - optarg) : strlen(optarg);
+			unsigned lo, hi;
+			char a[16];
+
+			if (la == 0 || la >= sizeof(a))
+				return bad("--ranks", optarg, "A-B with A <= B, or A");
+			memcpy(a, optarg, la);
+			a[la] = '\0';
+			if (parse_uint(a, 0, 1u << 20, &lo) ||
+			    parse_uint(dash ? dash + 1 : a, 0, 1u << 20, &hi) || hi < lo)
+				return bad("--ranks", optarg, "A-B with A <= B, or A");
+			o.engine.rank = lo;
+			o.engine.ranks = hi - lo + 1;
+			break;
+		}
+		case O_HOLD:
+			if (parse_uint(optarg, 0, 1u << 30, &o.hold_wait))
+				return bad("--hold", optarg, "seconds to wait for the first holder (0: no limit)");
+			o.hold = 1;
 			break;
 		case O_WORLD:
 			if (parse_uint(optarg, 1, 1u << 20, &o.engine.world))
@@ -473,6 +507,17 @@ static int cmd_mount(int argc, char **argv)
 			return usage_error("mount", "needs SHARD_DIR and MOUNTPOINT");
 		return usage_error("mount", "too many arguments ('%s')",
 				   argv[optind + 2]);
+	}
+	if (o.engine.ranks && rank_given) {
+		fprintf(stderr, "batchfs mount: --rank and --ranks exclude each other\n");
+		return 2;
+	}
+	if (o.engine.ranks &&
+	    o.engine.rank + o.engine.ranks > (o.engine.world ? o.engine.world : 1)) {
+		fprintf(stderr, "batchfs mount: --ranks %u-%u must be below --world %u\n",
+			o.engine.rank, o.engine.rank + o.engine.ranks - 1,
+			o.engine.world ? o.engine.world : 1);
+		return 2;
 	}
 	if (o.engine.world && o.engine.rank >= o.engine.world) {
 		fprintf(stderr, "batchfs mount: --rank %u must be below --world %u\n",

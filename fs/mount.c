@@ -16,6 +16,9 @@
  * it is still ours), the engine destroyed (its workers joined, what it
  * gave the cache flushed), and only then the session, so that no worker
  * can push into a freed session.
+ * With --hold the mount asks for that same stop itself (through the
+ * watcher) when the last open of MNT/hold is released, or when nobody has
+ * opened it within --hold SECONDS (a timer thread, joined after the loop).
  */
 #define FUSE_USE_VERSION 312
 #include "fs/mount.h"
@@ -58,6 +61,13 @@ struct mnt {
 	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
+	bfs_watch *watch;         /* set before the loop runs */
+	/* --hold: the wait for a first holder (hold_wait seconds) */
+	pthread_t hold_timer;
+	int hold_timer_on;
+	pthread_mutex_t hold_lock;
+	pthread_cond_t hold_cv;
+	int hold_done;            /* protected by hold_lock: the loop ended */
 };
 
 /* ---- what a person sees ------------------------------------------------ */
@@ -147,6 +157,61 @@ static void on_index_progress(void *ctx, const bfs_source_progress *p)
 	bfs_daemon_progress(m->notify_fd, text);
 	m->prog_shown = 1;
 	m->prog_last = now;
+}
+
+/* ---- --hold ---------------------------------------------------------- */
+
+/* The view's on_released: the last open of MNT/hold was closed (its
+ * process let go, or died and the kernel closed its files).  The mount
+ * ends itself, by the same orderly stop as SIGTERM. */
+static void on_hold_released(void *ctx)
+{
+	struct mnt *m = ctx;
+
+	bfs_log(BFS_LOG_INFO, "the last holder of %s/hold closed it: unmounting",
+		m->o->mountpoint);
+	bfs_daemon_request_stop(m->watch);
+}
+
+/* --hold SECONDS: a mount that nobody has held by then (its starter died
+ * before it could open MNT/hold) ends itself too. */
+static void *hold_timer_main(void *arg)
+{
+	struct mnt *m = arg;
+	struct timespec until;
+	uint64_t now, ever;
+	int done;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += m->o->hold_wait;
+	pthread_mutex_lock(&m->hold_lock);
+	while (!m->hold_done &&
+	       pthread_cond_timedwait(&m->hold_cv, &m->hold_lock, &until) == 0)
+		;
+	done = m->hold_done;
+	pthread_mutex_unlock(&m->hold_lock);
+	if (done)
+		return NULL;
+	bfs_view_holders(m->view, &now, &ever);
+	if (ever == 0) {
+		bfs_log(BFS_LOG_INFO,
+			"nobody opened %s/hold within %u s: unmounting",
+			m->o->mountpoint, m->o->hold_wait);
+		bfs_daemon_request_stop(m->watch);
+	}
+	return NULL;
+}
+
+static void hold_timer_stop(struct mnt *m)
+{
+	if (!m->hold_timer_on)
+		return;
+	pthread_mutex_lock(&m->hold_lock);
+	m->hold_done = 1;
+	pthread_cond_broadcast(&m->hold_cv);
+	pthread_mutex_unlock(&m->hold_lock);
+	pthread_join(m->hold_timer, NULL);
+	m->hold_timer_on = 0;
 }
 
 /* ---- putting the mount together -------------------------------------- */
@@ -279,7 +344,8 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 static int serve(void *ctx, int notify_fd)
 {
 	const bfs_mount_opts *o = ctx;
-	struct mnt m = { .o = o };
+	struct mnt m = { .o = o, .hold_lock = PTHREAD_MUTEX_INITIALIZER,
+			 .hold_cv = PTHREAD_COND_INITIALIZER };
 	struct fuse_loop_config *loop = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	bfs_watch *watch = NULL;
@@ -344,6 +410,8 @@ static int serve(void *ctx, int notify_fd)
 	vo.gid = getgid();
 	vo.io = on_view_io;
 	vo.warn = on_view_warn;
+	vo.hold = o->hold;
+	vo.on_released = on_hold_released;
 	vo.ctx = &m;
 	if (bfs_view_create(&vo, &m.view)) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
@@ -369,6 +437,7 @@ static int serve(void *ctx, int notify_fd)
 		snprintf(msg, sizeof(msg), "batchfs: cannot install signal handlers");
 		goto fail;
 	}
+	m.watch = watch;
 
 	if (notify_fd >= 0) {
 		logf = bfs_host_open_log(o->log_path, logpath, sizeof(logpath),
@@ -392,7 +461,14 @@ static int serve(void *ctx, int notify_fd)
 
 		char samples[128];
 
-		if (e->world > 1)
+		if (bfs_engine_ranks(m.eng) > 1)
+			snprintf(samples, sizeof(samples),
+				 "ranks %u-%u of %u: %llu of %llu samples each",
+				 e->rank, e->rank + bfs_engine_ranks(m.eng) - 1,
+				 e->world,
+				 (unsigned long long)bfs_engine_epoch_samples(m.eng),
+				 (unsigned long long)bfs_source_count(m.src));
+		else if (e->world > 1)
 			snprintf(samples, sizeof(samples),
 				 "rank %u of %u: %llu of %llu samples", e->rank,
 				 e->world,
@@ -421,6 +497,18 @@ static int serve(void *ctx, int notify_fd)
 				 (unsigned long long)e->max_pixels,
 				 (unsigned long long)(e->mem_bytes >> 20), e->threads);
 		}
+		if (e->ranks) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
+		}
+		if (o->hold) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; unmounts itself when the last open of %s/hold is closed",
+				 o->mountpoint);
+		}
 	}
 	if (notify_fd >= 0)
 		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
@@ -440,7 +528,11 @@ static int serve(void *ctx, int notify_fd)
 		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
 	}
 	bfs_ll_start_pushes(m.ll);
+	if (o->hold && o->hold_wait &&
+	    pthread_create(&m.hold_timer, NULL, hold_timer_main, &m) == 0)
+		m.hold_timer_on = 1;
 	err = fuse_session_loop_mt(m.se, loop);
+	hold_timer_stop(&m);
 	status = err == 0 ? 0 : 1;
 	bfs_ll_stop_pushes(m.ll); /* after an unmount: none can be waiting */
 	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);

@@ -737,6 +737,116 @@ static void test_engine_big_image_borrows_from_the_budget(void **state)
 	assert_int_equal(system(msg), 0);
 }
 
+/* One engine for ranks A..B of W (the local ranks of a node): each rank's
+ * batches, labels, sample indices and augmentation draws are those of an
+ * engine made for that rank alone, in every epoch. */
+static void test_engine_serves_several_ranks_as_engines_of_their_own(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32,
+			      .threads = 2, .epochs = 3, .shuffle = 1, .seed = 7,
+			      .augment_flip = 1, .world = 4 };
+	static const unsigned first[] = { 0, 1 }, count[] = { 4, 2 };
+	char msg[BFS_ERRMSG_MAX];
+
+	for (int c = 0; c < 2; c++) {
+		bfs_engine_opts mo = o;
+		bfs_engine *many = NULL;
+		uint64_t nb;
+
+		mo.rank = first[c];
+		mo.ranks = count[c];
+		assert_int_equal(bfs_engine_create(src, &mo, &many, msg), 0);
+		assert_int_equal(bfs_engine_ranks(many), count[c]);
+		nb = bfs_engine_batches_per_epoch(many);
+		assert_int_equal(nb, 3); /* 21 / 4 = 5 samples: 2 + 2 + 1 */
+		for (unsigned r = 0; r < count[c]; r++) {
+			bfs_engine_opts so = o;
+			bfs_engine *one = NULL;
+
+			so.rank = first[c] + r;
+			assert_int_equal(bfs_engine_create(src, &so, &one, msg), 0);
+			assert_int_equal(bfs_engine_batches_per_epoch(one), nb);
+			for (unsigned ep = 0; ep < 3; ep++)
+				for (uint64_t k = 0; k < nb; k++) {
+					uint64_t id1 = ep * nb + k;
+					uint64_t idm = (r * 3 + ep) * nb + k;
+					bfs_batch *a, *b;
+					unsigned n = bfs_engine_batch_count(one, id1);
+
+					assert_int_equal(bfs_engine_batch_count(many, idm), n);
+					for (unsigned j = 0; j < n; j++) {
+						int f1, x1, y1, f2, x2, y2;
+
+						assert_true(bfs_engine_sample_index(one, id1, j) ==
+							    bfs_engine_sample_index(many, idm, j));
+						assert_int_equal(bfs_engine_sample_aug(one, id1, j, &f1, &x1, &y1), 0);
+						assert_int_equal(bfs_engine_sample_aug(many, idm, j, &f2, &x2, &y2), 0);
+						assert_int_equal(f1, f2);
+					}
+					assert_int_equal(bfs_engine_get(one, 1, id1, &a, msg), 0);
+					assert_int_equal(bfs_engine_get(many, 1, idm, &b, msg), 0);
+					assert_int_equal(bfs_batch_count(a), n);
+					assert_memory_equal(bfs_batch_images(a), bfs_batch_images(b),
+							    n * bfs_engine_sample_bytes(one));
+					assert_memory_equal(bfs_batch_labels(a), bfs_batch_labels(b),
+							    n * sizeof(int64_t));
+					bfs_engine_put(one, a);
+					bfs_engine_put(many, b);
+				}
+			bfs_engine_destroy(one);
+		}
+		/* past the last rank's last batch nothing exists */
+		assert_int_equal(bfs_engine_batch_count(many, count[c] * 3 * nb), 0);
+		bfs_engine_destroy(many);
+	}
+	/* ranks past the world are refused, naming both */
+	o.rank = 2;
+	o.ranks = 3;
+	{
+		bfs_engine *e = NULL;
+
+		assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+		assert_non_null(strstr(msg, "--ranks 2-4 --world 4"));
+	}
+	bfs_source_close(src);
+}
+
+/* deliver_ahead that only records which batch ids were handed on. */
+static int record_id(void *ctx, uint64_t id, const bfs_batch *b)
+{
+	uint64_t *last = ctx;
+
+	__atomic_store_n(last, id + 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* Read-ahead past a rank's last batch goes on with that rank's first
+ * epoch, never into the next rank's batches. */
+static void test_engine_reads_ahead_within_the_reader_s_rank(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	uint64_t handed = 0;
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 2, .epochs = 2,
+			      .world = 2, .ranks = 2,
+			      .deliver_ahead = record_id, .ctx = &handed };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+	uint64_t nb, last;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	nb = bfs_engine_batches_per_epoch(e); /* 10 samples: 5 batches */
+	last = 2 * nb - 1;                     /* rank 0, epoch 1, last */
+	/* one worker: `last` (asked for), then read-ahead d=1 while d=2 is
+	 * queued, then d=2 with nothing queued: handed on */
+	bfs_engine_hint(e, 1, last);
+	wait_pushed(e, 1);
+	assert_int_equal(__atomic_load_n(&handed, __ATOMIC_ACQUIRE), 1 + 1);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -754,6 +864,8 @@ int main(void)
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
 		cmocka_unit_test(test_engine_passes_over_a_held_slot_file),
 		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
+		cmocka_unit_test(test_engine_serves_several_ranks_as_engines_of_their_own),
+		cmocka_unit_test(test_engine_reads_ahead_within_the_reader_s_rank),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -43,6 +43,7 @@ struct fixture {
 	int warned;
 	char last_warning[1024];
 	bfs_view_io io;
+	int released;       /* on_released calls */
 };
 
 static unsigned char *make_jpeg(int w, int h, int seed, unsigned long *len)
@@ -662,6 +663,161 @@ static void test_view_statfs_is_read_only(void **state)
 	assert_int_equal(sv.f_namemax, 255);
 }
 
+static void on_released(void *ctx)
+{
+	((struct fixture *)ctx)->released++;
+}
+
+/* --ranks 0-1 --world 2 --hold: 5 samples per rank (rank 0 has samples
+ * 0, 2, 4, 6, 8, rank 1 the odd ones), batches of 4 and 1, 2 epochs. */
+static int setup_ranked(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	bfs_source_opts so = { .dir = dir };
+	bfs_engine_opts eo = { .batch = 4, .height = 16, .width = 24,
+			       .threads = 2, .epochs = 2, .world = 2,
+			       .ranks = 2 };
+	bfs_view_opts vo = { 0 };
+	char msg[BFS_ERRMSG_MAX];
+
+	if (bfs_source_open(&so, &f->src, msg))
+		fail_msg("source: %s", msg);
+	if (bfs_engine_create(f->src, &eo, &f->eng, msg))
+		fail_msg("engine: %s", msg);
+	vo.src = f->src;
+	vo.eng = f->eng;
+	vo.cache_fp = "0123456789abcdef";
+	vo.hold = 1;
+	vo.on_released = on_released;
+	vo.warn = on_warn;
+	vo.ctx = f;
+	assert_int_equal(bfs_view_create(&vo, &f->view), 0);
+	*state = f;
+	return 0;
+}
+
+/* Each rank has its own directory with its own epochs; its files are the
+ * engine's batches of that rank. */
+static void test_view_serves_each_rank_in_its_own_directory(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node root = node(f, "/"), r1 = node(f, "/rank-1"),
+		 ep = node(f, "/rank-1/epoch-0001"),
+		 l = node(f, "/rank-1/epoch-0001/batch-000001.labels.npy"),
+		 l0 = node(f, "/rank-0/epoch-0000/batch-000000.labels.npy");
+	const char *want_root[] = { ".", "..", "dataset.json", "stats.json",
+				    "hold", "rank-0", "rank-1" };
+	const char *want_r1[] = { ".", "..", "epoch-0000", "epoch-0001" };
+	static char got[4096];
+	char name[64], *buf;
+	struct stat st;
+	bfs_view_open_info oi;
+	bfs_view_push plan;
+	double timeout;
+	bfs_batch *batch;
+	size_t len;
+	uint64_t k;
+	int err;
+
+	for (k = 0; bfs_view_dirent(f->view, &root, k, name, sizeof(name), &st) == 0; k++) {
+		assert_true(k < 7);
+		assert_string_equal(name, want_root[k]);
+		assert_true(k < 5 || S_ISDIR(st.st_mode));
+	}
+	assert_int_equal(k, 7);
+	for (k = 0; bfs_view_dirent(f->view, &r1, k, name, sizeof(name), &st) == 0; k++) {
+		assert_true(k < 4);
+		assert_string_equal(name, want_r1[k]);
+	}
+	assert_int_equal(k, 4);
+	/* an epoch's ".." is its rank directory */
+	assert_int_equal(bfs_view_dirent(f->view, &ep, 1, name, sizeof(name), &st), 0);
+	assert_true(st.st_ino == bfs_view_ino(f->view, &r1));
+	assert_int_equal(bfs_view_getattr(f->view, 1, &root, &st, &timeout), 0);
+	assert_int_equal(st.st_nlink, 4);
+	assert_int_equal(bfs_view_getattr(f->view, 1, &r1, &st, &timeout), 0);
+	assert_true(S_ISDIR(st.st_mode) && st.st_nlink == 4);
+	assert_int_equal(bfs_view_opendir(f->view, &r1), 0);
+	assert_int_equal(bfs_view_open(f->view, 1, &r1, O_RDONLY, 0, &oi), -EISDIR);
+	/* rank 1, epoch 1, batch 1: sample 9 alone; rank 0's first batch */
+	assert_true(bfs_view_batch_id(f->view, &l) == (1 * 2 + 1) * 2 + 1);
+	assert_int_equal(read_all(f, &l, 0, got, sizeof(got), &err), 128 + 8);
+	assert_int_equal(err, 0);
+	assert_int_equal(((int64_t *)(got + 128))[0], 9);
+	assert_int_equal(read_all(f, &l0, 0, got, sizeof(got), &err), 128 + 32);
+	for (int j = 0; j < 4; j++)
+		assert_int_equal(((int64_t *)(got + 128))[j], 2 * j);
+	/* dataset.json names the ranks; index.json its batch's */
+	assert_int_equal(bfs_files_dataset_json(&(bfs_files){
+		.shape = bfs_view_shape(f->view), .src = f->src, .eng = f->eng,
+		.fingerprint = "x" }, &buf, &len), 0);
+	{ /* without the writer's whitespace */
+		size_t o = 0;
+
+		for (size_t i = 0; buf[i]; i++)
+			if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t')
+				buf[o++] = buf[i];
+		buf[o] = '\0';
+	}
+	assert_non_null(strstr(buf, "\"ranks\":[0,1]"));
+	assert_null(strstr(buf, "\"rank\":"));
+	assert_non_null(strstr(buf, "rank-R/epoch-NNNN/batch-NNNNNN.npy"));
+	free(buf);
+	{
+		bfs_node ix = node(f, "/rank-1/epoch-0001/batch-000001.index.json");
+
+		assert_int_equal(bfs_view_open(f->view, 1, &ix, O_RDONLY, 0, &oi), 0);
+		len = read_all(f, &ix, oi.fh, got, sizeof(got) - 1, &err);
+		got[len] = '\0';
+		assert_non_null(strstr(got, "\"rank\": 1,"));
+		assert_non_null(strstr(got, "\"sample\": 9,"));
+		bfs_view_release(f->view, &ix, oi.fh);
+	}
+	/* the push plan of a batch id names its rank's file */
+	assert_int_equal(bfs_engine_get(f->eng, 1, 7, &batch, name), 0);
+	bfs_view_push_plan(f->view, 7, batch, 0, &plan);
+	assert_int_equal(plan.files[0].node.rank, 1);
+	assert_int_equal(plan.files[0].node.epoch, 1);
+	assert_int_equal(plan.files[0].node.batch, 1);
+	bfs_engine_put(f->eng, batch);
+}
+
+/* /hold counts its opens; the last release of it (whoever closes it, the
+ * kernel included) calls on_released, each time the count falls to 0. */
+static void test_view_hold_says_when_its_last_open_is_closed(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node h = node(f, "/hold");
+	bfs_view_open_info oi;
+	struct stat st;
+	double timeout;
+	char val[32];
+	uint64_t now, ever;
+
+	assert_int_equal(bfs_view_getattr(f->view, 1, &h, &st, &timeout), 0);
+	assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
+	assert_int_equal(bfs_view_open(f->view, 1, &h, O_RDONLY, 0, &oi), 0);
+	assert_int_equal(bfs_view_open(f->view, 2, &h, O_RDONLY, 0, &oi), 0);
+	bfs_view_holders(f->view, &now, &ever);
+	assert_true(now == 2 && ever == 2);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holders", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "2", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 0);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holders", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "1", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 1);
+	assert_int_equal(bfs_view_open(f->view, 3, &h, O_RDONLY, 0, &oi), 0);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holds", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "3", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -682,6 +838,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_view_push_plan_follows_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_lends_no_file_from_plain_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_statfs_is_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_serves_each_rank_in_its_own_directory, setup_ranked, teardown),
+		cmocka_unit_test_setup_teardown(test_view_hold_says_when_its_last_open_is_closed, setup_ranked, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
