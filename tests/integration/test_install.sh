@@ -111,7 +111,8 @@ mount -t fuse.batchfs "$D/sh" "$D/m" -o "$OPTS" >"$D/mount-t.msg" 2>&1 ||
 findmnt -n -o SOURCE,FSTYPE "$D/m" >"$D/mount-t.findmnt"
 cp "$D/m/dataset.json" "$D/mount-t.dataset.json"
 (cd "$D/m/epoch-0001" && sha256sum batch-*.npy) >"$D/mount-t.sha"
-umount "$D/m" || fail "umount"
+umount "$D/m" 2>"$D/umount.err" ||
+	fail "umount: $(cat "$D/umount.err"; fuser -vm "$D/m" 2>&1 | tr '\n' ' ')"
 for i in $(seq 1 100); do mountpoint -q "$D/m" || break; sleep 0.1; done
 mount -T "$D/fstab" "$D/m" >"$D/fstab.msg" 2>&1 || fail "mount -T fstab: $(cat "$D/fstab.msg")"
 findmnt -n -o SOURCE,FSTYPE "$D/m" >"$D/fstab.findmnt"
