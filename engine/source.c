@@ -62,6 +62,7 @@ struct bfs_source {
 	bfs_format format;
 	char *image_key;
 	char *label_key;
+	int label_key_given;  /* --label-key named one (not "none") */
 
 	struct bfs_shard *shards;
 	size_t nshards, shards_cap;
@@ -168,9 +169,14 @@ static int has_suffix_ci(const char *s, const char *suf)
 	return ls >= lf && strcasecmp(s + ls - lf, suf) == 0;
 }
 
-static int is_jpeg_name(const char *name)
+/* The image files of a folder layout: JPEG, PNG and WebP (which of them
+ * a file is comes from its bytes), and GIF, so that a GIF is refused by
+ * name rather than passed over (image.h). */
+static int is_image_name(const char *name)
 {
-	return has_suffix_ci(name, ".jpg") || has_suffix_ci(name, ".jpeg");
+	return has_suffix_ci(name, ".jpg") || has_suffix_ci(name, ".jpeg") ||
+	       has_suffix_ci(name, ".png") || has_suffix_ci(name, ".webp") ||
+	       has_suffix_ci(name, ".gif");
 }
 
 static int is_tfrecord_name(const char *name)
@@ -523,7 +529,10 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 
 static int scan_tar(bfs_source *s, int fd, uint64_t size, char *msg)
 {
-	return bfs_tar_scan(fd, size, on_tar_sample, s, msg);
+	bfs_reader r = bfs_reader_fd(fd);
+	bfs_tar_opts to = { .json_key = s->label_key_given ? s->label_key : NULL };
+
+	return bfs_tar_scan_reader(&r, size, &to, on_tar_sample, s, msg);
 }
 
 static const struct bad_sample *find_bad(const bfs_source *s, uint64_t i)
@@ -564,7 +573,7 @@ static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
 		char name[PATH_MAX], path[PATH_MAX];
 		struct stat st;
 
-		if (!is_jpeg_name(files[i]))
+		if (!is_image_name(files[i]))
 			continue;
 		snprintf(name, sizeof(name), "%s%s%s", rel, rel[0] ? "/" : "",
 			 files[i]);
@@ -624,6 +633,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->label_key = strdup(!o->label_key ? "image/class/label"
 			      : strcmp(o->label_key, "none") == 0 ? ""
 			      : o->label_key);
+	s->label_key_given = o->label_key && strcmp(o->label_key, "none");
 	if (!s->dir || !s->image_key || !s->label_key) {
 		err = -ENOMEM;
 		goto fail;
@@ -643,7 +653,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		uint8_t head[BFS_TAR_BLOCK];
 		size_t head_len;
 
-		if (is_jpeg_name(files[i])) {
+		if (is_image_name(files[i])) {
 			njpeg++;
 			continue;
 		}
@@ -696,7 +706,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		if (!ndirs && !njpeg) {
 			err = BFS_E_EMPTY;
 			bfs_seterr(errmsg,
-				   "%s: no TFRecord shards, class folders or JPEG files found",
+				   "%s: no TFRecord shards, class folders or image files found",
 				   real);
 			goto fail;
 		}
