@@ -179,6 +179,32 @@ int bfs_gz_probe(const uint8_t *head, size_t n)
 	return head && n >= 3 && head[0] == 0x1f && head[1] == 0x8b && head[2] == 8;
 }
 
+int bfs_gz_peek(int fd, uint64_t csize, uint8_t *out, size_t n, size_t *got)
+{
+	const char *what;
+	gzin g;
+	int rc;
+
+	*got = 0;
+	if ((rc = gzin_init(&g, fd, csize < IN_SZ ? csize : IN_SZ)))
+		return rc;
+	if ((rc = member_header(&g, &what))) {
+		gzin_free(&g);
+		return rc < 0 && rc != -2 ? rc : -EINVAL;
+	}
+	g.zs.next_out = out;
+	g.zs.avail_out = (uInt)n;
+	while (g.zs.avail_out && refill(&g) == 0) {
+		int zr = inflate(&g.zs, Z_NO_FLUSH);
+
+		if (zr != Z_OK)
+			break;
+	}
+	*got = n - g.zs.avail_out;
+	gzin_free(&g);
+	return 0;
+}
+
 /* ---- the index -------------------------------------------------------- */
 
 static int add_point(bfs_gzindex *idx, uint64_t uoff, uint64_t coff,
@@ -249,7 +275,7 @@ static uint32_t le32(const unsigned *b)
 	       (uint32_t)b[3] << 24;
 }
 
-int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span,
+int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 		      bfs_gzindex **out, char *errmsg)
 {
 	bfs_gzindex *idx;
@@ -382,7 +408,14 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span,
 					 members, (unsigned long long)member_c);
 				goto done;
 			}
-		if (le32(t) != (uint32_t)crc || le32(t + 4) != (uint32_t)isize) {
+		if ((le32(t) != (uint32_t)crc || le32(t + 4) != (uint32_t)isize) &&
+		    (flags & BFS_GZ_KEEP_BAD_CRC)) {
+			if (!idx->damage[0])
+				snprintf(idx->damage, sizeof(idx->damage),
+					 "gzip: member %lu (compressed offset %llu) fails its %s check; its data are served all the same, each record checked by its own CRC",
+					 members, (unsigned long long)member_c,
+					 le32(t) != (uint32_t)crc ? "CRC-32" : "length (ISIZE)");
+		} else if (le32(t) != (uint32_t)crc || le32(t + 4) != (uint32_t)isize) {
 			snprintf(idx->damage, sizeof(idx->damage),
 				 "gzip: member %lu (compressed offset %llu) fails its %s check; none of its bytes are used",
 				 members, (unsigned long long)member_c,

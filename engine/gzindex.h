@@ -50,15 +50,28 @@ typedef struct bfs_gzcursor bfs_gzcursor;
 int bfs_gz_probe(const uint8_t *head, size_t n);
 
 /*
+ * The first bytes of the uncompressed data of the gzip file open on fd
+ * (csize bytes), for format detection: up to n bytes into out, *got of
+ * them (fewer when the data are shorter or damaged early).  Returns 0, or
+ * -EINVAL (not gzip), -ENOMEM, -errno.  Reads at most 64 KiB of the file.
+ */
+int bfs_gz_peek(int fd, uint64_t csize, uint8_t *out, size_t n, size_t *got);
+
+/*
  * Inflate the gzip file open on fd (csize bytes; only pread is used) and
  * index it; span: bytes between points (0: BFS_GZ_SPAN; tests use less).
+ * flags: BFS_GZ_KEEP_BAD_CRC serves a member whose CRC-32 or ISIZE fails
+ * all the same (for data whose records carry CRCs of their own, as
+ * TFRecords do): the index is complete and bfs_gzindex_damage names the
+ * first such member.
  * *out receives the index, damaged or not (see above).  Returns 0, or
  * -ENOMEM, -errno (a failed read), -EINVAL (NULL out, or a file that does
  * not start with a gzip header: then *out is NULL and errmsg says so).
  * errmsg (BFS_ERRMSG_MAX bytes, may be NULL): on success of a damaged file
  * the same text as bfs_gzindex_damage.
  */
-int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span,
+#define BFS_GZ_KEEP_BAD_CRC 1
+int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 		      bfs_gzindex **out, char *errmsg);
 
 void bfs_gzindex_free(bfs_gzindex *idx); /* accepts NULL */
@@ -66,7 +79,8 @@ void bfs_gzindex_free(bfs_gzindex *idx); /* accepts NULL */
 /* Uncompressed bytes the index serves (all of them when complete). */
 uint64_t bfs_gzindex_size(const bfs_gzindex *idx);
 int bfs_gzindex_complete(const bfs_gzindex *idx);
-/* What is damaged and where ("" when complete); lives with idx. */
+/* What is damaged and where ("" when nothing is; with BFS_GZ_KEEP_BAD_CRC
+ * a complete index may name a member whose CRC failed); lives with idx. */
 const char *bfs_gzindex_damage(const bfs_gzindex *idx);
 size_t bfs_gzindex_npoints(const bfs_gzindex *idx);
 /* The compressed size the index was built for. */

@@ -83,10 +83,13 @@ typedef struct {
 	void *index_ctx;
 } bfs_source_opts;
 
-/* A growable byte buffer owned by the caller (one per worker thread). */
+/* A growable byte buffer owned by the caller (one per worker thread),
+ * with the cursor its reads of gzip shards go on with (gzindex.h).  Start
+ * it zeroed; bfs_buf_free releases both. */
 typedef struct {
 	uint8_t *data;
 	size_t cap;
+	struct bfs_gzcursor *gz;
 } bfs_buf;
 
 /* Index opts->dir.  On success *out owns everything it needs (the options

@@ -137,7 +137,7 @@ static void test_gzindex_reads_any_offset_back_as_written(void **state)
 		bfs_gzindex *idx;
 		char msg[BFS_ERRMSG_MAX] = "";
 
-		if (bfs_gzindex_build(fd, clen, 64 << 10, &idx, msg))
+		if (bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg))
 			fail_msg("case %zu: %s", k, msg);
 		assert_true(bfs_gzindex_complete(idx));
 		assert_string_equal(bfs_gzindex_damage(idx), "");
@@ -163,7 +163,7 @@ static void test_gzindex_saved_index_reads_the_same_and_refuses_damage(void **st
 	void *b;
 
 	(void)state;
-	assert_int_equal(bfs_gzindex_build(fd, clen, 100 << 10, &idx, msg), 0);
+	assert_int_equal(bfs_gzindex_build(fd, clen, 100 << 10, 0, &idx, msg), 0);
 	assert_int_equal(bfs_gzindex_save(idx, &b, &blen), 0);
 	blob = b;
 	assert_int_equal(bfs_gzindex_load(blob, blen, clen, &back, msg), 0);
@@ -210,7 +210,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 	(void)state;
 	/* cut in the middle: the good part is served, the rest says why */
 	fd = temp_fd(z, clen / 2);
-	assert_int_equal(bfs_gzindex_build(fd, clen / 2, 64 << 10, &idx, msg), 0);
+	assert_int_equal(bfs_gzindex_build(fd, clen / 2, 64 << 10, 0, &idx, msg), 0);
 	assert_false(bfs_gzindex_complete(idx));
 	assert_non_null(strstr(bfs_gzindex_damage(idx), "ends inside member 1"));
 	assert_true(bfs_gzindex_size(idx) > n / 3 && bfs_gzindex_size(idx) < n);
@@ -251,7 +251,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		assert_true(m1 > m0);
 		bad[m1 - 8] ^= 1; /* member 1's CRC-32 */
 		fd = temp_fd(bad, clen);
-		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg), 0);
 		assert_false(bfs_gzindex_complete(idx));
 		assert_non_null(strstr(msg, "member 1"));
 		assert_non_null(strstr(msg, "CRC-32"));
@@ -264,7 +264,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		bad = realloc(bad, clen + 5);
 		memcpy(bad + clen, "junk!", 5);
 		fd = temp_fd(bad, clen + 5);
-		assert_int_equal(bfs_gzindex_build(fd, clen + 5, 64 << 10, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen + 5, 64 << 10, 0, &idx, msg), 0);
 		assert_false(bfs_gzindex_complete(idx));
 		assert_int_equal(bfs_gzindex_size(idx), n);
 		assert_non_null(strstr(msg, "not a gzip member"));
@@ -279,7 +279,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		memcpy(bad, z, clen);
 		bad[40 + next() % (clen - 60)] ^= (uint8_t)(1 + next() % 255);
 		fd = temp_fd(bad, clen);
-		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg), 0);
 		if (bfs_gzindex_complete(idx))
 			fail_msg("a damaged gzip file indexed as whole");
 		assert_true(bfs_gzindex_size(idx) < n);
@@ -298,12 +298,12 @@ static void test_gzindex_refuses_what_is_not_gzip(void **state)
 	int fd = temp_fd("\x89PNG\r\n\x1a\nxxxxxxxxxxxxxx", 22);
 
 	(void)state;
-	assert_int_equal(bfs_gzindex_build(fd, 22, 0, &idx, msg), -EINVAL);
+	assert_int_equal(bfs_gzindex_build(fd, 22, 0, 0, &idx, msg), -EINVAL);
 	assert_null(idx);
 	assert_non_null(strstr(msg, "not a gzip file"));
 	close(fd);
 	fd = temp_fd("", 0);
-	assert_int_equal(bfs_gzindex_build(fd, 0, 0, &idx, msg), -EINVAL);
+	assert_int_equal(bfs_gzindex_build(fd, 0, 0, 0, &idx, msg), -EINVAL);
 	assert_non_null(strstr(msg, "empty"));
 	close(fd);
 	assert_true(bfs_gz_probe((const uint8_t *)"\x1f\x8b\x08", 3));
