@@ -343,17 +343,21 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 				err = rc;
 				goto fail;
 			}
-			if (rc == 1) {
+			/* at the end of the file inflate may still hold output
+			 * from input it has taken: one more call gives it */
+			g.zs.next_out = obuf;
+			g.zs.avail_out = OUT_SZ;
+			zr = inflate(&g.zs, Z_BLOCK);
+			made = OUT_SZ - g.zs.avail_out;
+			if (rc == 1 && !made && zr != Z_STREAM_END) {
 				snprintf(idx->damage, sizeof(idx->damage),
 					 "gzip: the file ends inside member %lu (compressed offset %llu), %llu bytes into its data",
 					 members, (unsigned long long)member_c,
 					 (unsigned long long)(upos - member_u));
 				goto done;
 			}
-			g.zs.next_out = obuf;
-			g.zs.avail_out = OUT_SZ;
-			zr = inflate(&g.zs, Z_BLOCK);
-			made = OUT_SZ - g.zs.avail_out;
+			if (zr != Z_OK && zr != Z_BUF_ERROR && zr != Z_STREAM_END)
+				made = 0; /* the good part ends before this call */
 			if (made) {
 				crc = crc32(crc, obuf, (uInt)made);
 				isize += made;
@@ -719,15 +723,10 @@ int bfs_gzcursor_read(bfs_gzcursor *c, const bfs_gzindex *idx, int fd,
 				   (unsigned long long)(off + n));
 			return BFS_E_CORRUPT;
 		}
-		if ((rc = refill(&c->g))) {
+		if ((rc = refill(&c->g)) < 0) {
 			c->valid = 0;
-			if (rc < 0) {
-				bfs_seterr(errmsg, "gzip: read failed: %s", strerror(-rc));
-				return rc;
-			}
-			bfs_seterr(errmsg, "gzip: the file ends at compressed offset %llu, inside deflate data (changed since it was indexed?)",
-				   (unsigned long long)consumed(&c->g));
-			return BFS_E_CORRUPT;
+			bfs_seterr(errmsg, "gzip: read failed: %s", strerror(-rc));
+			return rc;
 		}
 		if (c->upos < off) {
 			to = c->out;
@@ -741,6 +740,13 @@ int bfs_gzcursor_read(bfs_gzcursor *c, const bfs_gzindex *idx, int fd,
 		zr = inflate(&c->g.zs, Z_NO_FLUSH);
 		made = room - c->g.zs.avail_out;
 		c->upos += made;
+		if (rc == 1 && !made && zr != Z_STREAM_END) {
+			/* no input left and nothing more came out */
+			c->valid = 0;
+			bfs_seterr(errmsg, "gzip: the file ends at compressed offset %llu, inside deflate data (changed since it was indexed?)",
+				   (unsigned long long)consumed(&c->g));
+			return BFS_E_CORRUPT;
+		}
 		if (zr == Z_STREAM_END) {
 			unsigned t;
 
@@ -754,7 +760,9 @@ int bfs_gzcursor_read(bfs_gzcursor *c, const bfs_gzindex *idx, int fd,
 			continue;
 		}
 		if (zr != Z_OK && zr != Z_BUF_ERROR) {
-			c->valid = 0;
+			c->valid = 0; /* the next read starts again */
+			if (c->upos >= off + n)
+				return 0; /* what was asked for came before it */
 			if (zr == Z_MEM_ERROR) {
 				bfs_seterr(errmsg, "gzip: out of memory");
 				return -ENOMEM;

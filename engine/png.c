@@ -244,14 +244,14 @@ static int filter_read(spng_ctx *ctx, void *user, void *dst, size_t n)
 				continue;
 			}
 			clen = be32(f->p + f->pos);
-			if (!(f->p[f->pos + 4] & 0x20) || clen > f->len ||
-			    (size_t)clen + 12 > f->len - f->pos) {
-				/* critical, or cut: libspng says what is wrong */
-				f->pass = (size_t)clen + 12 <= f->len - f->pos
-					  ? (size_t)clen + 12 : f->len - f->pos;
+			if (f->p[f->pos + 4] & 0x20) { /* ancillary: dropped */
+				f->pos = clen <= f->len && (size_t)clen + 12 <= f->len - f->pos
+					 ? f->pos + (size_t)clen + 12 : f->len;
 				continue;
 			}
-			f->pos += (size_t)clen + 12; /* ancillary: dropped */
+			/* critical (cut or not): libspng says what is wrong */
+			f->pass = clen <= f->len && (size_t)clen + 12 <= f->len - f->pos
+				  ? (size_t)clen + 12 : f->len - f->pos;
 			continue;
 		}
 		k = n < f->pass ? n : f->pass;
