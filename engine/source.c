@@ -699,6 +699,10 @@ static int index_gz_shard(bfs_source *s, const char *name, int fd,
 		return err;
 	if (err && !msg[0])
 		snprintf(msg, sizeof(msg), "%s", bfs_strerror(err));
+	if (err) { /* its offsets are into the uncompressed data: say so */
+		snprintf(full, sizeof(full), "in its gzip-compressed data: %s", msg);
+		snprintf(msg, sizeof(msg), "%s", full);
+	}
 	if (!bfs_gzindex_complete(gz)) {
 		/* the scan stopped at the end of the good part, or before */
 		if (err)
