@@ -2263,6 +2263,23 @@ static void test_source_serves_the_records_before_gzip_damage_and_names_it(void 
 	free(p);
 }
 
+static void test_source_reads_a_gzip_tfrecord_tensorflow_wrote(void **state)
+{
+	/* tools/make_golden_gzip.py: the same 300 records through
+	 * tf.io.TFRecordWriter, plain and with options="GZIP" */
+	bfs_source *a = open_dir("tests/data/golden/gzip/plain", BFS_FORMAT_AUTO);
+	bfs_source *b = open_dir("tests/data/golden/gzip/gz", BFS_FORMAT_AUTO);
+
+	(void)state;
+	assert_int_equal(bfs_source_count(a), 300);
+	assert_int_equal(bfs_source_nscan_errors(b), 0);
+	assert_same_samples(a, b);
+	for (uint64_t i = 0; i < 300; i += 37)
+		assert_int_equal(label_of(b, i), (int64_t)(i % 7));
+	bfs_source_close(a);
+	bfs_source_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2327,6 +2344,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_finds_gzip_shards_by_name_and_by_content, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_a_gzip_shards_index_in_the_store, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_serves_the_records_before_gzip_damage_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test(test_source_reads_a_gzip_tfrecord_tensorflow_wrote),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
