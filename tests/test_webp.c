@@ -35,14 +35,14 @@
 #define COUNTING 1
 #endif
 
-#if COUNTING
 /* Count what is allocated while `counting` is set (this thread only). */
+static __thread int counting;
+static __thread size_t cur, peak;
+#if COUNTING
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
-static __thread int counting;
-static __thread size_t cur, peak;
 
 static void count_add(void *p)
 {
