@@ -157,7 +157,8 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 	bfs__stage1_of(o, &s1h, &s1w, &dt, &post);
 	n = snprintf(desc, sizeof(desc),
 		     "batchfs-format=%d;size=%dx%d;dtype=%s;"
-		     "decode=turbojpeg-ifast-fancy-cmyk-adobe;"
+		     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
+		     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
 		     "resize=bilinear-halfpixel-noaa",
 		     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
 	if (o->resize_crop && n > 0 && n < (int)sizeof(desc))

@@ -118,6 +118,9 @@ struct worker {
 	bfs_buf in;            /* encoded bytes */
 	void *scratch;         /* resize scratch */
 	size_t scratch_cap;
+	uint8_t *pix;          /* decoded pixels of a PNG or WebP (a JPEG's
+				* are in dec); at most one of the two held */
+	size_t pix_cap;
 	size_t held;           /* scratch reserved from the budget */
 	struct bfs_batch *slot;/* the slot of the sample it works on, or NULL
 				* (protected by e->lock) */

@@ -62,9 +62,8 @@ const char *bfs_filekind_advice(const char *kind)
 {
 	static const struct { const char *kind, *advice; } adv[] = {
 		{ "gzip data",
-		  "a GZIP-compressed TFRecord (TFRecordDataset's compression_type "
-		  "\"GZIP\") or a .tar.gz, which batchfs does not read: "
-		  "decompress it first (gzip -dc < FILE > NEW)" },
+		  "not a GZIP TFRecord or .tar.gz that batchfs could read "
+		  "(they are read: see where it breaks with gzip -t FILE)" },
 		{ "zlib data",
 		  "a ZLIB-compressed TFRecord (TFRecordDataset's compression_type "
 		  "\"ZLIB\"), which batchfs does not read: decompress it first "

@@ -36,8 +36,9 @@ const char *bfs_filekind(const uint8_t *head, size_t n);
  * For a kind bfs_filekind names that is compressed data a user may have
  * given as shards (gzip, zlib, bzip2, xz, zstd), what it likely is and
  * what to do, as a phrase that follows "it looks like KIND: ": "a
- * GZIP-compressed TFRecord (...) or a .tar.gz, which batchfs does not
- * read: decompress it first (gzip -dc < FILE > NEW)".  NULL for any other
+ * ZLIB-compressed TFRecord (...), which batchfs does not read: decompress
+ * it first (python3 -c ...)".  gzip data is read (GZIP TFRecords, .tar.gz),
+ * so its phrase is for gzip data that could not be.  NULL for any other
  * kind (and for NULL).  Returns a static string; any thread.
  */
 const char *bfs_filekind_advice(const char *kind);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/image.h"
 #include "engine/resize.h"
 
 /* ---- workers ---------------------------------------------------------- */
@@ -194,8 +195,10 @@ static unsigned online_cores(void)
 
 /* Scratch one sample of this many pixels may need: its encoded bytes (as
  * large as the largest record, in the buffer's power-of-two steps), the
- * decoded pixels (4 bytes each: CMYK decodes through four channels) and
- * the resize rows. */
+ * decoded pixels and the decoder's work memory in the format that needs
+ * the most (bfs_image_scratch_max: lossless WebP, about 8 bytes a pixel;
+ * a JPEG takes 4, CMYK decoding through four channels) and the resize
+ * rows. */
 static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 				uint64_t pixels)
 {
@@ -216,7 +219,7 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 		if (r > rs)
 			rs = r;
 	}
-	return in_max + pixels * 4 + rs;
+	return in_max + bfs_image_scratch_max(pixels) + rs;
 }
 
 /* Split the budget (--mem): a scratch pool for the workers (at least
@@ -500,6 +503,7 @@ void bfs_engine_destroy(bfs_engine *e)
 			e->store.reader_destroy(e->workers[i].sr);
 		bfs_buf_free(&e->workers[i].in);
 		free(e->workers[i].scratch);
+		free(e->workers[i].pix);
 	}
 	bfs__slots_free(e);
 	pthread_cond_destroy(&e->work);

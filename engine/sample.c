@@ -12,6 +12,7 @@
 
 #include "engine/augment.h"
 #include "engine/decode.h"
+#include "engine/image.h"
 #include "engine/label.h"
 #include "engine/resize.h"
 
@@ -213,6 +214,9 @@ static void trim(struct worker *w)
 	free(w->scratch);
 	w->scratch = NULL;
 	w->scratch_cap = 0;
+	free(w->pix);
+	w->pix = NULL;
+	w->pix_cap = 0;
 	pthread_mutex_lock(&e->lock);
 	e->scratch_used -= w->held;
 	pthread_cond_broadcast(&e->room);
@@ -229,6 +233,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	bfs_engine *e = w->e;
 	const uint8_t *jpeg, *rgb;
 	bfs_sample_identity id;
+	bfs_image_info img;
 	size_t len, px, rs, in_cap;
 	uint64_t t0 = bfs__now_ns();
 	int err, sw, sh;
@@ -262,27 +267,59 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg);
 	if (err)
 		return err;
-	if ((err = bfs_decode_header(w->dec, jpeg, len, &sw, &sh, msg)))
+	if ((err = bfs_image_header(w->dec, jpeg, len, &img, msg)))
 		return err;
+	sw = img.width;
+	sh = img.height;
 	if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
-		bfs_seterr(msg, "%dx%d JPEG has %llu pixels, more than the limit of %llu",
-			   sw, sh, (unsigned long long)sw * (unsigned long long)sh,
+		bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
+			   sw, sh, bfs_image_format_name(img.format),
+			   (unsigned long long)sw * (unsigned long long)sh,
 			   (unsigned long long)e->o.max_pixels);
 		return BFS_E_TOOBIG;
 	}
-	px = (size_t)sw * (size_t)sh * 4; /* CMYK decodes through 4 channels */
+	/* One decoded-image buffer at a time, so that what the budget left
+	 * for one image (bfs_image_scratch_max) covers it: a JPEG decodes in
+	 * the decoder's scratch, anything else in w->pix, so the other one
+	 * goes first. */
+	if (img.format == BFS_IMAGE_JPEG && w->pix) {
+		free(w->pix);
+		w->pix = NULL;
+		w->pix_cap = 0;
+	} else if (img.format != BFS_IMAGE_JPEG && w->dec_bytes) {
+		bfs_decoder_destroy(w->dec);
+		w->dec_bytes = 0;
+		if ((err = bfs_decoder_create(&w->dec))) {
+			w->dec = NULL;
+			return err;
+		}
+	}
+	px = img.format == BFS_IMAGE_JPEG
+		? (img.pixel_bytes > w->dec_bytes ? img.pixel_bytes : w->dec_bytes)
+		: (img.pixel_bytes > w->pix_cap ? img.pixel_bytes : w->pix_cap) +
+		  img.work_bytes;
 	rs = e->o.resize_crop
 		? bfs_resize_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h)
 		: bfs_resize_scratch_size(sw, sh, e->s1_w, e->s1_h);
-	if ((err = reserve(w, w->in.cap + (px > w->dec_bytes ? px : w->dec_bytes) +
+	if ((err = reserve(w, w->in.cap + px +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
-	err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &rgb, &sw,
-			     &sh, msg);
+	if (img.format != BFS_IMAGE_JPEG && img.pixel_bytes > w->pix_cap) {
+		uint8_t *n = realloc(w->pix, img.pixel_bytes);
+
+		if (!n) {
+			bfs_seterr(msg, "out of memory for a %dx%d image", sw, sh);
+			return -ENOMEM;
+		}
+		w->pix = n;
+		w->pix_cap = img.pixel_bytes;
+	}
+	err = bfs_image_decode(w->dec, jpeg, len, &img, e->o.max_pixels,
+			       w->pix, w->pix_cap, &rgb, &sw, &sh, msg);
 	if (err)
 		return err;
-	if (px > w->dec_bytes)
-		w->dec_bytes = px;
+	if (img.format == BFS_IMAGE_JPEG && img.pixel_bytes > w->dec_bytes)
+		w->dec_bytes = img.pixel_bytes;
 	if (rs > w->scratch_cap) {
 		void *n = realloc(w->scratch, rs);
 		if (!n) {

@@ -27,6 +27,7 @@
 #include "engine/crc32c.h"
 #include "engine/example.h"
 #include "engine/filekind.h"
+#include "engine/gzindex.h"
 #include "engine/tar.h"
 #include "engine/tfrecord.h"
 
@@ -45,6 +46,8 @@ struct bfs_shard {
 	uint64_t first;    /* index of its first sample */
 	uint64_t count;
 	bfs_shard_stamp stamp; /* identity checked at each read */
+	bfs_gzindex *gz;   /* a gzip shard's restart points, or NULL; its
+			    * offsets are into the uncompressed bytes */
 };
 
 struct scan_error {
@@ -64,6 +67,7 @@ struct bfs_source {
 	bfs_format format;
 	char *image_key;
 	char *label_key;
+	int label_key_given;  /* --label-key named one (not "none") */
 
 	struct bfs_shard *shards;
 	size_t nshards, shards_cap;
@@ -85,7 +89,7 @@ struct bfs_source {
 	/* TFRecord class names (see "class names" below): classes[label]
 	 * (in classes/nclasses above) once a shard's pairs are merged */
 	int want_classes;     /* TFRecord with a label key: skim records */
-	int scan_fd;          /* the shard being scanned, for the skim */
+	const bfs_reader *scan_r; /* the shard being scanned, for the skim */
 	struct class_pair *pairs; /* the shard being scanned: its (label,
 				   * name) pairs, names in ppool */
 	size_t npairs, pairs_cap;
@@ -186,28 +190,56 @@ static int has_suffix_ci(const char *s, const char *suf)
 	return ls >= lf && strcasecmp(s + ls - lf, suf) == 0;
 }
 
-static int is_jpeg_name(const char *name)
+/* The image files of a folder layout: JPEG, PNG and WebP (which of them
+ * a file is comes from its bytes), and GIF, so that a GIF is refused by
+ * name rather than passed over (image.h). */
+static int is_image_name(const char *name)
 {
-	return has_suffix_ci(name, ".jpg") || has_suffix_ci(name, ".jpeg");
+	return has_suffix_ci(name, ".jpg") || has_suffix_ci(name, ".jpeg") ||
+	       has_suffix_ci(name, ".png") || has_suffix_ci(name, ".webp") ||
+	       has_suffix_ci(name, ".gif");
+}
+
+/* The name rules look through a .gz suffix: x.tfrecord.gz is a (GZIP)
+ * TFRecord shard, x.tar.gz and x.tgz tar shards. */
+static int has_suffix_gz(const char *s, const char *suf)
+{
+	size_t ls = strlen(s), lf = strlen(suf);
+
+	if (has_suffix_ci(s, suf))
+		return 1;
+	return ls >= lf + 3 && has_suffix_ci(s, ".gz") &&
+	       strncasecmp(s + ls - 3 - lf, suf, lf) == 0;
 }
 
 static int is_tfrecord_name(const char *name)
 {
-	return has_suffix_ci(name, ".tfrecord") ||
-	       has_suffix_ci(name, ".tfrecords") ||
-	       has_suffix_ci(name, ".tfrec") || strstr(name, "-of-") != NULL;
+	return has_suffix_gz(name, ".tfrecord") ||
+	       has_suffix_gz(name, ".tfrecords") ||
+	       has_suffix_gz(name, ".tfrec") || strstr(name, "-of-") != NULL;
 }
 
-/* The first min(cap, size) bytes of a file, for format detection:
- * the count read, or 0 if it cannot be read. */
+static int is_tar_name(const char *name)
+{
+	return has_suffix_gz(name, ".tar") || has_suffix_ci(name, ".tgz");
+}
+
+/* The first min(cap, size) bytes of a file, for format detection: the
+ * count read, or 0 if it cannot be read.  For a gzip file, the first bytes
+ * of its uncompressed data. */
 static size_t read_head(const char *path, uint8_t *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	size_t got = 0;
 	ssize_t r;
 
 	if (fd < 0)
 		return 0;
 	r = pread(fd, buf, cap, 0);
+	if (r > 0 && bfs_gz_probe(buf, (size_t)r) && fstat(fd, &st) == 0 &&
+	    bfs_gz_peek(fd, (uint64_t)st.st_size, buf, cap, &got) == 0)
+		r = (ssize_t)got;
 	close(fd);
 	return r > 0 ? (size_t)r : 0;
 }
@@ -388,22 +420,16 @@ static int pair_add(bfs_source *s, int64_t label, const uint8_t *name,
 	return 0;
 }
 
+struct skim_at {
+	const bfs_reader *r;
+	uint64_t base;        /* the record's offset in the shard's bytes */
+};
+
 static int skim_read(void *ctx, size_t off, void *buf, size_t len)
 {
-	const uint64_t *base = ctx; /* {fd, record offset} */
-	size_t got = 0;
+	const struct skim_at *at = ctx;
 
-	while (got < len) {
-		ssize_t r = pread((int)base[0], (char *)buf + got, len - got,
-				  (off_t)(base[1] + off + got));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return r < 0 ? -errno : -EIO;
-		got += (size_t)r;
-	}
-	return 0;
+	return at->r->pread(at->r->ctx, buf, len, at->base + off, NULL);
 }
 
 /* The label and class name of the record just scanned.  A record that is
@@ -419,7 +445,7 @@ static int skim_class(bfs_source *s, const bfs_tfrecord_entry *e)
 	static const uint8_t probe[] = { 0x0a, 0x0b, 0x0a, 0x09, 0x0a, 0x01, 0x01,
 					 0x12, 0x04, 0x0a, 0x02, 0x0a, 0x00 };
 	const char *keys[] = { s->label_key, class_key[0], class_key[1], NULL };
-	uint64_t ctx[2] = { (uint64_t)s->scan_fd, e->offset };
+	struct skim_at ctx = { s->scan_r, e->offset };
 	uint8_t out[3 * 4096 + 64];
 	const uint8_t *name;
 	size_t out_len, len;
@@ -427,7 +453,7 @@ static int skim_class(bfs_source *s, const bfs_tfrecord_entry *e)
 
 	if (e->status || e->length > SIZE_MAX ||
 	    bfs_example_skim(e->data, e->data_len, (size_t)e->length, skim_read,
-			     ctx, keys, out, sizeof(out) - sizeof(probe), &out_len,
+			     &ctx, keys, out, sizeof(out) - sizeof(probe), &out_len,
 			     NULL) != 0)
 		return 0;
 	memcpy(out + out_len, probe, sizeof(probe));
@@ -702,39 +728,26 @@ out:
 	return rc;
 }
 
-/* Store the index of the shard just scanned (the last one added), with
- * its class pairs (s->pairs, deduplicated). */
-static void store_index(bfs_source *s, const char *errmsg)
+/* The class section of a stored index (struct index_cls, the label key,
+ * the shard's pairs): its length, then written at p. */
+static size_t classes_section_len(const bfs_source *s)
 {
-	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
-	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0;
+	size_t len = sizeof(struct index_cls) +
+		     (s->want_classes ? strlen(s->label_key) : 0);
+
+	for (size_t i = 0; i < s->npairs; i++)
+		len += PAIR_BYTES + s->pairs[i].len;
+	return len;
+}
+
+static uint8_t *classes_section_put(const bfs_source *s, uint8_t *p)
+{
 	size_t klen = s->want_classes ? strlen(s->label_key) : 0;
-	size_t len = sizeof(struct index_hdr) + elen +
-		     sh->count * sizeof(struct index_ent) +
-		     sizeof(struct index_cls) + klen;
-	struct index_hdr h = { .count = sh->count, .errlen = (uint32_t)elen };
 	struct index_cls c = { .unnamed = s->shard_unnamed,
 			       .npairs = (uint32_t)s->npairs,
 			       .keylen = (uint16_t)klen,
 			       .skimmed = (uint8_t)s->want_classes };
-	uint8_t *blob, *p;
 
-	for (size_t i = 0; i < s->npairs; i++)
-		len += PAIR_BYTES + s->pairs[i].len;
-	if (!s->o.index_put || klen > UINT16_MAX || !(blob = malloc(len)))
-		return;
-	memcpy(h.magic, INDEX_MAGIC, 8);
-	memcpy(blob, &h, sizeof(h));
-	if (elen)
-		memcpy(blob + sizeof(h), errmsg, elen);
-	p = blob + sizeof(h) + elen;
-	for (uint64_t i = 0; i < sh->count; i++) {
-		const struct bfs_sample *smp = &s->samples[sh->first + i];
-		struct index_ent e = { smp->offset, smp->length, smp->flags };
-
-		memcpy(p, &e, sizeof(e));
-		p += sizeof(e);
-	}
 	memcpy(p, &c, sizeof(c));
 	p += sizeof(c);
 	memcpy(p, s->label_key, klen);
@@ -748,6 +761,37 @@ static void store_index(bfs_source *s, const char *errmsg)
 		memcpy(p + PAIR_BYTES, s->ppool + q->name, q->len);
 		p += PAIR_BYTES + q->len;
 	}
+	return p;
+}
+
+/* Store the index of the shard just scanned (the last one added), with
+ * its class pairs (s->pairs, deduplicated). */
+static void store_index(bfs_source *s, const char *errmsg)
+{
+	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
+	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0;
+	size_t len = sizeof(struct index_hdr) + elen +
+		     sh->count * sizeof(struct index_ent) +
+		     classes_section_len(s);
+	struct index_hdr h = { .count = sh->count, .errlen = (uint32_t)elen };
+	uint8_t *blob, *p;
+
+	if (!s->o.index_put || strlen(s->label_key) > UINT16_MAX ||
+	    !(blob = malloc(len)))
+		return;
+	memcpy(h.magic, INDEX_MAGIC, 8);
+	memcpy(blob, &h, sizeof(h));
+	if (elen)
+		memcpy(blob + sizeof(h), errmsg, elen);
+	p = blob + sizeof(h) + elen;
+	for (uint64_t i = 0; i < sh->count; i++) {
+		const struct bfs_sample *smp = &s->samples[sh->first + i];
+		struct index_ent e = { smp->offset, smp->length, smp->flags };
+
+		memcpy(p, &e, sizeof(e));
+		p += sizeof(e);
+	}
+	classes_section_put(s, p);
 	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob,
 		       len);
 	free(blob);
@@ -776,12 +820,321 @@ static void advise_compressed(int fd, char *msg, size_t cap)
 			 advice);
 }
 
-/* Scan one open shard, adding its samples; 0 or an error with msg. */
-typedef int (*scan_fn)(bfs_source *s, int fd, uint64_t size, char *msg);
+/* Scan one open shard (its bytes through r), adding its samples; 0 or an
+ * error with msg. */
+typedef int (*scan_fn)(bfs_source *s, const bfs_reader *r, uint64_t size,
+		       char *msg);
 
-static int scan_tfrecord(bfs_source *s, int fd, uint64_t size, char *msg)
+static int scan_tfrecord(bfs_source *s, const bfs_reader *r, uint64_t size,
+			 char *msg)
 {
-	return bfs_tfrecord_scan(fd, size, on_record, s, msg);
+	return bfs_tfrecord_scan_reader(r, size, on_record, s, msg);
+}
+
+static int scan_tar(bfs_source *s, const bfs_reader *r, uint64_t size,
+		    char *msg);
+
+/* ---- gzip shards ------------------------------------------------------ */
+
+/*
+ * A gzip shard's stored index: a header, the scan error, the gzip index
+ * (gzindex.h), then one entry per sample as the scan reported it: for
+ * TFRecord {offset, length, flags} and then the class section (as in a
+ * plain shard's index), for tar {offset, length, label, status, name,
+ * message}, so that loading replays the scan's callbacks.
+ * A tar index depends on where labels come from, which is kept in it
+ * (`labels`) and must match.
+ */
+#define GZS_MAGIC "BFSGZS02"  /* 02: TFRecord class names */
+struct gzs_hdr {
+	char magic[8];
+	uint32_t tar;       /* 1: tar entries */
+	uint32_t errlen;
+	uint64_t count;
+	uint64_t gzlen;
+	uint32_t labelslen;
+	uint32_t pad;
+};
+struct gzs_tar_ent {
+	uint64_t offset, length;
+	int64_t label;
+	int32_t status;
+	uint32_t namelen, msglen, pad;
+};
+
+/* Where tar labels come from, as stored with a tar index. */
+static void labels_of(const bfs_source *s, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s:%s", !s->label_key[0] ? "none"
+		 : s->label_key_given ? "json" : "cls,txt",
+		 s->label_key_given ? s->label_key : "");
+}
+
+static const struct bad_sample *find_bad(const bfs_source *s, uint64_t i);
+
+static void store_gz_index(bfs_source *s, const char *errmsg)
+{
+	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
+	int tar = s->format == BFS_FORMAT_TAR;
+	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0, len, gzlen;
+	struct gzs_hdr h = { .tar = (uint32_t)tar, .errlen = (uint32_t)elen,
+			     .count = sh->count };
+	char labels[BFS_ERRMSG_MAX];
+	uint8_t *blob, *p;
+	void *gzb;
+
+	if (!s->o.index_put || strlen(s->label_key) > UINT16_MAX ||
+	    bfs_gzindex_save(sh->gz, &gzb, &gzlen))
+		return;
+	labels_of(s, labels, sizeof(labels));
+	h.labelslen = tar ? (uint32_t)strlen(labels) : 0;
+	h.gzlen = gzlen;
+	len = sizeof(h) + elen + h.labelslen + gzlen;
+	for (uint64_t i = 0; i < sh->count; i++) {
+		uint64_t k = sh->first + i;
+		const struct bad_sample *b = tar ? find_bad(s, k) : NULL;
+
+		len += tar ? sizeof(struct gzs_tar_ent) + strlen(s->pool + s->names[k]) +
+			     (b ? strlen(b->msg) : 0)
+			   : sizeof(struct index_ent);
+	}
+	if (!tar)
+		len += classes_section_len(s);
+	if (!(blob = malloc(len))) {
+		free(gzb);
+		return;
+	}
+	memcpy(h.magic, GZS_MAGIC, 8);
+	memcpy(blob, &h, sizeof(h));
+	p = blob + sizeof(h);
+	memcpy(p, errmsg ? errmsg : "", elen);
+	p += elen;
+	memcpy(p, labels, h.labelslen);
+	p += h.labelslen;
+	memcpy(p, gzb, gzlen);
+	p += gzlen;
+	free(gzb);
+	for (uint64_t i = 0; i < sh->count; i++) {
+		uint64_t k = sh->first + i;
+		const struct bfs_sample *smp = &s->samples[k];
+
+		if (tar) {
+			const struct bad_sample *b = find_bad(s, k);
+			const char *name = s->pool + s->names[k];
+			struct gzs_tar_ent e = { smp->offset, smp->length, smp->label,
+						 b ? b->code : 0, (uint32_t)strlen(name),
+						 b ? (uint32_t)strlen(b->msg) : 0, 0 };
+
+			memcpy(p, &e, sizeof(e));
+			p += sizeof(e);
+			memcpy(p, name, e.namelen);
+			p += e.namelen;
+			if (b)
+				memcpy(p, b->msg, e.msglen);
+			p += e.msglen;
+		} else {
+			struct index_ent e = { smp->offset, smp->length, smp->flags };
+
+			memcpy(p, &e, sizeof(e));
+			p += sizeof(e);
+		}
+	}
+	if (!tar)
+		classes_section_put(s, p);
+	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob, len);
+	free(blob);
+}
+
+static int on_tar_sample(void *ctx, const bfs_tar_sample *t);
+
+/* Fill gzip shard `name` from a stored index: 1 if it was usable, 0 if
+ * not (nothing added), or -ENOMEM. */
+static int load_gz_index(bfs_source *s, const char *name, const struct stat *st)
+{
+	int tar = s->format == BFS_FORMAT_TAR;
+	char labels[BFS_ERRMSG_MAX], text[BFS_ERRMSG_MAX + 1];
+	const uint8_t *p, *end;
+	bfs_shard_stamp stamp;
+	struct gzs_hdr h;
+	bfs_gzindex *gz = NULL;
+	void *blob = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	stamp_of(st, &stamp);
+	if (!s->o.index_get ||
+	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob, &len) != 0)
+		return 0;
+	p = blob;
+	end = p + len;
+	if (len < sizeof(h))
+		goto out;
+	memcpy(&h, p, sizeof(h));
+	p += sizeof(h);
+	labels_of(s, labels, sizeof(labels));
+	if (memcmp(h.magic, GZS_MAGIC, 8) || h.tar != (uint32_t)tar ||
+	    h.errlen > BFS_ERRMSG_MAX || h.labelslen > BFS_ERRMSG_MAX ||
+	    (size_t)(end - p) < (size_t)h.errlen + h.labelslen ||
+	    h.gzlen > (size_t)(end - p) - h.errlen - h.labelslen ||
+	    (tar && (h.labelslen != strlen(labels) ||
+		     memcmp(p + h.errlen, labels, h.labelslen))))
+		goto out;
+	memcpy(text, p, h.errlen);
+	text[h.errlen] = '\0';
+	p += h.errlen + h.labelslen;
+	if (bfs_gzindex_load(p, (size_t)h.gzlen, (uint64_t)st->st_size, &gz, NULL))
+		goto out;
+	p += h.gzlen;
+	/* the entries must fill the rest exactly, each checked before use */
+	{
+		const uint8_t *q = p;
+
+		for (uint64_t i = 0; i < h.count; i++) {
+			if (tar) {
+				struct gzs_tar_ent e;
+
+				if ((size_t)(end - q) < sizeof(e))
+					goto out;
+				memcpy(&e, q, sizeof(e));
+				q += sizeof(e);
+				if (e.namelen > (size_t)(end - q) ||
+				    e.msglen > (size_t)(end - q) - e.namelen ||
+				    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20))
+					goto out;
+				q += e.namelen + e.msglen;
+			} else {
+				if ((size_t)(end - q) < sizeof(struct index_ent))
+					goto out;
+				q += sizeof(struct index_ent);
+			}
+		}
+		/* a TFRecord index ends with its class section: a mismatch
+		 * (another label key) adds nothing */
+		if (tar ? q != end : (rc = load_classes(s, q, (size_t)(end - q))) <= 0)
+			goto out;
+		rc = 0;
+	}
+	if ((rc = add_shard(s, name, st)))
+		goto out;
+	s->shards[s->nshards - 1].gz = gz;
+	gz = NULL;
+	for (uint64_t i = 0; i < h.count; i++) {
+		if (tar) {
+			struct gzs_tar_ent e;
+			bfs_tar_sample t = { 0 };
+			char *nm, msg[BFS_ERRMSG_MAX];
+
+			memcpy(&e, p, sizeof(e));
+			p += sizeof(e);
+			if (!(nm = strndup((const char *)p, e.namelen))) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			p += e.namelen;
+			memcpy(msg, p, e.msglen);
+			msg[e.msglen] = '\0';
+			p += e.msglen;
+			t.offset = e.offset;
+			t.length = e.length;
+			t.label = e.label;
+			t.name = nm;
+			t.status = e.status;
+			t.msg = msg;
+			rc = on_tar_sample(s, &t);
+			free(nm);
+		} else {
+			struct index_ent e;
+
+			memcpy(&e, p, sizeof(e));
+			p += sizeof(e);
+			rc = add_sample(s, e.offset, e.length, -1, e.flags);
+		}
+		if (rc)
+			goto out;
+	}
+	if (h.errlen && (rc = add_error(s, name, text)))
+		goto out;
+	s->index_hits++;
+	rc = 1;
+out:
+	bfs_gzindex_free(gz);
+	free(blob);
+	return rc;
+}
+
+/* Index gzip shard files[i] open on fd: its restart points, then the
+ * scan over its uncompressed bytes.  0 or -ENOMEM (problems are scan
+ * errors of the shard). */
+static int index_gz_shard(bfs_source *s, const char *name, int fd,
+			  const struct stat *st, scan_fn scan)
+{
+	char msg[BFS_ERRMSG_MAX] = "", full[BFS_ERRMSG_MAX];
+	bfs_gzcursor *cur = NULL;
+	bfs_gz_reader_ctx rc = { 0 };
+	bfs_reader r;
+	struct bfs_shard *sh;
+	bfs_gzindex *gz;
+	int err;
+
+	/* TFRecords carry CRCs of their own, so a gzip member whose CRC
+	 * fails is still read: only the records it damaged fail */
+	err = bfs_gzindex_build(fd, (uint64_t)st->st_size, 0,
+				s->format == BFS_FORMAT_TFRECORD ? BFS_GZ_KEEP_BAD_CRC : 0,
+				&gz, msg);
+	if (err == -ENOMEM)
+		return err;
+	if ((err = add_shard(s, name, st))) {
+		bfs_gzindex_free(gz);
+		return err;
+	}
+	if (!gz) /* not gzip after all, or unreadable */
+		return add_error(s, name, msg[0] ? msg : bfs_strerror(err)) ? -ENOMEM : 0;
+	sh = &s->shards[s->nshards - 1];
+	sh->gz = gz;
+	if ((err = bfs_gzcursor_create(&cur)))
+		return err;
+	rc.cursor = cur;
+	rc.idx = gz;
+	rc.fd = fd;
+	r = bfs_gz_reader(&rc);
+	msg[0] = '\0';
+	pairs_reset(s);
+	s->scan_r = &r;
+	err = scan(s, &r, bfs_gzindex_size(gz), msg);
+	s->scan_r = NULL;
+	pairs_dedupe(s);
+	bfs_gzcursor_destroy(cur);
+	if (err == -ENOMEM)
+		return err;
+	if (err && !msg[0])
+		snprintf(msg, sizeof(msg), "%s", bfs_strerror(err));
+	if (err) { /* its offsets are into the uncompressed data: say so */
+		snprintf(full, sizeof(full), "in its gzip-compressed data: %s", msg);
+		snprintf(msg, sizeof(msg), "%s", full);
+	}
+	if (!bfs_gzindex_complete(gz)) {
+		/* the scan stopped at the end of the good part, or before */
+		if (err)
+			snprintf(full, sizeof(full), "%s; %s", msg, bfs_gzindex_damage(gz));
+		else
+			snprintf(full, sizeof(full), "%s", bfs_gzindex_damage(gz));
+		return add_error(s, name, full) ? -ENOMEM : 0;
+	}
+	if (bfs_gzindex_damage(gz)[0]) { /* a member's CRC failed */
+		if (err)
+			snprintf(full, sizeof(full), "%s; %s", msg, bfs_gzindex_damage(gz));
+		else
+			snprintf(full, sizeof(full), "%s", bfs_gzindex_damage(gz));
+		snprintf(msg, sizeof(msg), "%s", full);
+		if (!err)
+			err = BFS_E_CRC;
+	}
+	if (err && add_error(s, name, msg))
+		return -ENOMEM;
+	if (!err || err == BFS_E_TRUNCATED || err == BFS_E_CRC ||
+	    err == BFS_E_CORRUPT)
+		store_gz_index(s, err ? msg : NULL);
+	return 0;
 }
 
 /* Index the shard files of one format.  A shard that cannot be opened,
@@ -809,6 +1162,28 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			continue;
 		}
 		s->prog.bytes += (uint64_t)st.st_size;
+		{
+			uint8_t magic[3];
+
+			if (pread(fd, magic, 3, 0) == 3 && bfs_gz_probe(magic, 3)) {
+				/* gzip: indexes are kept for both formats,
+				 * since building one reads the whole file */
+				pairs_reset(s);
+				err = load_gz_index(s, files[i], &st);
+				if (err == 0)
+					err = index_gz_shard(s, files[i], fd, &st, scan);
+				else if (err > 0)
+					err = 0;
+				close(fd);
+				if (err == -ENOMEM) {
+					bfs_seterr(errmsg, "%s: out of memory", path);
+					return err;
+				}
+				if ((err = classes_merge(s)))
+					return err;
+				continue;
+			}
+		}
 		if (cache_index && (err = load_index(s, files[i], &st)) != 0) {
 			close(fd);
 			if (err < 0 || (err = classes_merge(s)))
@@ -820,9 +1195,13 @@ static int index_shards(bfs_source *s, char **files, size_t n, scan_fn scan,
 			return err;
 		}
 		pairs_reset(s);
-		s->scan_fd = fd;
-		err = scan(s, fd, (uint64_t)st.st_size, msg);
-		s->scan_fd = -1;
+		{
+			bfs_reader r = bfs_reader_fd(fd);
+
+			s->scan_r = &r;
+			err = scan(s, &r, (uint64_t)st.st_size, msg);
+			s->scan_r = NULL;
+		}
 		if (err && err != -ENOMEM && s->shards[s->nshards - 1].count == 0)
 			advise_compressed(fd, msg, sizeof(msg));
 		close(fd);
@@ -919,9 +1298,12 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 	return 0;
 }
 
-static int scan_tar(bfs_source *s, int fd, uint64_t size, char *msg)
+static int scan_tar(bfs_source *s, const bfs_reader *r, uint64_t size,
+		    char *msg)
 {
-	return bfs_tar_scan(fd, size, on_tar_sample, s, msg);
+	bfs_tar_opts to = { .json_key = s->label_key_given ? s->label_key : NULL };
+
+	return bfs_tar_scan_reader(r, size, &to, on_tar_sample, s, msg);
 }
 
 static const struct bad_sample *find_bad(const bfs_source *s, uint64_t i)
@@ -962,7 +1344,7 @@ static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
 		char name[PATH_MAX], path[PATH_MAX];
 		struct stat st;
 
-		if (!is_jpeg_name(files[i]))
+		if (!is_image_name(files[i]))
 			continue;
 		snprintf(name, sizeof(name), "%s%s%s", rel, rel[0] ? "/" : "",
 			 files[i]);
@@ -1034,8 +1416,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->label_key = strdup(!o->label_key ? "image/class/label"
 			      : strcmp(o->label_key, "none") == 0 ? ""
 			      : o->label_key);
-	s->scan_fd = -1;
 	s->cls_kind = -1;
+	s->label_key_given = o->label_key && strcmp(o->label_key, "none");
 	if (!s->dir || !s->image_key || !s->label_key) {
 		err = -ENOMEM;
 		goto fail;
@@ -1055,7 +1437,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		uint8_t head[BFS_TAR_BLOCK];
 		size_t head_len;
 
-		if (is_jpeg_name(files[i])) {
+		if (is_image_name(files[i])) {
 			njpeg++;
 			continue;
 		}
@@ -1065,7 +1447,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			? read_head(path, head, sizeof(head)) : 0;
 		if (o->format == BFS_FORMAT_TAR ||
 		    (o->format != BFS_FORMAT_TFRECORD &&
-		     (has_suffix_ci(files[i], ".tar") ||
+		     (is_tar_name(files[i]) ||
 		      (head_len == sizeof(head) && bfs_tar_probe(head, head_len)))))
 			tars[ntars++] = files[i];
 		else if (o->format == BFS_FORMAT_TFRECORD ||
@@ -1115,7 +1497,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		if (!ndirs && !njpeg) {
 			err = BFS_E_EMPTY;
 			bfs_seterr(errmsg,
-				   "%s: no TFRecord shards, class folders or JPEG files found",
+				   "%s: no TFRecord shards, class folders or image files found",
 				   real);
 			goto fail;
 		}
@@ -1166,8 +1548,10 @@ void bfs_source_close(bfs_source *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nshards; i++)
+	for (size_t i = 0; i < s->nshards; i++) {
 		free(s->shards[i].name);
+		bfs_gzindex_free(s->shards[i].gz);
+	}
 	for (size_t i = 0; i < s->nerrs; i++) {
 		free(s->errs[i].shard);
 		free(s->errs[i].msg);
@@ -1299,6 +1683,8 @@ void bfs_buf_free(bfs_buf *b)
 	free(b->data);
 	b->data = NULL;
 	b->cap = 0;
+	bfs_gzcursor_destroy(b->gz);
+	b->gz = NULL;
 }
 
 static int buf_reserve(bfs_buf *b, size_t need)
@@ -1369,12 +1755,27 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		close(fd);
 		return err;
 	}
-	r = need ? pread(fd, buf->data, need, (off_t)smp->offset) : 0;
-	err = r < 0 ? -errno : 0;
-	close(fd);
-	if (err) {
-		bfs_seterr(errmsg, "read failed: %s", strerror(-err));
-		return err;
+	if (sh->gz) {
+		/* a gzip shard: through this buffer's cursor, which goes on
+		 * from the previous read when it can */
+		if (!buf->gz && (err = bfs_gzcursor_create(&buf->gz))) {
+			close(fd);
+			return err;
+		}
+		err = bfs_gzcursor_read(buf->gz, sh->gz, fd, buf->data, need,
+					smp->offset, errmsg);
+		close(fd);
+		if (err)
+			return err == -EIO ? BFS_E_TRUNCATED : err;
+		r = (ssize_t)need;
+	} else {
+		r = need ? pread(fd, buf->data, need, (off_t)smp->offset) : 0;
+		err = r < 0 ? -errno : 0;
+		close(fd);
+		if (err) {
+			bfs_seterr(errmsg, "read failed: %s", strerror(-err));
+			return err;
+		}
 	}
 	if ((size_t)r != need) {
 		bfs_seterr(errmsg, "short read (%zd of %zu bytes)", r, need);

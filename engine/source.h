@@ -2,17 +2,27 @@
  * source.h - the sample index of a shard directory.
  *
  * A source turns SHARD_DIR into a flat, ordered list of samples and reads
- * any one of them back as encoded JPEG bytes plus a label.  Three layouts:
+ * any one of them back as encoded image bytes (JPEG, PNG, WebP: image.h
+ * tells them apart) plus a label.  Three layouts:
  *
  *   TFRecord   every shard file holds tf.train.Example records; shards are
  *              sorted by name (bytewise), records are in file order.  The
  *              index keeps only record offsets and lengths; labels are read
  *              from the record when the sample is read.
- *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg.  Classes sorted by
- *              name give the label (0-based); files sorted by name.  A flat
- *              folder of JPEGs is one class, label 0.
- *   tar        WebDataset shards: KEY.jpg (or .jpeg) with KEY.cls holding
- *              the label; shards sorted by name, samples in member order.
+ *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg (.jpeg, .png,
+ *              .webp, .gif, any case).  Classes sorted by name give the
+ *              label (0-based); files sorted by name.  A flat folder of
+ *              images is one class, label 0.
+ *   tar        WebDataset shards: KEY.jpg (.jpeg, .png, .webp, .gif) with
+ *              its label in KEY.cls, else KEY.txt, or with an explicit
+ *              label_key in that member of KEY.json (tar.h); shards sorted
+ *              by name, samples in member order.
+ *
+ * TFRecord and tar shards may be gzip files (GZIP TFRecords, .tar.gz):
+ * they are indexed through gzindex.h (one inflate at open, restart points
+ * every 4 MiB, kept with the shard index in the index store), their sample
+ * offsets are into the uncompressed bytes, and reads inflate from the
+ * nearest restart point through the caller's bfs_buf cursor.
  *
  * Problems found while indexing (a shard cut mid-record, a length whose
  * CRC fails and that the next record cannot prove) do not fail the open:
@@ -23,8 +33,9 @@
  *
  * Detection (BFS_FORMAT_AUTO) looks at names first, then at contents:
  * files named *.tfrecord, *.tfrec(s) or *-of-* are TFRecord shards and
- * *.tar tar shards whatever they hold; other files are probed by their
- * first bytes; JPEGs are found by .jpg/.jpeg.  Files that are none of
+ * *.tar tar shards whatever they hold (also with .gz after them; *.tgz is
+ * tar); other files are probed by their first bytes (a gzip file's first
+ * uncompressed bytes); images are found by their extensions.  Files that are none of
  * these are passed over.  TFRecord and tar shards in one directory are
  * refused (BFS_E_FORMAT).
  *
@@ -81,8 +92,10 @@ typedef struct {
 	const char *label_key;  /* default "image/class/label"; "none": no
 				 * label is read (TFRecord: every label -1;
 				 * tar: -1 for a sample without KEY.cls) */
-	/* Optional store of TFRecord shard indexes (the sample cache), so a
-	 * remount skips the scan.  get: 0 and a malloc()ed *blob the source
+	/* Optional store of TFRecord shard indexes and of gzip shards'
+	 * indexes (restart points, and for a .tar.gz its samples with where
+	 * their labels came from) -- the sample cache -- so a remount skips
+	 * the scan.  get: 0 and a malloc()ed *blob the source
 	 * frees, or anything else for a miss.  put stores a copy.  Both are
 	 * keyed by (dir, shard, *st), st valid only during the call.  Either
 	 * may be NULL (no store). */
@@ -102,10 +115,13 @@ typedef struct {
 	void *progress_ctx;
 } bfs_source_opts;
 
-/* A growable byte buffer owned by the caller (one per worker thread). */
+/* A growable byte buffer owned by the caller (one per worker thread),
+ * with the cursor its reads of gzip shards go on with (gzindex.h).  Start
+ * it zeroed; bfs_buf_free releases both. */
 typedef struct {
 	uint8_t *data;
 	size_t cap;
+	struct bfs_gzcursor *gz;
 } bfs_buf;
 
 /* Index opts->dir.  On success *out owns everything it needs (the options

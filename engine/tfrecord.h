@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/reader.h"
+
 /* Bytes of framing around each payload: 12 before it, 4 after it. */
 #define BFS_TFRECORD_HEADER 12
 #define BFS_TFRECORD_FOOTER 4
@@ -63,6 +65,15 @@ typedef int (*bfs_tfrecord_scan_fn)(void *ctx, const bfs_tfrecord_entry *e);
  */
 int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 		      void *ctx, char *errmsg);
+
+/*
+ * The same scan over any byte source: `src` holds file_size bytes (for a
+ * gzip shard, its uncompressed bytes, gzindex.h).  A read that src fails
+ * with a message of its own (a damaged gzip stream) ends the scan with
+ * that message after the record index and offset.
+ */
+int bfs_tfrecord_scan_reader(const bfs_reader *src, uint64_t file_size,
+			     bfs_tfrecord_scan_fn fn, void *ctx, char *errmsg);
 
 /*
  * Check a payload against the masked CRC stored after it: buf holds
