@@ -959,6 +959,48 @@ static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **st
 	bfs_source_close(src);
 }
 
+static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			 ms_flush };
+	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3); /* fills the store (a copy without
+					   * room in its batch comes later) */
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	/* a store that answers with a shape its bytes do not fill (one row
+	 * too many), or a copy larger than its source: cropping by that
+	 * shape would read past the copy or map the box wrongly */
+	for (int i = 0; i < m.n; i++)
+		if (i % 2)
+			m.e[i].shape.h++;
+		else
+			m.e[i].shape.src_w = m.e[i].shape.w - 1;
+	m.hits = 0;
+	e = open_rrc(src, 2, &st, 64, 1);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_true(m.hits >= NSAMPLES); /* it answered every one */
+	assert_int_equal(es.cache_hits, 0);
+	assert_true(es.samples_decoded >= NSAMPLES);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
 static void test_engine_size_schedule_gives_each_epoch_its_shape(void **state)
 {
 	bfs_source *src = open_source(dir_good);
@@ -1041,6 +1083,7 @@ int main(void)
 		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
 		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
 		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),
+		cmocka_unit_test(test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up),
 		cmocka_unit_test(test_engine_size_schedule_gives_each_epoch_its_shape),
 		cmocka_unit_test(test_engine_rrc_refuses_conflicting_options),
 	};
