@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__SSE2__)
@@ -125,7 +126,9 @@ static void hrow_scalar(const uint8_t *restrict s, const struct xtab *t, int fro
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_DISPATCH 1
 /* CPUID says AVX2 (leaf 7) and AVX, and the OS saves YMM state (XCR0 bits
- * 1-2). */
+ * 1-2); and BATCHFS_RESIZE_NO_AVX2 is not set in the environment (asked at
+ * every call, not remembered: it keeps the SSE2 pass testable on machines
+ * with AVX2, in a forked child too). */
 static int have_avx2(void)
 {
 	static int known; /* 0: not asked yet, 1: no, 2: yes; same for all threads */
@@ -143,7 +146,7 @@ static int have_avx2(void)
 		}
 		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
 	}
-	return v == 2;
+	return v == 2 && !getenv("BATCHFS_RESIZE_NO_AVX2");
 }
 
 /*
