@@ -17,13 +17,14 @@
  *   is compared on every get, so even a shard-hash collision cannot serve
  *   another sample's bytes.  Entries of one shard are adjacent, in offset
  *   order; entries of one fingerprint are one key range.
- *   Values.  A 48-byte header (magic, format version, CRC32C, payload
- *   length, int64 label, identity check) followed by exactly the sample's
- *   bytes as the engine caches them (H*W*3*itemsize, float32 stays
- *   float32).  The CRC32C covers payload, header and the key, so a key
- *   changed on disk is caught too.  The payload
- *   starts 64 bytes into its LMDB overflow page, so it is cache-line
- *   aligned in the map.
+ *   Values.  A 64-byte header (magic, format version, CRC32C, payload
+ *   length, int64 label, identity check, the sample's shape:
+ *   bfs_store_shape) followed by exactly the sample's bytes as the engine
+ *   caches them (H*W*3*itemsize, float32 stays float32; with
+ *   RandomResizedCrop a reduced uint8 copy of the image, of its own size).
+ *   The CRC32C covers payload, header and the key, so a key changed on
+ *   disk is caught too.  The payload starts 80 bytes into its LMDB
+ *   overflow page, 16-byte aligned in the map.
  *   Reads.  One bfs_cache_reader per worker thread: a read-only LMDB
  *   transaction renewed at the start of each bfs_cache_get and reset at its
  *   end (measured: a whole get that misses costs 0.15-0.4 us, copying and
@@ -31,11 +32,18 @@
  *   never pin old pages between calls.  The value is read in place from the
  *   map and copied once into the caller's buffer while its CRC is checked.
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
- *   batch of (key, label, pointer to bytes); the writer puts one submission
- *   in one write transaction, then calls done(ctx) so the caller can reuse
- *   the memory.  The queue is bounded; a full queue drops the submission
- *   at once.  CRC failures found by readers are sent to the writer, which
- *   re-checks and deletes the entry.
+ *   batch of (key, label, pointer to bytes); the writer takes every
+ *   submission queued one after the other (up to 32 MiB of values, or one
+ *   larger submission) into one write transaction, copies their bytes
+ *   into the transaction's pages, calls each done(ctx) so the caller can
+ *   reuse the memory, and only then commits (with its fdatasync): a
+ *   writer behind the decoders pays one sync for all it catches up on,
+ *   and the caller's memory never waits for the disk.  What a kill -9 or
+ *   a power loss leaves is what the sync mode says (Integrity): a
+ *   commit is whole or absent; done no longer means committed
+ *   (bfs_cache_flush does).  The queue is bounded; a full queue drops the
+ *   submission at once.  CRC failures found by readers are sent to the
+ *   writer, which re-checks and deletes the entry.
  *   Size limit and eviction.  The LMDB map size is the limit; data.mdb
  *   never grows past it.  Epoch-style access scans the whole data set in a
  *   cycle, where LRU and FIFO evict exactly the sample needed next (hit
@@ -105,7 +113,8 @@
  *       mallopt(M_TRIM_THRESHOLD, 1 << 30);
  *   A writer slower than decoding holds decoding back instead of losing
  *   samples: a queued submission pins the caller's memory until its
- *   done(ctx) (the engine's batch slot, see INTEGRATION), and the default
+ *   done(ctx) (the engine's batch slot, see INTEGRATION; done comes once
+ *   the bytes are copied, before the commit's sync), and the default
  *   queue_max (BFS_CACHE_QUEUE_MAX) is high enough that the engine runs
  *   out of free slots first, so production waits for the writer.  A
  *   submission is dropped only when queue_max submissions are already
@@ -259,6 +268,8 @@ typedef struct {
 	const void *data; /* len bytes; must stay valid and unchanged until
 			     the submission's done(ctx) */
 	size_t len;       /* H * W * 3 * itemsize; 1 .. 1 GiB */
+	bfs_store_shape shape; /* kept beside the bytes, given back by
+				  bfs_cache_get_shaped (zero: none said) */
 } bfs_cache_item;
 
 typedef struct {
@@ -450,12 +461,33 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		  size_t len, int64_t *label);
 
 /*
+ * bfs_cache_get for samples whose size the caller does not know: a hit
+ * copies the stored bytes into dst when they fit in cap and gives their
+ * length in *len, their shape (as submitted) in *shape and the label in
+ * *label.  -ENOBUFS: the sample is larger than cap; *len says how large,
+ * nothing is copied or counted (ask again with room).  Otherwise as
+ * bfs_cache_get (no -EINVAL for a length).  Same threads as bfs_cache_get.
+ */
+int bfs_cache_get_shaped(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
+			 size_t cap, size_t *len, bfs_store_shape *shape,
+			 int64_t *label);
+
+/*
+ * Whether a submission now would be inserted rather than dropped: 0 while
+ * inserts are paused because the cache is full (see DESIGN, Size limit)
+ * or for an admin handle, else 1.  A hint (the state may change the next
+ * moment), read without locks.  Any thread.
+ */
+int bfs_cache_inserting(bfs_cache *c);
+
+/*
  * Queue n items for insertion in one write transaction, then done(ctx).
  * The items array is copied; the bytes they point to are not: they must
  * stay valid and unchanged until done(ctx) is called.  done is called
  * exactly once for every call, whatever the return value:
- *   - returns 0: queued; done is called later from the writer thread
- *     (after the transaction committed or failed);
+ *   - returns 0: queued; done is called later from the writer thread,
+ *     once the bytes are copied into the transaction (before its commit)
+ *     or the submission is dropped;
  *   - returns an error: nothing is queued and done has already been called
  *     on the calling thread, before this returned.  So never hold a lock
  *     that done takes while calling submit.
@@ -477,9 +509,10 @@ int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
 /*
  * The engine's store (engine/store.h) over c: a sample's identity becomes
  * its key through bfs_cache_key_make with this fingerprint (the mount's
- * bfs_cache_fingerprint) and dir (bfs_source_dir()); get is bfs_cache_get
- * (a hit, -ENOENT, BFS_E_CRC, ...), offer one bfs_cache_submit (its done
- * is called exactly once), flush bfs_cache_flush.  Each store reader holds
+ * bfs_cache_fingerprint) and dir (bfs_source_dir()); get is
+ * bfs_cache_get_shaped (a hit, -ENOENT, -ENOBUFS, BFS_E_CRC, ...), offer
+ * one bfs_cache_submit (its done is called exactly once, shapes kept),
+ * wants bfs_cache_inserting, flush bfs_cache_flush.  Each store reader holds
  * one cache reader.  *out is filled in; bfs_cache_store_close frees what
  * it holds, after the engine that used it is gone and before c is closed.
  * 0, -EINVAL (fingerprint not 16 characters, NULL arguments), -ENOMEM.

@@ -167,7 +167,7 @@ static int delete_bad(bfs_cache *c, uint8_t (*bad)[BFS_CACHE_KEY_BYTES],
 			break;
 		/* a value on a damaged page stays: LMDB would free the
 		 * wrong pages */
-		if (bfs__check_value(e, bad[i], &v, 0, NULL, 0, NULL) ==
+		if (bfs__check_value(e, bad[i], &v, 0, NULL) ==
 		    BFS_E_CRC) {
 			rc = mdb_del(txn, e->samples, &k, NULL);
 			if (rc)
@@ -285,8 +285,7 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
 				break;
 			}
 			code = k.mv_size == BFS_CACHE_KEY_BYTES
-				       ? bfs__check_value(e, k.mv_data, &v, 0,
-							  NULL, 0, NULL)
+				       ? bfs__check_value(e, k.mv_data, &v, 0, NULL)
 				       : BFS_E_CORRUPT;
 			nc++;
 			if (code) {

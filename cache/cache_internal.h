@@ -42,12 +42,13 @@
  * record itself (4 bytes, no CRC) never changes, so every version can read
  * it.  2: index headers and shard hashes carry the inode number and
  * ctime.  3: sample CRCs cover the key; counter and fingerprint records
- * carry a CRC32C. */
-#define BFS__CACHE_FORMAT 3
+ * carry a CRC32C.  4: sample values carry their shape (variable-size
+ * samples: RandomResizedCrop's reduced copies) in a 64-byte header. */
+#define BFS__CACHE_FORMAT 4
 
 #define BFS__VMAGIC   0x63534642u /* "BFSc" */
 #define BFS__IMAGIC   0x69534642u /* "BFSi" */
-#define BFS__VHDR     48
+#define BFS__VHDR     64
 #define BFS__IHDR     64
 #define BFS__MAXREADERS 2048
 #define BFS__ITEM_MAX (1ull << 30)
@@ -58,7 +59,7 @@
 #define BFS__DAMAGED_PREFIX "data.mdb.damaged-"
 
 /* The header in front of every sample value.  The CRC32C covers the
- * payload, then header bytes [0, 8) and [12, 48), then the 24-byte key. */
+ * payload, then header bytes [0, 8) and [12, 64), then the 24-byte key. */
 struct bfs__vhdr {
 	uint32_t magic;
 	uint16_t version;  /* BFS__CACHE_FORMAT */
@@ -69,6 +70,8 @@ struct bfs__vhdr {
 	int64_t label;
 	uint64_t check;    /* bfs_cache_key.check */
 	int64_t stamp_ns;  /* CLOCK_REALTIME at insert (informational) */
+	uint32_t h, w;     /* bfs_store_shape, as submitted */
+	uint32_t src_h, src_w;
 };
 
 /* The header in front of every index value, followed by the path (no NUL)
@@ -131,6 +134,7 @@ struct bfs__pending {
 	/* BFS__P_SUBMIT */
 	bfs_cache_item *items;
 	size_t n;
+	uint64_t bytes;         /* the items' lengths, summed */
 	void (*done)(void *ctx);
 	void *ctx;
 	/* BFS__P_INDEX: key, then the whole value ready to store */
@@ -253,22 +257,31 @@ void bfs__index_key_joined(const void *path, size_t n, uint8_t out[16]);
 uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
 /* Extend a payload CRC with the covered header bytes. */
 uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
+/* What a read wants of a sample value, and what it gets back. */
+struct bfs__want {
+	void *dst;              /* the payload goes here */
+	size_t cap;             /* bytes at dst */
+	int exact;              /* 1: the stored length must be cap */
+	size_t len;             /* out: the stored length */
+	bfs_store_shape shape;  /* out */
+	int64_t label;          /* out */
+};
 /* Check a stored sample value under key (24 bytes), read in a
  * transaction of e: 0 ok, BFS_E_CRC (bad CRC or header: the entry may be
  * deleted or replaced), BFS_E_CORRUPT (the LMDB page holding it is
  * damaged, bfs__check_ovhdr: never delete or replace it), -ENOENT
- * (identity check differs, when check != 0), -EINVAL (dst and a length
- * other than want_len).  When dst is not NULL the payload is copied into
- * it while checked. */
+ * (identity check differs, when check != 0), -EINVAL (exact and a stored
+ * length other than cap), -ENOBUFS (not exact and a stored length above
+ * cap: want->len says it; nothing copied).  With want (NULL: check only)
+ * the payload is copied into want->dst while checked, and len, shape and
+ * label are filled in. */
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
-		     const MDB_val *v, uint64_t check, void *dst,
-		     size_t want_len, int64_t *label);
+		     const MDB_val *v, uint64_t check, struct bfs__want *want);
 /* The same without the CRC (skip_crc): the page and the header are
- * checked and the payload copied into dst.  check is always compared;
- * dst and label must not be NULL. */
+ * checked and the payload copied.  check is always compared; want must
+ * not be NULL. */
 int bfs__copy_value(const struct bfs__env *e, const MDB_val *v,
-		    uint64_t check, void *dst, size_t want_len,
-		    int64_t *label);
+		    uint64_t check, struct bfs__want *want);
 /* The index value v: 0 and its header in *h, or BFS_E_CRC (size, header
  * or CRC wrong).  The page is not checked: bfs__check_ovhdr first. */
 int bfs__index_value(const MDB_val *v, struct bfs__ihdr *h);

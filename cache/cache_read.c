@@ -50,13 +50,11 @@ void bfs_cache_reader_destroy(bfs_cache_reader *r)
 	free(r);
 }
 
-int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
-		  size_t len, int64_t *label)
+static int get(bfs_cache_reader *r, const bfs_cache_key *key, struct bfs__want *want)
 {
 	bfs_cache *c = r->c;
 	struct bfs__env *e = c->e;
 	MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)key->k }, v;
-	int64_t lab = 0;
 	int rc, err;
 
 	rc = bfs__txn_renew(e, r->txn);
@@ -64,17 +62,14 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		return bfs__map_err(rc);
 	rc = mdb_get(r->txn, e->samples, &k, &v);
 	if (rc == 0)
-		err = c->o.skip_crc ? bfs__copy_value(e, &v, key->check, dst,
-						      len, &lab)
-				    : bfs__check_value(e, key->k, &v, key->check,
-						       dst, len, &lab);
+		err = c->o.skip_crc ? bfs__copy_value(e, &v, key->check, want)
+				    : bfs__check_value(e, key->k, &v, key->check, want);
 	else
 		err = bfs__map_err(rc);
 	bfs__txn_reset(e, r->txn);
 
 	switch (err) {
 	case 0:
-		*label = lab;
 		atomic_fetch_add_explicit(&c->hits, 1, memory_order_relaxed);
 		break;
 	case -ENOENT:
@@ -93,6 +88,33 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 			bfs__note_damage(c, "a sample's overflow page header is damaged");
 		}
 		break;
+	}
+	return err;
+}
+
+int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
+		  size_t len, int64_t *label)
+{
+	struct bfs__want want = { .dst = dst, .cap = len, .exact = 1 };
+	int err = get(r, key, &want);
+
+	if (err == 0)
+		*label = want.label;
+	return err;
+}
+
+int bfs_cache_get_shaped(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
+			 size_t cap, size_t *len, bfs_store_shape *shape,
+			 int64_t *label)
+{
+	struct bfs__want want = { .dst = dst, .cap = cap, .exact = 0 };
+	int err = get(r, key, &want);
+
+	if (err == 0 || err == -ENOBUFS)
+		*len = want.len;
+	if (err == 0) {
+		*shape = want.shape;
+		*label = want.label;
 	}
 	return err;
 }

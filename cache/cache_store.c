@@ -49,8 +49,8 @@ static void reader_destroy(void *p)
 	free(rd);
 }
 
-static int get(void *p, const bfs_sample_identity *id, void *dst, size_t len,
-	       int64_t *label)
+static int get(void *p, const bfs_sample_identity *id, void *dst, size_t cap,
+	       size_t *len, bfs_store_shape *shape, int64_t *label)
 {
 	struct reader *rd = p;
 	bfs_cache_key key;
@@ -58,7 +58,7 @@ static int get(void *p, const bfs_sample_identity *id, void *dst, size_t len,
 
 	if ((err = bfs_cache_key_make(&key, rd->s->fingerprint, rd->s->dir, id)))
 		return err;
-	return bfs_cache_get(rd->r, &key, dst, len, label);
+	return bfs_cache_get_shaped(rd->r, &key, dst, cap, len, shape, label);
 }
 
 static void offer(void *ctx, const bfs_store_item *items, size_t n,
@@ -79,11 +79,19 @@ static void offer(void *ctx, const bfs_store_item *items, size_t n,
 		ci[k].label = items[i].label;
 		ci[k].data = items[i].data;
 		ci[k].len = items[i].len;
+		ci[k].shape = items[i].shape;
 		k++;
 	}
 	/* submit copies the array and calls done exactly once */
 	bfs_cache_submit(s->cache, ci, k, done, arg);
 	free(ci);
+}
+
+static int wants(void *ctx)
+{
+	struct store *s = ctx;
+
+	return bfs_cache_inserting(s->cache);
 }
 
 static void flush(void *ctx)
@@ -112,6 +120,7 @@ int bfs_cache_store_open(bfs_cache *c, const char *fingerprint,
 	out->reader_destroy = reader_destroy;
 	out->get = get;
 	out->offer = offer;
+	out->wants = wants;
 	out->flush = flush;
 	return 0;
 }

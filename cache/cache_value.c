@@ -45,60 +45,80 @@ uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h)
 	return bfs_crc32c(crc, (const uint8_t *)h + 12, BFS__VHDR - 12);
 }
 
-int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
-		     const MDB_val *v, uint64_t check, void *dst,
-		     size_t want_len, int64_t *label)
+/* The header of v, checked: 0 and *h, or BFS_E_CORRUPT / BFS_E_CRC. */
+static int value_header(const struct bfs__env *e, const MDB_val *v, struct bfs__vhdr *h)
 {
-	struct bfs__vhdr h;
-	const uint8_t *payload;
-	uint32_t crc;
-
 	if (bfs__check_ovhdr(e, v))
 		return BFS_E_CORRUPT;
 	if (v->mv_size < BFS__VHDR)
 		return BFS_E_CRC;
-	memcpy(&h, v->mv_data, BFS__VHDR);
-	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
+	memcpy(h, v->mv_data, BFS__VHDR);
+	if (h->magic != BFS__VMAGIC || h->version != BFS__CACHE_FORMAT ||
+	    h->hdr_len != BFS__VHDR || h->len != v->mv_size - BFS__VHDR)
 		return BFS_E_CRC;
+	return 0;
+}
+
+/* Whether want can take a payload of len bytes: 0, -EINVAL or -ENOBUFS. */
+static int fits(struct bfs__want *want, uint64_t len)
+{
+	want->len = (size_t)len;
+	if (want->exact ? len != want->cap : len > want->cap)
+		return want->exact ? -EINVAL : -ENOBUFS;
+	return 0;
+}
+
+static void fill_want(struct bfs__want *want, const struct bfs__vhdr *h)
+{
+	want->shape.h = h->h;
+	want->shape.w = h->w;
+	want->shape.src_h = h->src_h;
+	want->shape.src_w = h->src_w;
+	want->label = h->label;
+}
+
+int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
+		     const MDB_val *v, uint64_t check, struct bfs__want *want)
+{
+	struct bfs__vhdr h;
+	const uint8_t *payload;
+	uint32_t crc;
+	int err;
+
+	if ((err = value_header(e, v, &h)))
+		return err;
 	if (check && h.check != check)
 		return -ENOENT;
-	if (dst && h.len != want_len)
-		return -EINVAL;
+	if (want && (err = fits(want, h.len)))
+		return err;
 	payload = (const uint8_t *)v->mv_data + BFS__VHDR;
-	if (dst)
-		crc = bfs__copy_crc(dst, payload, h.len, 0);
+	if (want)
+		crc = bfs__copy_crc(want->dst, payload, h.len, 0);
 	else
 		crc = bfs_crc32c(0, payload, h.len);
 	crc = bfs__vhdr_crc(crc, &h);
 	if (bfs_crc32c(crc, key, BFS_CACHE_KEY_BYTES) != h.crc)
 		return BFS_E_CRC;
-	if (label)
-		*label = h.label;
+	if (want)
+		fill_want(want, &h);
 	return 0;
 }
 
 /* bfs_cache_get's fast path when CRCs are not checked (skip_crc). */
 int bfs__copy_value(const struct bfs__env *e, const MDB_val *v,
-		     uint64_t check, void *dst, size_t want_len,
-		     int64_t *label)
+		    uint64_t check, struct bfs__want *want)
 {
 	struct bfs__vhdr h;
+	int err;
 
-	if (bfs__check_ovhdr(e, v))
-		return BFS_E_CORRUPT;
-	if (v->mv_size < BFS__VHDR)
-		return BFS_E_CRC;
-	memcpy(&h, v->mv_data, BFS__VHDR);
-	if (h.magic != BFS__VMAGIC || h.version != BFS__CACHE_FORMAT ||
-	    h.hdr_len != BFS__VHDR || h.len != v->mv_size - BFS__VHDR)
-		return BFS_E_CRC;
+	if ((err = value_header(e, v, &h)))
+		return err;
 	if (h.check != check)
 		return -ENOENT;
-	if (h.len != want_len)
-		return -EINVAL;
-	memcpy(dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
-	*label = h.label;
+	if ((err = fits(want, h.len)))
+		return err;
+	memcpy(want->dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
+	fill_want(want, &h);
 	return 0;
 }
 

@@ -29,6 +29,10 @@
 #define INDEX_QUEUE_MAX (256ull << 20)
 #define CRCDEL_MAX 64
 #define RUN_BYTES_MAX (64ull << 20)
+/* Submissions committed together: at most this many bytes of values (or
+ * one submission, if it is larger).  The writer holds them, copied into
+ * LMDB's pages, until the commit: memory outside the caller's budget. */
+#define GROUP_BYTES_MAX (32ull << 20)
 #define DEL_CHUNK 256        /* entries per delete transaction */
 #define PUT_ATTEMPTS 6
 
@@ -380,6 +384,10 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 		.label = it->label,
 		.check = it->key.check,
 		.stamp_ns = bfs__wall_ns(),
+		.h = it->shape.h,
+		.w = it->shape.w,
+		.src_h = it->shape.src_h,
+		.src_w = it->shape.src_w,
 	};
 	uint32_t crc;
 
@@ -395,10 +403,31 @@ static int is_full(int rc)
 	       rc == EFBIG || rc == EIO || rc == MDB_TXN_FULL;
 }
 
-/* Put items[0..n) in one transaction.  On failure *nput is the index of
- * the item whose put failed, or n when the commit failed. */
-static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
-		     size_t *nput, uint64_t *ins, uint64_t *dup)
+/* Call the done() of every submission of the group that has not had it:
+ * their bytes are no longer needed. */
+static void release_group(struct bfs__pending *group)
+{
+	for (struct bfs__pending *p = group; p; p = p->next)
+		if (p->done) {
+			void (*done)(void *) = p->done;
+
+			p->done = NULL;
+			done(p->ctx);
+		}
+}
+
+/*
+ * Put items[0..n) in one transaction.  Once every put has succeeded the
+ * items' bytes sit in the transaction's own pages, so the group's
+ * submissions are released (done) before the commit and its fdatasync:
+ * the caller's memory does not wait for the disk.  Returns 0 (committed,
+ * *released 1); a put's error, with *nput the index of the item whose put
+ * failed and nothing released; or the commit's error, with *nput = n and
+ * *released 1 (those items are lost: decoded and offered again later).
+ */
+static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
+		     struct bfs__pending *group, size_t *nput, uint64_t *ins,
+		     uint64_t *dup, int *released)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
@@ -406,11 +435,12 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 
 	*ins = *dup = 0;
 	*nput = 0;
+	*released = 0;
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < n; i++) {
-		const bfs_cache_item *it = &items[i];
+		const bfs_cache_item *it = items[i];
 		MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)it->key.k };
 		MDB_val v = { BFS__VHDR + it->len, NULL };
 
@@ -421,8 +451,7 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 			 * replace a corrupt or foreign one -- never one whose
 			 * page is damaged (LMDB would free the wrong pages) */
 			int chk = bfs__check_value(e, it->key.k, &v,
-						   it->key.check, NULL, 0,
-						   NULL);
+						   it->key.check, NULL);
 
 			if (chk == 0) {
 				(*dup)++;
@@ -448,6 +477,8 @@ static int put_batch(bfs_cache *c, const bfs_cache_item *items, size_t n,
 	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
 	*nput = n;
+	release_group(group);
+	*released = 1;
 	return commit(c, txn, flushed);
 }
 
@@ -456,31 +487,51 @@ static void pause_inserts(bfs_cache *c)
 	atomic_store(&c->paused_until_ns, bfs__now_ns() + BFS__PAUSE_NS);
 }
 
-static void process_submit(bfs_cache *c, struct bfs__pending *p)
+/*
+ * A group of submissions (queued one after the other, taken together by
+ * take_locked) in one transaction, so that a writer behind the decoders
+ * pays one fdatasync for all it has caught up on.  When the map is full,
+ * what fitted of the group goes in and the rest is dropped (fill, then
+ * keep).  Every submission's done is called exactly once.
+ */
+static void process_group(bfs_cache *c, struct bfs__pending *group)
 {
-	size_t m = p->n, nput;
+	const bfs_cache_item **items;
+	size_t n = 0, m, nput = 0, k = 0;
 	uint64_t ins, dup, need = 0;
-	int rc = 0, reclaimed = 0;
+	int rc = 0, reclaimed = 0, released = 0;
 
+	for (struct bfs__pending *p = group; p; p = p->next)
+		n += p->n;
 	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
-		ADD(dropped_full, p->n);
-		goto done;
+		ADD(dropped_full, n);
+		release_group(group);
+		return;
 	}
-	for (size_t i = 0; i < p->n; i++)
-		need += BFS__VHDR + p->items[i].len + 2 * c->e->psize;
+	if (!(items = malloc(n * sizeof(*items)))) {
+		ADD(write_errors, 1);
+		release_group(group);
+		return;
+	}
+	for (struct bfs__pending *p = group; p; p = p->next)
+		for (size_t i = 0; i < p->n; i++) {
+			items[k++] = &p->items[i];
+			need += BFS__VHDR + p->items[i].len + 2 * c->e->psize;
+		}
+	m = n;
 	for (int attempt = 0; attempt < PUT_ATTEMPTS && m > 0; attempt++) {
-		rc = put_batch(c, p->items, m, &nput, &ins, &dup);
+		rc = put_group(c, items, m, group, &nput, &ins, &dup, &released);
 		if (rc == 0) {
 			ADD(inserts, ins);
 			ADD(duplicates, dup);
-			if (m < p->n) {
+			if (m < n) {
 				/* the map is full: what fitted is in */
-				ADD(dropped_full, p->n - m);
+				ADD(dropped_full, n - m);
 				pause_inserts(c);
 			}
 			goto done;
 		}
-		if (!is_full(rc))
+		if (released || !is_full(rc))
 			break;
 		if (!reclaimed) {
 			int dead = 0;
@@ -492,9 +543,8 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 			if (reclaim(c, need, 0) > 0 || dead > 0)
 				continue;
 		}
-		/* commit what fitted: the items before the failing put, or one
-		 * fewer when the commit itself ran out of room */
-		m = nput < m ? nput : m - 1;
+		/* commit what fitted: the items before the failing put */
+		m = nput;
 	}
 	if (rc && !is_full(rc)) {
 		ADD(write_errors, 1);
@@ -502,11 +552,16 @@ static void process_submit(bfs_cache *c, struct bfs__pending *p)
 			atomic_store(&c->paused_until_ns, INT64_MAX);
 	} else {
 		pause_inserts(c);
-		ADD(dropped_full, p->n);
+		ADD(dropped_full, released ? m : n);
 	}
 done:
-	if (p->done)
-		p->done(p->ctx);
+	free(items);
+	release_group(group);
+}
+
+int bfs_cache_inserting(bfs_cache *c)
+{
+	return c && !c->o.admin && atomic_load(&c->paused_until_ns) <= bfs__now_ns();
 }
 
 /* ---- index puts and CRC deletions ----------------------------------------- */
@@ -576,8 +631,7 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 			/* re-check: a good copy may have replaced it */
 			if (rc == 0 &&
-			    bfs__check_value(e, p->key.k, &v, 0, NULL, 0,
-					     NULL) == BFS_E_CRC) {
+			    bfs__check_value(e, p->key.k, &v, 0, NULL) == BFS_E_CRC) {
 				rc = mdb_del(txn, e->samples, &k, NULL);
 				if (rc == 0)
 					ADD(evictions, 1);
@@ -673,6 +727,8 @@ int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
 	memcpy(p->items, items, n * sizeof(*items));
 	p->kind = BFS__P_SUBMIT;
 	p->n = n;
+	for (size_t i = 0; i < n; i++)
+		p->bytes += items[i].len;
 	p->done = done;
 	p->ctx = ctx;
 	pthread_mutex_lock(&c->lock);
@@ -803,15 +859,23 @@ int bfs_cache_flush(bfs_cache *c)
 
 /* ---- the thread ---------------------------------------------------------------- */
 
-/* Take the next unit of work (lock held): one submission, or a run of
- * index puts and CRC deletions (one transaction). */
+/* Take the next unit of work (lock held): a group of submissions (up to
+ * GROUP_BYTES_MAX of values, at least one), or a run of index puts and CRC
+ * deletions (one transaction each). */
 static struct bfs__pending *take_locked(bfs_cache *c, uint64_t *seq)
 {
 	struct bfs__pending *run = c->head, *last = run;
 	uint64_t bytes;
 
 	if (run->kind == BFS__P_SUBMIT) {
+		bytes = run->bytes;
 		c->nsubmits--;
+		while (last->next && last->next->kind == BFS__P_SUBMIT &&
+		       bytes + last->next->bytes <= GROUP_BYTES_MAX) {
+			last = last->next;
+			bytes += last->bytes;
+			c->nsubmits--;
+		}
 	} else {
 		bytes = run->ival_len;
 		while (last->next && last->next->kind != BFS__P_SUBMIT &&
@@ -871,7 +935,7 @@ static void *writer_main(void *arg)
 		run = take_locked(c, &seq);
 		pthread_mutex_unlock(&c->lock);
 		if (run->kind == BFS__P_SUBMIT)
-			process_submit(c, run);
+			process_group(c, run);
 		else
 			process_run(c, run);
 		free_pending(run);

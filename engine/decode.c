@@ -1,18 +1,21 @@
 /*
  * decode.c - JPEG to packed RGB8 through TurboJPEG, with TensorFlow's decode
- * settings (see decode.h).  Owns one tjhandle and one growable scratch buffer
- * per bfs_decoder; never prints.
+ * settings (see decode.h), and a box of it through libjpeg-turbo's libjpeg
+ * API with the same settings.  Owns one tjhandle and one growable scratch
+ * buffer per bfs_decoder; never prints.
  */
 #include "engine/decode.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include "engine/error.h"
@@ -295,4 +298,241 @@ int bfs_decode_rgb(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 	*width = info.width;
 	*height = info.height;
 	return 0;
+}
+
+/* ---- a box, through the libjpeg API -------------------------------------- */
+
+/*
+ * libjpeg's error handling as TurboJPEG's tjDecompress2 sets it up with
+ * DECODE_FLAGS: errors and warnings (STOPONWARNING) end the decode with
+ * libjpeg's own message, nothing is printed, and more than 500 scans
+ * (LIMITSCANS) is refused with TurboJPEG's message.
+ */
+struct box_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	char msg[JMSG_LENGTH_MAX];
+};
+
+static void box_output_message(j_common_ptr c)
+{
+	struct box_err *e = (struct box_err *)(void *)c->err;
+
+	(*c->err->format_message)(c, e->msg);
+}
+
+static void box_error_exit(j_common_ptr c)
+{
+	struct box_err *e = (struct box_err *)(void *)c->err;
+
+	box_output_message(c);
+	longjmp(e->jb, 1);
+}
+
+static void box_emit_message(j_common_ptr c, int level)
+{
+	struct box_err *e = (struct box_err *)(void *)c->err;
+
+	if (level < 0) { /* a warning: an error here, as STOPONWARNING */
+		box_output_message(c);
+		longjmp(e->jb, 1);
+	}
+}
+
+struct box_progress {
+	struct jpeg_progress_mgr pub;
+	struct box_err *err;
+};
+
+static void box_progress(j_common_ptr c)
+{
+	struct box_progress *p = (struct box_progress *)(void *)c->progress;
+
+	if (((j_decompress_ptr)c)->input_scan_number > 500) {
+		snprintf(p->err->msg, sizeof(p->err->msg),
+			 "Progressive JPEG image has more than 500 scans");
+		longjmp(p->err->jb, 1);
+	}
+}
+
+static int scale_ok(int scale)
+{
+	return scale == 1 || scale == 2 || scale == 4 || scale == 8;
+}
+
+/* The box at 1/scale, cut to the scaled image (sw x sh). */
+static bfs_box scaled_box(const bfs_box *b, int scale, int sw, int sh)
+{
+	bfs_box r;
+	int x1 = (b->x + b->w + scale - 1) / scale, y1 = (b->y + b->h + scale - 1) / scale;
+
+	r.x = b->x / scale;
+	r.y = b->y / scale;
+	if (x1 > sw)
+		x1 = sw;
+	if (y1 > sh)
+		y1 = sh;
+	if (r.x > x1 - 1)
+		r.x = x1 - 1;
+	if (r.y > y1 - 1)
+		r.y = y1 - 1;
+	r.w = x1 - r.x;
+	r.h = y1 - r.y;
+	return r;
+}
+
+/* The widest iMCU of any JPEG, in output pixels: 8 x a sampling factor of 4. */
+#define BOX_IMCU_MAX 32
+
+size_t bfs_decode_box_scratch(int width, int height, const bfs_box *box, int scale)
+{
+	int sw, sh;
+	size_t cols;
+	bfs_box s;
+
+	if (width < 1 || height < 1 || !box || !scale_ok(scale) || box->x < 0 ||
+	    box->y < 0 || box->w < 1 || box->h < 1 || box->x > width - box->w ||
+	    box->y > height - box->h)
+		return 0;
+	sw = (width + scale - 1) / scale;
+	sh = (height + scale - 1) / scale;
+	s = scaled_box(box, scale, sw, sh);
+	/* a margin of one iMCU each side, and the alignment of the left edge;
+	 * the box's rows and the image's last one */
+	cols = (size_t)s.w + 3 * BOX_IMCU_MAX;
+	if (cols > (size_t)sw)
+		cols = (size_t)sw;
+	return cols * ((size_t)s.h + 1) * 4;
+}
+
+int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+                   const bfs_box *box, int scale, bfs_decoded_box *out, char *errmsg)
+{
+	struct jpeg_decompress_struct cinfo;
+	struct box_err jerr;
+	struct box_progress prog;
+	struct jpeg_info info;
+	/* set after setjmp and read after a longjmp */
+	volatile int created = 0, err = 0;
+	JDIMENSION xoff, cols;
+	bfs_box sb;
+	size_t row, need;
+	uint64_t npix;
+	int nc, align, x0, x1, sw, sh, rc;
+
+	if (!d || (!jpeg && len) || !box || !out || !scale_ok(scale))
+		return -EINVAL;
+	rc = read_header(d, jpeg, len, &info, errmsg);
+	if (rc)
+		return rc;
+	npix = (uint64_t)info.width * (uint64_t)info.height;
+	if (max_pixels && npix > max_pixels) {
+		bfs_seterr(errmsg, "%dx%d JPEG has %" PRIu64 " pixels, more than the limit of %" PRIu64,
+		           info.width, info.height, npix, max_pixels);
+		return BFS_E_TOOBIG;
+	}
+	if (box->x < 0 || box->y < 0 || box->w < 1 || box->h < 1 ||
+	    box->x > info.width - box->w || box->y > info.height - box->h) {
+		bfs_seterr(errmsg, "box %dx%d at (%d, %d) is not inside the %dx%d image",
+			   box->w, box->h, box->x, box->y, info.width, info.height);
+		return -EINVAL;
+	}
+
+	memset(&cinfo, 0, sizeof(cinfo));
+	cinfo.err = jpeg_std_error(&jerr.pub);
+	jerr.pub.error_exit = box_error_exit;
+	jerr.pub.emit_message = box_emit_message;
+	jerr.pub.output_message = box_output_message;
+	jerr.msg[0] = '\0';
+	if (setjmp(jerr.jb)) {
+		if (!err) {
+			bfs_seterr(errmsg, "%s", jerr.msg);
+			err = BFS_E_DECODE;
+		}
+		goto out;
+	}
+	jpeg_create_decompress(&cinfo);
+	created = 1;
+	prog.pub.progress_monitor = box_progress;
+	prog.err = &jerr;
+	cinfo.progress = &prog.pub;
+	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
+	jpeg_read_header(&cinfo, TRUE);
+	cinfo.out_color_space = info.cmyk ? JCS_CMYK : JCS_EXT_RGB;
+	cinfo.dct_method = JDCT_IFAST;
+	cinfo.do_fancy_upsampling = TRUE;
+	cinfo.scale_num = 1;
+	cinfo.scale_denom = (unsigned)scale;
+	jpeg_start_decompress(&cinfo);
+
+	nc = cinfo.output_components;
+	sw = (int)cinfo.output_width; /* jpeg_crop_scanline changes it */
+	sh = (int)cinfo.output_height;
+	sb = scaled_box(box, scale, sw, sh);
+	/* jpeg_crop_scanline's alignment: one iMCU column */
+	align = cinfo.min_DCT_scaled_size *
+		(cinfo.comps_in_scan == 1 && cinfo.num_components == 1 ? 1
+								     : cinfo.max_h_samp_factor);
+	x0 = sb.x - align > 0 ? sb.x - align : 0;
+	x1 = sb.x + sb.w + align < sw ? sb.x + sb.w + align : sw;
+	xoff = (JDIMENSION)x0;
+	cols = (JDIMENSION)(x1 - x0);
+	if (cols < (JDIMENSION)sw)
+		jpeg_crop_scanline(&cinfo, &xoff, &cols);
+	row = (size_t)cols * (size_t)nc;
+	need = row * ((size_t)sb.h + 1); /* + the last row, below */
+	if (reserve(d, need) != 0) {
+		bfs_seterr(errmsg, "out of memory for a %dx%d box of a %dx%d image", sb.w, sb.h,
+			   info.width, info.height);
+		err = -ENOMEM;
+		goto out;
+	}
+	if (sb.y > 0 && jpeg_skip_scanlines(&cinfo, (JDIMENSION)sb.y) != (JDIMENSION)sb.y) {
+		bfs_seterr(errmsg, "could not skip to row %d", sb.y);
+		err = BFS_E_DECODE;
+		goto out;
+	}
+	while (cinfo.output_scanline < (JDIMENSION)(sb.y + sb.h)) {
+		JSAMPROW rp = d->buf + (size_t)(cinfo.output_scanline - (JDIMENSION)sb.y) * row;
+
+		if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) {
+			bfs_seterr(errmsg, "no scanline %u", cinfo.output_scanline);
+			err = BFS_E_DECODE;
+			goto out;
+		}
+	}
+	/*
+	 * The rest is entropy-decoded and checked, as a full decode does.  A
+	 * skip to the very end would not do it (libjpeg-turbo then marks the
+	 * input done without reading it), so the rows below are skipped but
+	 * the last, which is read (its box columns only) after the box.
+	 */
+	if (cinfo.output_scanline + 1 < cinfo.output_height)
+		jpeg_skip_scanlines(&cinfo, cinfo.output_height - 1 - cinfo.output_scanline);
+	if (cinfo.output_scanline < cinfo.output_height) {
+		JSAMPROW rp = d->buf + (size_t)sb.h * row;
+
+		if (jpeg_read_scanlines(&cinfo, &rp, 1) != 1) {
+			bfs_seterr(errmsg, "no last scanline");
+			err = BFS_E_DECODE;
+			goto out;
+		}
+	}
+	jpeg_finish_decompress(&cinfo);
+
+	if (info.cmyk)
+		for (int y = 0; y < sb.h; y++)
+			cmyk_to_rgb(d->buf + (size_t)y * row, cols, info.adobe);
+	out->rgb = d->buf + (size_t)(sb.x - (int)xoff) * 3;
+	out->stride = row;
+	out->box = sb;
+	out->width = info.width;
+	out->height = info.height;
+	out->scaled_width = sw;
+	out->scaled_height = sh;
+	out->scale = scale;
+out:
+	if (created)
+		jpeg_destroy_decompress(&cinfo);
+	return err;
 }

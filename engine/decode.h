@@ -7,6 +7,10 @@
  * One bfs_decoder per worker thread: it owns a TurboJPEG handle and a scratch
  * buffer that grows to the largest image seen and is reused (never shrunk):
  * 3 * width * height bytes, 4 * width * height for a CMYK image.
+ *
+ * bfs_decode_box decodes only a box of the image (RandomResizedCrop's),
+ * through libjpeg-turbo's libjpeg API with the same settings, into the
+ * same scratch.
  */
 #ifndef BFS_DECODE_H
 #define BFS_DECODE_H
@@ -72,5 +76,71 @@ int bfs_decode_header(bfs_decoder *d, const uint8_t *jpeg, size_t len,
  */
 int bfs_decode_rgb(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
                    const uint8_t **rgb, int *width, int *height, char *errmsg);
+
+/*
+ * A box of an image's pixels: columns x .. x + w - 1, rows y .. y + h - 1,
+ * with 0 <= x, 0 <= y, w >= 1, h >= 1, x + w <= width, y + h <= height.
+ */
+typedef struct {
+	int x, y, w, h;
+} bfs_box;
+
+/* What bfs_decode_box decoded.  Points into the decoder's scratch, valid
+ * until the next call on the decoder or its destruction. */
+typedef struct {
+	const uint8_t *rgb; /* the box's top-left pixel: box.h rows of box.w
+			     * packed RGB8 pixels, stride bytes apart */
+	size_t stride;
+	bfs_box box;        /* the box rgb holds, in pixels of the image as
+			     * decoded (at 1/scale): the box asked for when
+			     * scale is 1, else [floor(x/s), ceil((x+w)/s)) x
+			     * [floor(y/s), ceil((y+h)/s)) cut to that image */
+	int width, height;  /* the image's size as stored (unscaled) */
+	int scaled_width, scaled_height; /* its size at 1/scale: ceil(width /
+			     * scale), ceil(height / scale) */
+	int scale;          /* 1, 2, 4 or 8 */
+} bfs_decoded_box;
+
+/*
+ * Decode only what a box of jpeg[0..len) needs, as TensorFlow's
+ * decode_and_crop_jpeg does (libjpeg-turbo's jpeg_skip_scanlines and
+ * jpeg_crop_scanline): the rows above the box are entropy-decoded but not
+ * transformed, and only the iMCU columns around the box are run through
+ * the IDCT, upsampling and color conversion.  The rows below it are
+ * entropy-decoded only, to the end of the stream, so that a JPEG
+ * bfs_decode_rgb refuses is refused here too, whatever the box: whether a
+ * sample is bad depends on its bytes alone.
+ *
+ * scale 1: the box's pixels are bit for bit bfs_decode_rgb's pixels in
+ *   the same box (IFAST DCT, fancy upsampling, TF's CMYK/YCCK formula,
+ *   grayscale expanded).  Fancy upsampling reads one chroma sample beyond
+ *   each side of a column range, which a crop at the range's edge would
+ *   replicate instead; so the decoded columns reach one iMCU past each
+ *   side of the box (where the image has one), and the box is cut out of
+ *   them.  Rows need no margin: jpeg_skip_scanlines keeps the context
+ *   rows of vertical upsampling (tests/test_decode.c checks boxes of every
+ *   subsampling, progressive and restart-interval images, gray and CMYK).
+ * scale 2, 4 or 8: the IDCT is scaled down to 1/scale (libjpeg's scaled
+ *   IDCTs): the image decodes at scaled_width x scaled_height, with other
+ *   pixel values than a full decode resized down; out->box is the box
+ *   mapped as above.
+ * max_pixels: as bfs_decode_rgb (of the whole image, checked from the
+ *   header before anything is allocated).
+ * box: must lie inside the image (-EINVAL otherwise, found after the
+ *   header is read).
+ * Scratch: the decoded columns times box->h + 1 rows, 4 bytes a pixel at most
+ *   (bfs_decode_box_scratch bounds it).
+ * Returns 0 or the codes of bfs_decode_rgb, with the same messages;
+ * -EINVAL also for a box outside the image or a scale other than 1, 2, 4,
+ * 8.  out is set only on success.  Threads: one call at a time per
+ * decoder.
+ */
+int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+                   const bfs_box *box, int scale, bfs_decoded_box *out, char *errmsg);
+
+/* An upper bound on the scratch bytes bfs_decode_box needs for this box of
+ * a width x height image at 1/scale (0 for arguments it would refuse).
+ * Pure; any thread. */
+size_t bfs_decode_box_scratch(int width, int height, const bfs_box *box, int scale);
 
 #endif

@@ -27,6 +27,12 @@ void bfs__stage1_of(const bfs_engine_opts *o, int *h, int *w, bfs_dtype *dt,
 {
 	int oh = o->height ? o->height : 224, ow = o->width ? o->width : 224;
 
+	if (o->augment_rrc) { /* the decoded image, of its own size */
+		*post = 1;
+		*h = *w = 0;
+		*dt = BFS_DTYPE_UINT8;
+		return;
+	}
 	*post = o->augment_flip || o->augment_crop || o->nchw || o->normalize;
 	*h = oh;
 	*w = ow;
@@ -44,6 +50,41 @@ void bfs_engine_cached_shape(const bfs_engine *e, int *h, int *w)
 	*w = e->s1_w;
 }
 
+void bfs_engine_epoch_shape(const bfs_engine *e, unsigned epoch, int *h, int *w)
+{
+	*h = e->o.height;
+	*w = e->o.width;
+	for (unsigned k = 0; k < e->o.nsizes && e->o.sizes[k].from <= epoch; k++) {
+		*h = e->o.sizes[k].h;
+		*w = e->o.sizes[k].w;
+	}
+}
+
+size_t bfs_engine_batch_sample_bytes(const bfs_engine *e, uint64_t id)
+{
+	int h, w;
+
+	if (id >= e->total)
+		return 0;
+	bfs_engine_epoch_shape(e, (unsigned)bfs__epoch_of(e, id), &h, &w);
+	return (size_t)h * (size_t)w * 3 * bfs_dtype_size(e->o.dtype);
+}
+
+void bfs__post_of(const bfs_engine *e, unsigned epoch, bfs_dtype src_dtype,
+		  bfs_post_opts *po)
+{
+	int h, w;
+
+	bfs_engine_epoch_shape(e, epoch, &h, &w);
+	*po = (bfs_post_opts){
+		.src_h = e->rrc ? h : e->s1_h, .src_w = e->rrc ? w : e->s1_w,
+		.src_dtype = src_dtype, .h = h, .w = w, .out_dtype = e->o.dtype,
+		.nchw = e->o.nchw, .normalize = e->o.normalize,
+	};
+	memcpy(po->mean, e->o.mean, sizeof(po->mean));
+	memcpy(po->std, e->o.std, sizeof(po->std));
+}
+
 int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 			  int *flip, int *x0, int *y0)
 {
@@ -53,7 +94,9 @@ int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 	if (id >= e->total || j >= bfs_engine_batch_count(e, id))
 		return -EINVAL;
 	i = bfs__sample_of(e, id, j);
-	if (e->o.augment_flip || e->o.augment_crop)
+	if (e->rrc && e->o.augment_flip)
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, 1, 1, 1, 1, 1, 0, &a);
+	else if (!e->rrc && (e->o.augment_flip || e->o.augment_crop))
 		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
 			     e->o.height, e->o.width, e->o.augment_flip,
 			     e->o.augment_crop, &a);
@@ -121,14 +164,18 @@ uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)
 size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 			     size_t cap)
 {
-	uint64_t shape[4] = { bfs_engine_batch_count(e, id),
-			      (uint64_t)e->o.height, (uint64_t)e->o.width, 3 };
-	int len;
+	int h, w, len;
+	uint64_t shape[4];
 
+	bfs_engine_epoch_shape(e, id < e->total ? (unsigned)bfs__epoch_of(e, id) : 0, &h, &w);
+	shape[0] = bfs_engine_batch_count(e, id);
+	shape[1] = (uint64_t)h;
+	shape[2] = (uint64_t)w;
+	shape[3] = 3;
 	if (e->o.nchw) {
 		shape[1] = 3;
-		shape[2] = (uint64_t)e->o.height;
-		shape[3] = (uint64_t)e->o.width;
+		shape[2] = (uint64_t)h;
+		shape[3] = (uint64_t)w;
 	}
 	len = bfs_npy_header(hdr, cap, bfs_dtype_descr(e->o.dtype), shape, 4);
 	return len > 0 ? (size_t)len : 0;
@@ -155,13 +202,23 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 	bfs_dtype dt;
 
 	bfs__stage1_of(o, &s1h, &s1w, &dt, &post);
-	n = snprintf(desc, sizeof(desc),
-		     "batchfs-format=%d;size=%dx%d;dtype=%s;"
-		     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
-		     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
-		     "resize=bilinear-halfpixel-noaa",
-		     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
-	if (o->resize_crop && n > 0 && n < (int)sizeof(desc))
+	if (o->augment_rrc) /* the decoded image: no output size in it */
+		n = snprintf(desc, sizeof(desc),
+			     "batchfs-format=%d;stage1=decoded-image;dtype=uint8;"
+			     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
+			     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
+			     "reduce=shorter-side-%d-bilinear-halfpixel-noaa-round-even",
+			     BFS_FORMAT_VERSION,
+			     o->cache_res < 0 ? 0 : o->cache_res ? o->cache_res
+								  : BFS_CACHE_RES_DEFAULT);
+	else
+		n = snprintf(desc, sizeof(desc),
+			     "batchfs-format=%d;size=%dx%d;dtype=%s;"
+			     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
+			     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
+			     "resize=bilinear-halfpixel-noaa",
+			     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
+	if (!o->augment_rrc && o->resize_crop && n > 0 && n < (int)sizeof(desc))
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, ";crop-from=%d",
 			      o->crop_from ? o->crop_from : 256);
 	for (int i = 0; i < n && i < (int)sizeof(desc); i++) {

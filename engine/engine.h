@@ -38,12 +38,17 @@
 #include <stdint.h>
 
 #include "engine/error.h"
+#include "engine/rrc.h"
 #include "engine/source.h"
 #include "engine/store.h"
 #include "engine/types.h"
 
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_batch bfs_batch;
+
+#define BFS_ENGINE_MAX_SIZES 16   /* entries of a size schedule */
+#define BFS_ENGINE_MAX_SIDE 16384 /* output height and width */
+#define BFS_CACHE_RES_DEFAULT 512 /* --cache-res: see README, Augmentation */
 
 typedef enum {
 	BFS_ON_ERROR_FAIL = 0, /* the batch holding a bad sample fails */
@@ -91,6 +96,35 @@ typedef struct {
 	 * a random HxW crop out of a sample cached 8/7 larger, drawn from
 	 * (seed, epoch, sample); then (x - mean) / std; then the layout. */
 	int augment_flip, augment_crop;
+	/* RandomResizedCrop (--augment rrc), instead of stage 1's resize and
+	 * augment_crop: each epoch crops a box drawn per (seed, epoch,
+	 * sample) from the decoded image (torchvision's semantics, rrc.h)
+	 * and resizes it to the epoch's size (bilinear, half-pixel, as
+	 * bfs_resize_rgb); augment_flip then mirrors it.  The stage-1 sample
+	 * is the decoded image itself, uint8, with its shorter side reduced
+	 * to cache_res when larger (bfs_rrc_reduced_size, bfs_resize_rgb to
+	 * uint8), in every path, so its bytes never depend on the store:
+	 * bit for bit a full decode, the box cut out and resized, for every
+	 * image whose shorter side is at most cache_res.  Without a store
+	 * (or while it wants nothing) an image that needs no reduction is
+	 * decoded only in its box (bfs_decode_box).  rrc: zero ranges mean
+	 * torchvision's (0.08, 1) and (3/4, 4/3). */
+	int augment_rrc;
+	bfs_rrc_opts rrc;
+	int cache_res;           /* 0 = BFS_CACHE_RES_DEFAULT; < 0: never reduce */
+	/* Scale the IDCT down (1/2, 1/4, 1/8) when the box is at least that
+	 * many times the output, on every side: other pixels than the exact
+	 * path (cache_res does not apply).  Needs store == NULL: the pixels
+	 * depend on each epoch's box, which no stored copy holds. */
+	int decode_scale_auto;
+	/* rrc: decode every image whole and cut the box out, as the epoch
+	 * that fills a store does (the same bytes; for comparison). */
+	int decode_whole;
+	/* Progressive resizing (rrc only): from epoch sizes[k].from on, the
+	 * output is sizes[k].h x sizes[k].w; from 0 up to the first, height x
+	 * width.  Ascending from, each in 1 .. BFS_ENGINE_MAX_SIDE. */
+	unsigned nsizes;
+	struct { unsigned from; int h, w; } sizes[BFS_ENGINE_MAX_SIZES];
 	int nchw;
 	int normalize;
 	float mean[3], std[3];
@@ -210,11 +244,18 @@ unsigned bfs_engine_epochs(const bfs_engine *e);
 unsigned bfs_engine_ranks(const bfs_engine *e);
 /* Samples in batch id (B, or fewer for the last one of an epoch). */
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
-/* Height and width of the cached (stage-1) form of a sample. */
+/* Height and width of the cached (stage-1) form of a sample; 0 x 0 with
+ * rrc, whose stage-1 samples each have their image's own size. */
 void bfs_engine_cached_shape(const bfs_engine *e, int *h, int *w);
+/* The output size of epoch `epoch` (the size schedule's, or the options'). */
+void bfs_engine_epoch_shape(const bfs_engine *e, unsigned epoch, int *h, int *w);
+/* Bytes of one image of batch id: its epoch's H * W * 3 * sizeof(dtype);
+ * 0 for an id out of range. */
+size_t bfs_engine_batch_sample_bytes(const bfs_engine *e, uint64_t id);
 
 /* The augmentation drawn for position j of batch id (all zero without
- * --augment).  0 or -EINVAL. */
+ * --augment; with rrc the flip only: the box is bfs_batch_rrc's).  0 or
+ * -EINVAL. */
 int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 			  int *flip, int *x0, int *y0);
 /* Source index of position j of batch id, or UINT64_MAX if out of range. */
@@ -222,7 +263,8 @@ uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id,
 				 unsigned j);
 /* Samples one epoch serves (one rank's share, after drop_remainder). */
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e);
-/* Bytes of one image in the output: H * W * 3 * sizeof(dtype). */
+/* Bytes of one image in the output: H * W * 3 * sizeof(dtype), of the
+ * largest size of the schedule (what a slot holds per sample). */
 size_t bfs_engine_sample_bytes(const bfs_engine *e);
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e);
 
@@ -255,9 +297,16 @@ void bfs_engine_put(bfs_engine *e, bfs_batch *b);
 unsigned bfs_batch_count(const bfs_batch *b);
 const void *bfs_batch_images(const bfs_batch *b);
 const int64_t *bfs_batch_labels(const bfs_batch *b);
+/* With rrc: position j's box in its source image's pixels, its flip and
+ * the source image's width and height, as the worker drew and used them.
+ * 0, or -EINVAL (no rrc, j out of range, or the position failed).  Valid
+ * while b is pinned. */
+int bfs_batch_rrc(const bfs_batch *b, unsigned j, bfs_rrc_box *box, int *flip,
+		  int *src_w, int *src_h);
 
 /* The NPY header of batch id's image file ("<f4" or "|u1", shape
- * (count, H, W, 3) or (count, 3, H, W)): its length, 0 if cap is short. */
+ * (count, H, W, 3) or (count, 3, H, W), H and W of its epoch): its
+ * length, 0 if cap is short. */
 size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 			     size_t cap);
 /* The pinned batch's file (lend_dir): its descriptor (owned by the
@@ -283,8 +332,10 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st);
 
 /* Fingerprint of every setting that changes a cached (stage-1) sample's
  * bytes (its size, dtype, resize mode, decode and resize rules,
- * BFS_FORMAT_VERSION), but not of stage 2 (augmentation, normalization,
- * layout), which runs after the cache: 16 hex digits + NUL. */
+ * BFS_FORMAT_VERSION; with rrc: cache_res and the decode and reduce
+ * rules), but not of stage 2 (augmentation, normalization, layout; with
+ * rrc also the output size and dtype), which runs after the cache: 16 hex
+ * digits + NUL. */
 void bfs_engine_fingerprint(const bfs_engine_opts *opts, char out[17]);
 /* Copy up to max recorded bad samples (oldest first) into out; returns how
  * many bad samples there are in all (which may exceed max, and the

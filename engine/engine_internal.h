@@ -50,6 +50,7 @@
 #include "engine/decode.h"
 #include "engine/engine.h"
 #include "engine/permute.h"
+#include "engine/rrc.h"
 
 #define MAX_ERRORS BFS_ENGINE_MAX_ERRORS /* bad samples whose records are kept */
 #define SCRATCH_BASE (8u << 20) /* per-worker scratch kept between samples */
@@ -96,6 +97,12 @@ struct bfs_batch {
 			       * reused: passed over until a probe says not */
 	uint8_t *stage1;      /* B cached-form samples when stage 2 runs,
 				 else NULL (images are the cached form) */
+	/* rrc with a store: the stage-1 copies offered, one after the other
+	 * (e->arena_cap bytes; arena_used protected by e->lock, the bytes
+	 * of a claimed range owned like images[j]) */
+	uint8_t *arena;
+	size_t arena_used;
+	struct rrc_rec *rrc;  /* rrc: what position j drew, owned like images[j] */
 	int64_t *labels;
 	/* cache bookkeeping, position j owned like images[j] */
 	struct cache_rec *rec;
@@ -108,6 +115,17 @@ struct cache_rec {
 	bfs_sample_identity id; /* of the sample actually decoded */
 	int64_t raw_label;    /* before --label-offset */
 	int decoded;          /* 1: decoded here, so worth inserting */
+	/* rrc: the stage-1 copy in the slot's arena */
+	size_t off, len;
+	bfs_store_shape shape;
+};
+
+/* What position j of an rrc batch drew (index.json shows it). */
+struct rrc_rec {
+	int ok;               /* the position was produced */
+	bfs_rrc_box box;      /* in source pixels */
+	int flip;
+	int src_w, src_h;
 };
 
 struct worker {
@@ -121,6 +139,11 @@ struct worker {
 	uint8_t *pix;          /* decoded pixels of a PNG or WebP (a JPEG's
 				* are in dec); at most one of the two held */
 	size_t pix_cap;
+	uint8_t *s1;           /* rrc: the stage-1 copy (reduced, or from the
+				* store) */
+	size_t s1_cap;
+	void *out;             /* rrc: the resized box before stage 2 */
+	size_t out_cap;
 	size_t held;           /* scratch reserved from the budget */
 	struct bfs_batch *slot;/* the slot of the sample it works on, or NULL
 				* (protected by e->lock) */
@@ -155,7 +178,10 @@ struct bfs_engine {
 	size_t sample_bytes;
 	size_t images_cap;    /* bytes of one slot's image buffer */
 	size_t slot_head;     /* slot files: a full batch's NPY header */
-	int s1_h, s1_w;       /* stage-1 (cached) sample size */
+	int s1_h, s1_w;       /* stage-1 (cached) sample size; 0 with rrc */
+	int rrc;              /* RandomResizedCrop (o.augment_rrc) */
+	int cache_res;        /* rrc: shorter side bound; 0 = none */
+	size_t arena_cap;     /* rrc with a store: bytes of a slot's arena */
 	bfs_dtype s1_dtype;
 	size_t s1_bytes;
 	int post;             /* stage 2 does something */
@@ -247,14 +273,18 @@ uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id);
  * back to the rank's first. */
 uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d);
 
+/* How stage 2 makes an output sample of epoch `epoch` (its size from the
+ * schedule) out of a src_h x src_w sample of src_dtype. */
+void bfs__post_of(const bfs_engine *e, unsigned epoch, bfs_dtype src_dtype,
+		  bfs_post_opts *po);
+
 /* ---- sample.c ---------------------------------------------------------- */
 
-/* Produce position j of batch id into dst (stage 2 output) from the
- * stage-1 sample made in s1, with its label and the cache's record of it.
- * In skip mode a bad sample is replaced by the next source sample that
- * decodes (wrapping).  0, or the error for position j (msg says what). */
-int bfs__produce(struct worker *w, uint64_t id, unsigned j, void *dst,
-		 void *s1, int64_t *label, struct cache_rec *rec, char *msg);
+/* Produce position j of slot b's batch: its output sample in images,
+ * its label, the cache's record of it (and with rrc its draw).  In skip
+ * mode a bad sample is replaced by the next source sample that decodes
+ * (wrapping).  0, or the error for position j (msg says what). */
+int bfs__produce(struct worker *w, struct bfs_batch *b, unsigned j, char *msg);
 
 /* ---- slots.c ----------------------------------------------------------- */
 

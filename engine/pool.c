@@ -42,9 +42,17 @@ static void offer_to_store(bfs_engine *e, struct bfs_batch *b)
 			continue;
 		b->items[n].id = b->rec[j].id;
 		b->items[n].label = b->rec[j].raw_label;
-		b->items[n].data = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
-					     : b->images + (size_t)j * e->sample_bytes;
-		b->items[n].len = e->s1_bytes;
+		if (e->rrc) { /* the copy in the arena, of its own size */
+			b->items[n].data = b->arena + b->rec[j].off;
+			b->items[n].len = b->rec[j].len;
+			b->items[n].shape = b->rec[j].shape;
+		} else {
+			b->items[n].data = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
+						     : b->images + (size_t)j * e->sample_bytes;
+			b->items[n].len = e->s1_bytes;
+			b->items[n].shape = (bfs_store_shape){ (uint32_t)e->s1_h,
+							       (uint32_t)e->s1_w, 0, 0 };
+		}
 		n++;
 	}
 	e->store.offer(e->store.ctx, b->items, n, store_done, b);
@@ -123,10 +131,7 @@ void *bfs__worker_main(void *arg)
 		w->slot = b;
 		pthread_mutex_unlock(&e->lock);
 
-		err = bfs__produce(w, id, j, b->images + (size_t)j * e->sample_bytes,
-			      b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes
-					: b->images + (size_t)j * e->sample_bytes,
-			      &b->labels[j], &b->rec[j], msg);
+		err = bfs__produce(w, b, j, msg);
 		if (err)
 			b->rec[j].decoded = 0;
 
@@ -209,6 +214,14 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 		side++;
 	/* resize scratch depends on the output (and for crop on the shape):
 	 * the square and the two extreme shapes bound it */
+	if (e->rrc) {
+		/* the reduced copy (or a stored one: never more pixels than
+		 * the image), the resized box, and the resize rows for the
+		 * widest reduced copy or output */
+		rs = bfs_resize_scratch_size(65500, 65500, 65500, 1);
+		return in_max + pixels * 4 + pixels * 3 + e->sample_bytes * 4 /
+			bfs_dtype_size(e->o.dtype) + rs;
+	}
 	for (int k = 0; k < 3; k++) {
 		int w = k == 0 ? side : k == 1 ? 65500 : (int)(pixels / 65500 + 1);
 		int h = k == 0 ? side : k == 1 ? (int)(pixels / 65500 + 1) : 65500;
@@ -234,7 +247,8 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
 {
 	uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
-			      (e->post ? (uint64_t)e->s1_bytes * e->o.batch : 0);
+			      (e->post && !e->rrc ? (uint64_t)e->s1_bytes * e->o.batch : 0) +
+			      e->arena_cap;
 	uint64_t others = (uint64_t)(e->o.threads - 1) * SCRATCH_BASE;
 	uint64_t scratch, slots, in_max = 0, len_max = 0;
 
@@ -310,6 +324,58 @@ static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
 	return 0;
 }
 
+/* The RandomResizedCrop options, the size schedule and what goes with
+ * them: defaults filled in, conflicts refused.  0 or -EINVAL. */
+static int check_rrc(bfs_engine *e, char *errmsg)
+{
+	bfs_engine_opts *o = &e->o;
+
+	if (!o->augment_rrc) {
+		if (o->nsizes || o->decode_scale_auto || o->decode_whole) {
+			bfs_seterr(errmsg, "%s needs --augment rrc",
+				   o->nsizes ? "--size-schedule"
+				   : o->decode_whole ? "--decode-whole" : "--decode-scale auto");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (o->augment_crop || o->resize_crop) {
+		bfs_seterr(errmsg, "--augment rrc crops by itself: not with %s",
+			   o->augment_crop ? "--augment crop" : "--resize crop");
+		return -EINVAL;
+	}
+	if (o->decode_scale_auto && o->store) {
+		bfs_seterr(errmsg, "--decode-scale auto decodes each epoch's box anew: no cache can hold that (use --cache none)");
+		return -EINVAL;
+	}
+	if (o->rrc.scale[0] == 0 && o->rrc.scale[1] == 0) {
+		o->rrc.scale[0] = 0.08;
+		o->rrc.scale[1] = 1.0;
+	}
+	if (o->rrc.ratio[0] == 0 && o->rrc.ratio[1] == 0) {
+		o->rrc.ratio[0] = 3.0 / 4.0;
+		o->rrc.ratio[1] = 4.0 / 3.0;
+	}
+	if (bfs_rrc_check(&o->rrc, errmsg))
+		return -EINVAL;
+	if (o->nsizes > BFS_ENGINE_MAX_SIZES) {
+		bfs_seterr(errmsg, "a size schedule has at most %d entries", BFS_ENGINE_MAX_SIZES);
+		return -EINVAL;
+	}
+	for (unsigned k = 0; k < o->nsizes; k++) {
+		if (o->sizes[k].h < 1 || o->sizes[k].w < 1 ||
+		    o->sizes[k].h > BFS_ENGINE_MAX_SIDE || o->sizes[k].w > BFS_ENGINE_MAX_SIDE ||
+		    (k && o->sizes[k].from <= o->sizes[k - 1].from)) {
+			bfs_seterr(errmsg, "size schedule: sizes 1..%d, epochs ascending",
+				   BFS_ENGINE_MAX_SIDE);
+			return -EINVAL;
+		}
+	}
+	e->rrc = 1;
+	e->cache_res = o->cache_res < 0 ? 0 : o->cache_res ? o->cache_res : BFS_CACHE_RES_DEFAULT;
+	return 0;
+}
+
 int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		      bfs_engine **out, char *errmsg)
 {
@@ -334,12 +400,16 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	mem_default = !e->o.mem_bytes;
 	if (!e->o.mem_bytes)
 		e->o.mem_bytes = bfs_engine_default_mem();
-	if (e->o.height < 1 || e->o.width < 1 || e->o.height > 16384 ||
-	    e->o.width > 16384 || e->o.batch < 1 || e->o.batch > 65536 ||
+	if (e->o.height < 1 || e->o.width < 1 || e->o.height > BFS_ENGINE_MAX_SIDE ||
+	    e->o.width > BFS_ENGINE_MAX_SIDE || e->o.batch < 1 || e->o.batch > 65536 ||
 	    e->o.threads > 1024 || e->o.slots > MAX_SLOTS) {
 		bfs_seterr(errmsg, "invalid engine options");
 		free(e);
 		return -EINVAL;
+	}
+	if ((err = check_rrc(e, errmsg))) {
+		free(e);
+		return err;
 	}
 	if (!e->o.world)
 		e->o.world = 1;
@@ -386,6 +456,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->total = e->per_rank * e->nranks;
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
 			  bfs_dtype_size(e->o.dtype);
+	for (unsigned k = 0; k < e->o.nsizes; k++) { /* slots hold the largest */
+		size_t sb = (size_t)e->o.sizes[k].h * e->o.sizes[k].w * 3 *
+			    bfs_dtype_size(e->o.dtype);
+
+		if (sb > e->sample_bytes)
+			e->sample_bytes = sb;
+	}
 	e->images_cap = e->sample_bytes * e->o.batch;
 	if (e->o.resize_crop && !e->o.crop_from)
 		e->o.crop_from = 256;
@@ -407,22 +484,40 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		if (!e->slot_head)
 			e->o.lend_dir = NULL;
 	}
-	if (e->post) {
+	if (e->post && !e->rrc) {
 		char why[BFS_ERRMSG_MAX];
 
-		e->post_o = (bfs_post_opts){
-			.src_h = e->s1_h, .src_w = e->s1_w, .src_dtype = e->s1_dtype,
-			.h = e->o.height, .w = e->o.width, .out_dtype = e->o.dtype,
-			.nchw = e->o.nchw, .normalize = e->o.normalize,
-		};
-		memcpy(e->post_o.mean, e->o.mean, sizeof(e->o.mean));
-		memcpy(e->post_o.std, e->o.std, sizeof(e->o.std));
+		bfs__post_of(e, 0, e->s1_dtype, &e->post_o);
 		if (bfs_post_check(&e->post_o, why)) {
 			bfs_seterr(errmsg, "%s", why);
 			free(e->orders);
 			free(e);
 			return -EINVAL;
 		}
+	}
+	for (unsigned ep = 0; e->rrc && ep <= e->o.nsizes; ep++) {
+		char why[BFS_ERRMSG_MAX];
+		bfs_post_opts po;
+
+		/* every size of the schedule: the resized box, then stage 2 */
+		bfs__post_of(e, ep ? e->o.sizes[ep - 1].from : 0,
+			     e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32,
+			     &po);
+		if (bfs_post_check(&po, why)) {
+			bfs_seterr(errmsg, "%s", why);
+			free(e->orders);
+			free(e);
+			return -EINVAL;
+		}
+	}
+	if (e->rrc && e->o.store) {
+		/* a slot's stage-1 copies: room for a 4:3 image at the bound
+		 * a sample (smaller ones leave room for wider ones); a copy
+		 * that finds no room is offered in a later epoch, when its
+		 * batch has room */
+		size_t cr = (size_t)(e->cache_res ? e->cache_res : BFS_CACHE_RES_DEFAULT);
+
+		e->arena_cap = (size_t)e->o.batch * cr * (cr * 4 / 3) * 3;
 	}
 
 	if ((err = fit_budget(e, mem_default, errmsg))) {
@@ -504,6 +599,8 @@ void bfs_engine_destroy(bfs_engine *e)
 		bfs_buf_free(&e->workers[i].in);
 		free(e->workers[i].scratch);
 		free(e->workers[i].pix);
+		free(e->workers[i].s1);
+		free(e->workers[i].out);
 	}
 	bfs__slots_free(e);
 	pthread_cond_destroy(&e->work);

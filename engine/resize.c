@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__SSE2__)
@@ -93,21 +94,23 @@ static void interp(int i, float scale, int in_size, int *lower, int *upper, floa
  *                        we get l + (r - l) * 0 = l too; at the right edge
  *                        (no p + 1) p = lower - 1, w = 1 gives
  *                        l' + (l - l') * 1 = l exactly (small integers).
- * Only a 1-pixel-wide source has no pair; it is handled in hrow_tail.
+ * Only a 1-pixel-wide source has no pair; it is handled in hrow_scalar.
  * Pairs are contiguous, so one 8-byte load fetches both pixels.
  */
 struct xtab {
 	const int32_t *base3; /* 3 * p, byte offset of the pair in a source row */
 	const float *w4;      /* w, four times per pixel (one SSE vector) */
-	int n_vec;            /* pixels [0, n_vec) may load 8 bytes at base3 */
+	int vec_from, vec_to; /* pixels [vec_from, vec_to) may load 8 bytes at
+			       * base3: a prefix, or mirrored a suffix */
 	int src_w, dst_w;
+	int avx2;             /* hrow may take hrow_avx2 (the CPU has it) */
 };
 
-/* Scalar version of the pair lerp for pixels [from, dst_w). */
-static void hrow_tail(const uint8_t *restrict s, const struct xtab *t, int from,
-                      float *restrict out)
+/* Scalar version of the pair lerp for pixels [from, to). */
+static void hrow_scalar(const uint8_t *restrict s, const struct xtab *t, int from, int to,
+                        float *restrict out)
 {
-	for (int x = from; x < t->dst_w; x++) {
+	for (int x = from; x < to; x++) {
 		const uint8_t *l = s + t->base3[x];
 		const uint8_t *r = t->src_w > 1 ? l + 3 : l;
 		float w = t->w4[4 * x];
@@ -120,15 +123,83 @@ static void hrow_tail(const uint8_t *restrict s, const struct xtab *t, int from,
 	}
 }
 
-/* out[3x + c] for one source row; out has 3 * dst_w + 1 floats. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_DISPATCH 1
+/* CPUID says AVX2 (leaf 7) and AVX, and the OS saves YMM state (XCR0 bits
+ * 1-2); and BATCHFS_RESIZE_NO_AVX2 is not set in the environment (asked at
+ * every call, not remembered: it keeps the SSE2 pass testable on machines
+ * with AVX2, in a forked child too). */
+static int have_avx2(void)
+{
+	static int known; /* 0: not asked yet, 1: no, 2: yes; same for all threads */
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (!v) {
+		unsigned a, b, c, d, lo, hi;
+
+		v = 1;
+		if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+			__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+			if ((lo & 6) == 6 && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+			    (b & bit_AVX2))
+				v = 2;
+		}
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v == 2 && !getenv("BATCHFS_RESIZE_NO_AVX2");
+}
+
+/*
+ * hrow's vector loop, two pixels a step: the same three float operations
+ * per channel, l + (r - l) * w, in the same order and without FMA (no
+ * "fma" target, contraction off), so the same bits.  Pixels [x, to) while
+ * the store of 8 floats at 3x stays inside the row's 3 * dst_w + 1
+ * (x + 3 <= dst_w); the 2 junk floats it writes past pixel x + 1 are
+ * pixel x + 2's, written after.  Returns the first pixel not done.
+ */
+__attribute__((target("avx2")))
+static int hrow_avx2(const uint8_t *restrict s, const struct xtab *t, int x, int to,
+		     float *restrict out)
+{
+	/* bytes L0 L1 L2 R0 R1 R2 . . of two pixels -> L of both, R of both */
+	const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 8, 9, 10, -1, 3, 4, 5, -1, 11, 12, 13, -1);
+	const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+
+	if (to > t->dst_w - 2)
+		to = t->dst_w - 2;
+	for (; x + 2 <= to; x += 2) {
+		__m128i b = _mm_unpacklo_epi64(
+			_mm_loadl_epi64((const __m128i *)(const void *)(s + t->base3[x])),
+			_mm_loadl_epi64((const __m128i *)(const void *)(s + t->base3[x + 1])));
+		__m128i lr = _mm_shuffle_epi8(b, pick);
+		__m256 l = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lr));
+		__m256 r = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lr, 8)));
+		__m256 v = _mm256_add_ps(l, _mm256_mul_ps(_mm256_sub_ps(r, l),
+							  _mm256_loadu_ps(t->w4 + 4 * x)));
+
+		_mm256_storeu_ps(out + 3 * x, _mm256_permutevar8x32_ps(v, pack));
+	}
+	return x;
+}
+#endif
+
+/* out[3x + c] for one source row; out has 3 * dst_w + 1 floats.  The
+ * scalar pixels before the vector range come first: a vector store writes
+ * junk floats past its pixels, which the next pixels (or the spare float)
+ * overwrite. */
 static void hrow(const uint8_t *restrict s, const struct xtab *t, float *restrict out)
 {
-	int x = 0;
+	int x = t->vec_from;
 
+	hrow_scalar(s, t, 0, t->vec_from, out);
+#if HAVE_AVX2_DISPATCH
+	if (t->avx2)
+		x = hrow_avx2(s, t, x, t->vec_to, out);
+#endif
 #if defined(__SSE2__)
 	const __m128i z = _mm_setzero_si128();
 
-	for (; x < t->n_vec; x++) {
+	for (; x < t->vec_to; x++) {
 		/* bytes L0 L1 L2 R0 R1 R2 . . -> floats L0 L1 L2 . and R0 R1 R2 . */
 		__m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(s + t->base3[x]));
 		__m128i h = _mm_unpacklo_epi8(b, z);
@@ -140,7 +211,7 @@ static void hrow(const uint8_t *restrict s, const struct xtab *t, float *restric
 		_mm_storeu_ps(out + 3 * x, v);
 	}
 #endif
-	hrow_tail(s, t, x, out);
+	hrow_scalar(s, t, x, t->dst_w, out);
 }
 
 static v4sf load4(const float *p)
@@ -413,7 +484,7 @@ static int args_ok(const uint8_t *src, int src_w, int src_h, size_t src_stride, 
  */
 static void resize_window(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                           int full_w, int full_h, int off_x, int off_y, void *dst,
-                          int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
+                          int dst_w, int dst_h, bfs_dtype dtype, int mirror, void *scratch)
 {
 	size_t rowlen = (size_t)dst_w * 3;
 	uintptr_t p;
@@ -436,12 +507,13 @@ static void resize_window(const uint8_t *src, int src_w, int src_h, size_t src_s
 	/* TF: in_size / static_cast<float>(out_size). */
 	xscale = (float)src_w / (float)full_w;
 	yscale = (float)src_h / (float)full_h;
-	t.n_vec = 0;
+	t.vec_from = t.vec_to = 0;
 	for (int x = 0; x < dst_w; x++) {
 		int lo, hi, pp;
 		float lerp, w;
 
-		interp(off_x + x, xscale, src_w, &lo, &hi, &lerp);
+		/* mirrored, output pixel x is pixel dst_w - 1 - x */
+		interp(off_x + (mirror ? dst_w - 1 - x : x), xscale, src_w, &lo, &hi, &lerp);
 		if (hi == lo + 1) {
 			pp = lo;
 			w = lerp;
@@ -455,14 +527,27 @@ static void resize_window(const uint8_t *src, int src_w, int src_h, size_t src_s
 		base3[x] = pp * 3;
 		w4[4 * x] = w4[4 * x + 1] = w4[4 * x + 2] = w4[4 * x + 3] = w;
 		/* 8-byte loads at 3p stay inside the row while 3p + 8 <= 3 * src_w;
-		 * p never decreases, so that holds for a prefix of the pixels. */
-		if (t.n_vec == x && (int64_t)pp * 3 + 8 <= (int64_t)src_w * 3)
-			t.n_vec = x + 1;
+		 * p never decreases, so that holds for a prefix of the pixels
+		 * (mirrored, p never increases: a suffix) */
+		if ((int64_t)pp * 3 + 8 <= (int64_t)src_w * 3) {
+			if (mirror && t.vec_to < x + 1) {
+				if (t.vec_to == t.vec_from)
+					t.vec_from = x;
+				t.vec_to = x + 1;
+			} else if (!mirror && t.vec_to == x) {
+				t.vec_to = x + 1;
+			}
+		}
 	}
 	t.base3 = base3;
 	t.w4 = w4;
 	t.src_w = src_w;
 	t.dst_w = dst_w;
+#if HAVE_AVX2_DISPATCH
+	t.avx2 = have_avx2();
+#else
+	t.avx2 = 0;
+#endif
 
 	for (int y = 0; y < dst_h; y++) {
 		const float *top = NULL, *bot = NULL;
@@ -508,7 +593,17 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
 	if (!args_ok(src, src_w, src_h, src_stride, dst, dst_w, dst_h, dtype, scratch))
 		return -EINVAL;
 	resize_window(src, src_w, src_h, src_stride, dst_w, dst_h, 0, 0, dst, dst_w, dst_h,
-	              dtype, scratch);
+	              dtype, 0, scratch);
+	return 0;
+}
+
+int bfs_resize_rgb_mirror(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                          void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch)
+{
+	if (!args_ok(src, src_w, src_h, src_stride, dst, dst_w, dst_h, dtype, scratch))
+		return -EINVAL;
+	resize_window(src, src_w, src_h, src_stride, dst_w, dst_h, 0, 0, dst, dst_w, dst_h,
+	              dtype, 1, scratch);
 	return 0;
 }
 
@@ -566,6 +661,6 @@ int bfs_resize_rgb_crop(const uint8_t *src, int src_w, int src_h, size_t src_str
 	    crop_geometry(src_w, src_h, short_side, dst_w, dst_h, &fw, &fh, &ox, &oy))
 		return -EINVAL;
 	resize_window(src, src_w, src_h, src_stride, fw, fh, ox, oy, dst, dst_w, dst_h, dtype,
-	              scratch);
+	              0, scratch);
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include "engine/image.h"
 #include "engine/label.h"
 #include "engine/resize.h"
+#include "engine/rrc.h"
 
 /* ---- errors ----------------------------------------------------------- */
 
@@ -217,12 +218,59 @@ static void trim(struct worker *w)
 	free(w->pix);
 	w->pix = NULL;
 	w->pix_cap = 0;
+	free(w->s1);
+	w->s1 = NULL;
+	w->s1_cap = 0;
+	free(w->out);
+	w->out = NULL;
+	w->out_cap = 0;
 	pthread_mutex_lock(&e->lock);
 	e->scratch_used -= w->held;
 	pthread_cond_broadcast(&e->room);
 	pthread_cond_broadcast(&e->done);
 	pthread_mutex_unlock(&e->lock);
 	w->held = 0;
+}
+
+/* One decoded-image buffer at a time, so that what the budget left for
+ * one image (bfs_image_scratch_max) covers it: a JPEG decodes in the
+ * decoder's scratch, anything else in w->pix, so the other one goes
+ * first.  0 or an error. */
+static int one_image_buffer(struct worker *w, const bfs_image_info *img)
+{
+	int err;
+
+	if (img->format == BFS_IMAGE_JPEG && w->pix) {
+		free(w->pix);
+		w->pix = NULL;
+		w->pix_cap = 0;
+	} else if (img->format != BFS_IMAGE_JPEG && w->dec_bytes) {
+		bfs_decoder_destroy(w->dec);
+		w->dec_bytes = 0;
+		if ((err = bfs_decoder_create(&w->dec))) {
+			w->dec = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* PNG or WebP: w->pix grown to the image's pixels (reserved already).
+ * 0 or -ENOMEM with msg. */
+static int pix_grow(struct worker *w, const bfs_image_info *img, char *msg)
+{
+	uint8_t *n;
+
+	if (img->pixel_bytes <= w->pix_cap)
+		return 0;
+	if (!(n = realloc(w->pix, img->pixel_bytes))) {
+		bfs_seterr(msg, "out of memory for a %dx%d image", img->width,
+			   img->height);
+		return -ENOMEM;
+	}
+	w->pix = n;
+	w->pix_cap = img->pixel_bytes;
+	return 0;
 }
 
 /* Decode source sample i into dst and *label, or copy it from the store.
@@ -244,7 +292,13 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		return err;
 	rec->id = id;
 	if (w->sr) {
-		err = e->store.get(w->sr, &id, dst, e->s1_bytes, label);
+		bfs_store_shape shape;
+		size_t got = 0;
+
+		err = e->store.get(w->sr, &id, dst, e->s1_bytes, &got, &shape, label);
+		if (err == 0 && (got != e->s1_bytes || shape.h != (uint32_t)e->s1_h ||
+				 shape.w != (uint32_t)e->s1_w))
+			err = -EINVAL; /* not this fingerprint's form: a miss */
 		if (err == 0) {
 			pthread_mutex_lock(&e->lock);
 			e->st.cache_hits++;
@@ -278,22 +332,8 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 			   (unsigned long long)e->o.max_pixels);
 		return BFS_E_TOOBIG;
 	}
-	/* One decoded-image buffer at a time, so that what the budget left
-	 * for one image (bfs_image_scratch_max) covers it: a JPEG decodes in
-	 * the decoder's scratch, anything else in w->pix, so the other one
-	 * goes first. */
-	if (img.format == BFS_IMAGE_JPEG && w->pix) {
-		free(w->pix);
-		w->pix = NULL;
-		w->pix_cap = 0;
-	} else if (img.format != BFS_IMAGE_JPEG && w->dec_bytes) {
-		bfs_decoder_destroy(w->dec);
-		w->dec_bytes = 0;
-		if ((err = bfs_decoder_create(&w->dec))) {
-			w->dec = NULL;
-			return err;
-		}
-	}
+	if ((err = one_image_buffer(w, &img)))
+		return err;
 	px = img.format == BFS_IMAGE_JPEG
 		? (img.pixel_bytes > w->dec_bytes ? img.pixel_bytes : w->dec_bytes)
 		: (img.pixel_bytes > w->pix_cap ? img.pixel_bytes : w->pix_cap) +
@@ -304,16 +344,8 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	if ((err = reserve(w, w->in.cap + px +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
-	if (img.format != BFS_IMAGE_JPEG && img.pixel_bytes > w->pix_cap) {
-		uint8_t *n = realloc(w->pix, img.pixel_bytes);
-
-		if (!n) {
-			bfs_seterr(msg, "out of memory for a %dx%d image", sw, sh);
-			return -ENOMEM;
-		}
-		w->pix = n;
-		w->pix_cap = img.pixel_bytes;
-	}
+	if (img.format != BFS_IMAGE_JPEG && (err = pix_grow(w, &img, msg)))
+		return err;
 	err = bfs_image_decode(w->dec, jpeg, len, &img, e->o.max_pixels,
 			       w->pix, w->pix_cap, &rgb, &sw, &sh, msg);
 	if (err)
@@ -354,6 +386,323 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	return err;
 }
 
+/* ---- RandomResizedCrop ------------------------------------------------ */
+
+/* What one position is made into, and what it draws with. */
+struct job {
+	struct bfs_batch *b;
+	unsigned j;
+	uint64_t id, epoch;
+	uint64_t key;      /* the position's source sample: its draws */
+	void *dst;         /* the output sample */
+	void *s1;          /* without rrc: its stage-1 sample */
+};
+
+/* Grow one of worker w's buffers to at least need bytes (the reservation
+ * was made).  0 or -ENOMEM. */
+static int grow(void **buf, size_t *cap, size_t need)
+{
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	if (!(n = realloc(*buf, need)))
+		return -ENOMEM;
+	*buf = n;
+	*cap = need;
+	return 0;
+}
+
+static size_t max_sz(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/* The IDCT scale for --decode-scale auto: the largest of 8, 4, 2 whose
+ * scaled box still holds the output on both sides, else 1. */
+static int auto_scale(const bfs_rrc_box *box, int oh, int ow)
+{
+	for (int s = 8; s >= 2; s /= 2)
+		if (box->w / s >= ow && box->h / s >= oh)
+			return s;
+	return 1;
+}
+
+/* Claim room for len bytes in b's arena: the offset, or (size_t)-1. */
+static size_t arena_claim(bfs_engine *e, struct bfs_batch *b, size_t len)
+{
+	size_t off = (size_t)-1;
+
+	pthread_mutex_lock(&e->lock);
+	if (b->arena && len <= e->arena_cap - b->arena_used) {
+		off = b->arena_used;
+		b->arena_used += len;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return off;
+}
+
+/* Where the resize reads a box from: h rows of w pixels, stride apart. */
+struct rrc_src {
+	const uint8_t *p;
+	size_t stride;
+	int w, h;
+};
+
+/* Look source sample id up in the store, into w->s1 (grown to fit).
+ * 1 (a hit: *shape is the copy's), 0 (decode it), or an error. */
+static int rrc_lookup(struct worker *w, const bfs_sample_identity *id, size_t out_need,
+		      int64_t *label, bfs_store_shape *shape, char *msg)
+{
+	bfs_engine *e = w->e;
+	uint64_t most = 3 * (e->o.max_pixels ? e->o.max_pixels : (uint64_t)1 << 32);
+	size_t got = 0;
+	int err;
+
+	err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+	if (err == -ENOBUFS && got <= most) { /* room for it, and again */
+		if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + got +
+				   max_sz(out_need, w->out_cap) + w->scratch_cap, msg)))
+			return err;
+		if (grow((void **)&w->s1, &w->s1_cap, got))
+			return -ENOMEM;
+		err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+	}
+	/* a copy whose shape does not add up is not used */
+	if (err == 0 && ((uint64_t)shape->h * shape->w * 3 != got || !shape->h || !shape->w ||
+			 shape->src_h < shape->h || shape->src_w < shape->w))
+		err = -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	if (err == 0)
+		e->st.cache_hits++;
+	else if (err == BFS_E_CRC)
+		e->st.cache_crc_errors++;
+	pthread_mutex_unlock(&e->lock);
+	return err == 0;
+}
+
+/*
+ * Decode the sw x sh JPEG for position jb: whole, and reduced to
+ * cache_res, when the store wants it (the copy goes to the slot's arena,
+ * for the batch's offer) or the image is larger than cache_res; else its
+ * box alone (exact, or at 1/scale with --decode-scale auto).  *src is
+ * then the box, in the decoded pixels or in the copy.  0 or an error.
+ */
+static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpeg,
+		      size_t len, const bfs_image_info *img, const bfs_rrc_box *box,
+		      int oh, int ow, size_t out_need, struct cache_rec *rec,
+		      struct rrc_src *src, char *msg)
+{
+	bfs_engine *e = w->e;
+	bfs_box want = { box->x, box->y, box->w, box->h };
+	bfs_rrc_box sbox;
+	const uint8_t *copy;
+	size_t px, s1_need, rs;
+	int sw = img->width, sh = img->height, is_jpeg = img->format == BFS_IMAGE_JPEG;
+	int rw, rh, whole, offer, scale = 1, err;
+
+	bfs_rrc_reduced_size(sw, sh, e->cache_res, &rw, &rh);
+	offer = w->sr && jb->b->arena && (!e->store.wants || e->store.wants(e->store.ctx));
+	/* PNG and WebP are decoded whole, then cropped: the same bytes */
+	whole = !is_jpeg ||
+		(!e->o.decode_scale_auto && (offer || rw != sw || rh != sh || e->o.decode_whole));
+	if (is_jpeg && e->o.decode_scale_auto)
+		scale = auto_scale(box, oh, ow);
+	if ((err = one_image_buffer(w, img)))
+		return err;
+	px = !is_jpeg ? max_sz(img->pixel_bytes, w->pix_cap) + img->work_bytes
+		: max_sz(whole ? (size_t)sw * sh * 4
+			       : bfs_decode_box_scratch(sw, sh, &want, scale), w->dec_bytes);
+	s1_need = whole && (rw != sw || rh != sh) ? (size_t)rw * rh * 3 : 0;
+	rs = whole ? bfs_resize_scratch_size(sw, sh, rw, rh) : 0;
+	if ((err = reserve(w, w->in.cap + px + max_sz(s1_need, w->s1_cap) +
+			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
+		return err;
+	if (is_jpeg && px > w->dec_bytes)
+		w->dec_bytes = px;
+	if (!whole) {
+		bfs_decoded_box db;
+
+		if ((err = bfs_decode_box(w->dec, jpeg, len, e->o.max_pixels, &want, scale, &db,
+					  msg)))
+			return err;
+		*src = (struct rrc_src){ db.rgb, db.stride, db.box.w, db.box.h };
+		return 0;
+	}
+	if (is_jpeg)
+		err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &copy, &sw, &sh, msg);
+	else if (!(err = pix_grow(w, img, msg)))
+		err = bfs_image_decode(w->dec, jpeg, len, img, e->o.max_pixels, w->pix,
+				       w->pix_cap, &copy, &sw, &sh, msg);
+	if (err)
+		return err;
+	if (rw != sw || rh != sh) { /* the copy the cache keeps */
+		if (grow((void **)&w->s1, &w->s1_cap, s1_need) ||
+		    grow(&w->scratch, &w->scratch_cap, rs)) {
+			bfs_seterr(msg, "out of memory for a %dx%d copy", rw, rh);
+			return -ENOMEM;
+		}
+		bfs_resize_rgb(copy, sw, sh, (size_t)sw * 3, w->s1, rw, rh, BFS_DTYPE_UINT8,
+			       w->scratch);
+		copy = w->s1;
+	}
+	if (offer) {
+		size_t n = (size_t)rw * rh * 3, off = arena_claim(e, jb->b, n);
+
+		if (off != (size_t)-1) { /* else offered again next epoch */
+			memcpy(jb->b->arena + off, copy, n);
+			rec->off = off;
+			rec->len = n;
+			rec->shape = (bfs_store_shape){ (uint32_t)rh, (uint32_t)rw, (uint32_t)sh,
+							(uint32_t)sw };
+			rec->decoded = 1;
+		}
+	}
+	bfs_rrc_map_box(box, sw, sh, rw, rh, &sbox);
+	*src = (struct rrc_src){ copy + ((size_t)sbox.y * rw + sbox.x) * 3, (size_t)rw * 3,
+				 sbox.w, sbox.h };
+	return 0;
+}
+
+/* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
+ * the same pass when flipped: straight in, or through w->out when stage 2
+ * normalizes or lays it out.  0 or an error. */
+static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
+		      const bfs_aug *a, int oh, int ow, size_t out_need, char *msg)
+{
+	bfs_engine *e = w->e;
+	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
+	size_t rs = bfs_resize_scratch_size(src->w, src->h, ow, oh);
+	int (*resize)(const uint8_t *, int, int, size_t, void *, int, int, bfs_dtype, void *) =
+		a->flip ? bfs_resize_rgb_mirror : bfs_resize_rgb;
+	bfs_aug none = { 0 };
+	bfs_post_opts po;
+	int err;
+
+	if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + w->s1_cap +
+			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
+		return err;
+	if (grow(&w->scratch, &w->scratch_cap, rs) || grow(&w->out, &w->out_cap, out_need)) {
+		bfs_seterr(msg, "out of memory for RandomResizedCrop scratch");
+		return -ENOMEM;
+	}
+	if (!out_need)
+		err = resize(src->p, src->w, src->h, src->stride, jb->dst, ow, oh, e->o.dtype,
+			     w->scratch);
+	else if (!(err = resize(src->p, src->w, src->h, src->stride, w->out, ow, oh, rdt,
+				w->scratch))) {
+		bfs__post_of(e, (unsigned)jb->epoch, rdt, &po);
+		bfs_post_apply(&po, &none, w->out, jb->dst); /* mirrored already */
+	}
+	if (err)
+		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", src->w, src->h, ow, oh);
+	return err;
+}
+
+/*
+ * Make position jb->j of an rrc batch from source sample i: the stage-1
+ * copy from the store, or decoded (rrc_decode); the box drawn from (seed,
+ * epoch, jb->key) over the image's size; the box resized, flipped,
+ * normalized and laid out into jb->dst (rrc_output).  *rr records the
+ * draw.  0 or an error (msg says what).
+ */
+static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t *label,
+		    struct cache_rec *rec, struct rrc_rec *rr, char *msg)
+{
+	bfs_engine *e = w->e;
+	bfs_sample_identity id;
+	bfs_store_shape shape;
+	bfs_rrc_box box, sbox;
+	struct rrc_src src = { NULL, 0, 0, 0 };
+	bfs_image_info img;
+	bfs_aug a = { 0 };
+	const uint8_t *jpeg = NULL;
+	size_t len = 0, out_need, in_cap;
+	uint64_t t0 = bfs__now_ns();
+	int err, hit = 0, sw, sh, oh, ow;
+
+	msg[0] = '\0';
+	rec->decoded = 0;
+	rr->ok = 0;
+	if ((err = bfs_source_identity(e->src, i, &id)))
+		return err;
+	rec->id = id;
+	bfs_engine_epoch_shape(e, (unsigned)jb->epoch, &oh, &ow);
+	out_need = e->o.normalize || e->o.nchw /* a flip is mirrored in the resize */
+		? (size_t)oh * ow * 3 * (e->o.dtype == BFS_DTYPE_UINT8 ? 1 : 4) : 0;
+	if (w->sr && (hit = rrc_lookup(w, &id, out_need, label, &shape, msg)) < 0)
+		return hit;
+	if (hit) {
+		sw = (int)shape.src_w;
+		sh = (int)shape.src_h;
+	} else {
+		if (!w->dec && (err = bfs_decoder_create(&w->dec)))
+			return err;
+		in_cap = bfs__pow2_at_least((size_t)id.length + 4, w->in.cap);
+		if ((err = reserve(w, in_cap + w->dec_bytes + w->pix_cap + w->s1_cap +
+				   w->out_cap + w->scratch_cap, msg)))
+			return err;
+		__atomic_add_fetch(&e->decode_attempts, 1, __ATOMIC_RELAXED);
+		if ((err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg)) ||
+		    (err = bfs_image_header(w->dec, jpeg, len, &img, msg)))
+			return err;
+		sw = img.width;
+		sh = img.height;
+		if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
+			bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
+				   sw, sh, bfs_image_format_name(img.format),
+				   (unsigned long long)sw * (unsigned long long)sh,
+				   (unsigned long long)e->o.max_pixels);
+			return BFS_E_TOOBIG;
+		}
+	}
+	bfs_rrc_draw(e->o.seed, jb->epoch, jb->key, sw, sh, &e->o.rrc, &box);
+	if (e->o.augment_flip)
+		bfs_aug_draw(e->o.seed, jb->epoch, jb->key, 1, 1, 1, 1, 1, 0, &a);
+	if (hit) {
+		bfs_rrc_map_box(&box, sw, sh, (int)shape.w, (int)shape.h, &sbox);
+		src = (struct rrc_src){ w->s1 + ((size_t)sbox.y * shape.w + sbox.x) * 3,
+					(size_t)shape.w * 3, sbox.w, sbox.h };
+	} else {
+		err = rrc_decode(w, jb, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
+				 msg);
+		pthread_mutex_lock(&e->lock);
+		e->st.samples_decoded++;
+		e->st.bytes_read += len;
+		if (!err) {
+			double ns = (double)(bfs__now_ns() - t0);
+
+			e->sample_ns = e->sample_ns ? 0.9 * e->sample_ns + 0.1 * ns : ns;
+		}
+		pthread_mutex_unlock(&e->lock);
+		if (err) {
+			rec->decoded = 0;
+			return err;
+		}
+	}
+	if ((err = rrc_output(w, jb, &src, &a, oh, ow, out_need, msg))) {
+		rec->decoded = 0;
+		return err;
+	}
+	rec->raw_label = *label;
+	rr->box = box;
+	rr->flip = a.flip;
+	rr->src_w = sw;
+	rr->src_h = sh;
+	rr->ok = 1;
+	return 0;
+}
+
+/* Make the sample of a position: rrc's, or decode-and-resize's into the
+ * job's stage-1 buffer. */
+static int make(struct worker *w, const struct job *jb, uint64_t i, int64_t *label,
+		struct cache_rec *rec, char *msg)
+{
+	if (w->e->rrc)
+		return make_rrc(w, jb, i, label, rec, &jb->b->rrc[jb->j], msg);
+	return make_sample(w, i, jb->s1, label, rec, msg);
+}
+
 /* Stage 2 for position j: augmentation drawn from (seed, epoch, sample),
  * normalization and layout, from the stage-1 sample s1 into out. */
 static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
@@ -361,7 +710,7 @@ static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
 {
 	bfs_aug a = { 0 };
 
-	if (!e->post)
+	if (!e->post || e->rrc) /* rrc: made whole by make_rrc */
 		return;
 	if (e->o.augment_flip || e->o.augment_crop)
 		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
@@ -384,7 +733,7 @@ static int lasting_error(int err)
  * bad: then its code and message come back without decoding it again.
  * A lasting failure is recorded in e->bad; *fresh says it was recorded
  * now (the caller reports it once). */
-static int try_sample(struct worker *w, uint64_t i, void *s1, int64_t *label,
+static int try_sample(struct worker *w, const struct job *jb, uint64_t i, int64_t *label,
 		      struct cache_rec *rec, char *msg, int *fresh)
 {
 	bfs_engine *e = w->e;
@@ -407,7 +756,7 @@ static int try_sample(struct worker *w, uint64_t i, void *s1, int64_t *label,
 	claimed = bfs_badset_claim(e->bad, i) == 0;
 	pthread_mutex_unlock(&e->lock);
 
-	err = make_sample(w, i, s1, label, rec, msg);
+	err = make(w, jb, i, label, rec, msg);
 	if (!err) /* a label the offset overflows makes the sample bad */
 		err = bfs_label_add_offset(label, e->o.label_offset, msg);
 	trim(w);
@@ -427,7 +776,7 @@ static int try_sample(struct worker *w, uint64_t i, void *s1, int64_t *label,
  * be bad are passed over without decoding, and a sample another worker
  * is trying is waited for, so each bad one is decoded once.  0, or the
  * error that ends the search (every sample bad: `err` of i). */
-static int replace(struct worker *w, uint64_t i, int err, void *s1,
+static int replace(struct worker *w, const struct job *jb, uint64_t i, int err,
 		   int64_t *label, struct cache_rec *rec, uint64_t *r)
 {
 	bfs_engine *e = w->e;
@@ -448,7 +797,7 @@ static int replace(struct worker *w, uint64_t i, int err, void *s1,
 		claimed = bfs_badset_claim(e->bad, c) == 0;
 		pthread_mutex_unlock(&e->lock);
 
-		rerr = make_sample(w, c, s1, label, rec, rmsg);
+		rerr = make(w, jb, c, label, rec, rmsg);
 		if (!rerr)
 			rerr = bfs_label_add_offset(label, e->o.label_offset,
 						    rmsg);
@@ -472,19 +821,30 @@ static int replace(struct worker *w, uint64_t i, int err, void *s1,
 	}
 }
 
-/* Produce position j of batch id.  In skip mode a bad sample is replaced
- * by the next source sample that decodes (wrapping), so the result is a
- * function of the data alone.  Returns 0 or the error for position j. */
-int bfs__produce(struct worker *w, uint64_t id, unsigned j, void *dst,
-		   void *s1, int64_t *label, struct cache_rec *rec, char *msg)
+/* Produce position j of slot b's batch.  In skip mode a bad sample is
+ * replaced by the next source sample that decodes (wrapping), so the
+ * result is a function of the data alone.  Returns 0 or the error for
+ * position j. */
+int bfs__produce(struct worker *w, struct bfs_batch *b, unsigned j, char *msg)
 {
 	bfs_engine *e = w->e;
-	uint64_t i = bfs__sample_of(e, id, j), r;
-	int fresh, err = try_sample(w, i, s1, label, rec, msg, &fresh);
+	uint64_t id = b->id, i = bfs__sample_of(e, id, j), r;
+	size_t sb = bfs_engine_batch_sample_bytes(e, id);
+	struct job jb = {
+		.b = b, .j = j, .id = id, .epoch = bfs__epoch_of(e, id), .key = i,
+		.dst = b->images + (size_t)j * sb,
+		.s1 = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes : b->images + (size_t)j * sb,
+	};
+	int64_t *label = &b->labels[j];
+	struct cache_rec *rec = &b->rec[j];
+	int fresh, err;
 	long at;
 
+	if (b->rrc)
+		b->rrc[j].ok = 0;
+	err = try_sample(w, &jb, i, label, rec, msg, &fresh);
 	if (!err) {
-		finish(e, id, i, s1, dst);
+		finish(e, id, i, jb.s1, jb.dst);
 		return 0;
 	}
 	if (e->o.on_error == BFS_ON_ERROR_FAIL || !lasting_error(err)) {
@@ -493,9 +853,9 @@ int bfs__produce(struct worker *w, uint64_t id, unsigned j, void *dst,
 		return err;
 	}
 	at = fresh ? report_error(e, i, err, msg) : -1;
-	if (replace(w, i, err, s1, label, rec, &r) != 0)
+	if (replace(w, &jb, i, err, label, rec, &r) != 0)
 		return err;
 	note_replacement(e, at, r);
-	finish(e, id, i, s1, dst);
+	finish(e, id, i, jb.s1, jb.dst);
 	return 0;
 }

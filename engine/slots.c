@@ -125,9 +125,15 @@ static int plain_open(bfs_engine *e, struct bfs_batch *b)
 /* Give b what a batch needs besides its images, once. */
 static int small_buffers(bfs_engine *e, struct bfs_batch *b)
 {
-	if (e->post && !b->stage1 &&
+	int s1 = e->post && !e->rrc;
+
+	if (s1 && !b->stage1 &&
 	    posix_memalign((void **)&b->stage1, 2u << 20, e->s1_bytes * e->o.batch))
 		b->stage1 = NULL;
+	if (e->arena_cap && !b->arena && !(b->arena = malloc(e->arena_cap)))
+		b->arena = NULL;
+	if (e->rrc && !b->rrc)
+		b->rrc = calloc(e->o.batch, sizeof(*b->rrc));
 	if (!b->labels)
 		b->labels = calloc(e->o.batch, sizeof(*b->labels));
 	if (!b->rec)
@@ -135,8 +141,8 @@ static int small_buffers(bfs_engine *e, struct bfs_batch *b)
 	if (e->o.store && !b->items)
 		b->items = calloc(e->o.batch, sizeof(*b->items));
 	b->e = e;
-	return (e->post && !b->stage1) || !b->labels || !b->rec ||
-	       (e->o.store && !b->items) ? -ENOMEM : 0;
+	return (s1 && !b->stage1) || (e->arena_cap && !b->arena) || (e->rrc && !b->rrc) ||
+	       !b->labels || !b->rec || (e->o.store && !b->items) ? -ENOMEM : 0;
 }
 
 /* ---- held files --------------------------------------------------------- */
@@ -311,6 +317,7 @@ int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 		      int urgent)
 {
 	unsigned n = bfs_engine_batch_count(e, id);
+	size_t sb = bfs_engine_batch_sample_bytes(e, id);
 
 	if (!b->counted) {
 		/* memory the preparing worker allocates: counted from now */
@@ -332,11 +339,12 @@ int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 	b->err = 0;
 	b->err_at = 0;
 	b->errmsg[0] = '\0';
+	b->arena_used = 0;
 	/* Ready at once when nothing but the header needs doing; else the
 	 * first worker to come prepares it (bfs__prepare). */
 	b->prepared = b->images && b->labels &&
 		      (b->fd < 0 ||
-		       (!b->lent && b->file_len == e->slot_head + (size_t)n * e->sample_bytes));
+		       (!b->lent && b->file_len == e->slot_head + (size_t)n * sb));
 	if (b->prepared && b->fd >= 0)
 		write_header(e, b);
 	pthread_cond_broadcast(&e->work);
@@ -345,7 +353,7 @@ int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 
 void bfs__prepare(bfs_engine *e, struct bfs_batch *b)
 {
-	size_t len = e->slot_head + (size_t)b->n * e->sample_bytes;
+	size_t len = e->slot_head + (size_t)b->n * bfs_engine_batch_sample_bytes(e, b->id);
 	int lent = b->lent, err = 0, file_error = 0, held = 0, kept = 0;
 	uint8_t *old_map = NULL;
 	size_t old_len = 0;
@@ -538,7 +546,7 @@ int bfs__cancel_readahead_locked(bfs_engine *e)
 
 /* Memory a slot gave up, freed once the lock is dropped. */
 struct freed {
-	uint8_t *images, *stage1, *map;
+	uint8_t *images, *stage1, *arena, *map;
 	size_t map_len;
 	int fd;
 };
@@ -552,11 +560,13 @@ static void strip_locked(bfs_engine *e, struct bfs_batch *b, struct freed *f)
 	f->map_len = b->map_len;
 	f->images = b->fd >= 0 ? NULL : b->images;
 	f->stage1 = b->stage1;
+	f->arena = b->arena;
 	unlend_locked(e, b);
 	b->fd = -1;
 	b->map = NULL;
 	b->images = NULL;
 	b->stage1 = NULL;
+	b->arena = NULL;
 	b->state = SLOT_FREE;
 	b->cancelled = 0;
 	b->consumed = 0;
@@ -577,6 +587,7 @@ static void freed_release(struct freed *f, unsigned n)
 		}
 		free(f[k].images);
 		free(f[k].stage1);
+		free(f[k].arena);
 	}
 }
 
@@ -657,6 +668,21 @@ unsigned bfs_batch_count(const bfs_batch *b) { return b->n; }
 const void *bfs_batch_images(const bfs_batch *b) { return b->images; }
 const int64_t *bfs_batch_labels(const bfs_batch *b) { return b->labels; }
 
+int bfs_batch_rrc(const bfs_batch *b, unsigned j, bfs_rrc_box *box, int *flip,
+		  int *src_w, int *src_h)
+{
+	const struct rrc_rec *r;
+
+	if (!b->rrc || j >= b->n || !b->rrc[j].ok)
+		return -EINVAL;
+	r = &b->rrc[j];
+	*box = r->box;
+	*flip = r->flip;
+	*src_w = r->src_w;
+	*src_h = r->src_h;
+	return 0;
+}
+
 int bfs_batch_file(const bfs_batch *b, size_t *len)
 {
 	if (b->fd < 0 || !b->file_ok)
@@ -675,6 +701,8 @@ void bfs__slots_free(bfs_engine *e)
 		else
 			free(b->images);
 		free(b->stage1);
+		free(b->arena);
+		free(b->rrc);
 		free(b->labels);
 		free(b->rec);
 		free(b->items);

@@ -23,6 +23,19 @@
 
 #include "engine/source.h"
 
+/*
+ * The shape of a stored sample: h x w pixels of 3 channels, and the size
+ * of the source image it was made from.  A fixed-size stage-1 sample (the
+ * engine's final tensor before stage 2) says its h and w and leaves src
+ * at 0; a RandomResizedCrop sample is the decoded image, reduced to
+ * --cache-res, of its own size, and says the source's size too, since its
+ * boxes are drawn in source pixels.
+ */
+typedef struct {
+	uint32_t h, w;
+	uint32_t src_h, src_w;
+} bfs_store_shape;
+
 /* One decoded sample to keep. */
 typedef struct {
 	bfs_sample_identity id;  /* which sample; id.shard points into the
@@ -31,6 +44,7 @@ typedef struct {
 	const void *data;        /* len bytes; valid and unchanged until the
 				  * offer's done(arg) */
 	size_t len;
+	bfs_store_shape shape;
 } bfs_store_item;
 
 typedef struct {
@@ -40,19 +54,29 @@ typedef struct {
 	 * store).  reader_destroy accepts NULL. */
 	int (*reader_create)(void *ctx, void **reader);
 	void (*reader_destroy)(void *reader);
-	/* Copy sample id's stored bytes (exactly len) into dst and its label
-	 * into *label.  0 (a hit); -ENOENT (a miss); BFS_E_CRC (the stored
-	 * copy was damaged and is dropped: the engine decodes again and
-	 * counts it); any other error counts as a miss.  On error dst may
-	 * hold garbage and *label is untouched. */
+	/* Copy sample id's stored bytes into dst (cap bytes of room), their
+	 * length into *len, their shape into *shape and the label into
+	 * *label.  0 (a hit); -ENOENT (a miss); -ENOBUFS (stored, but larger
+	 * than cap: *len says how large, nothing copied; ask again with
+	 * room); BFS_E_CRC (the stored copy was damaged and is dropped: the
+	 * engine decodes again and counts it); any other error counts as a
+	 * miss.  On error dst may hold garbage and *shape, *label are
+	 * untouched.  The engine checks that a fixed-size sample's length
+	 * and shape are what it expects. */
 	int (*get)(void *reader, const bfs_sample_identity *id, void *dst,
-		   size_t len, int64_t *label);
+		   size_t cap, size_t *len, bfs_store_shape *shape,
+		   int64_t *label);
 	/* Offer n decoded samples.  done(arg) is called exactly once, when
 	 * the store no longer needs their bytes: later, from any thread, or
 	 * before offer returns.  The engine calls it without its locks held
 	 * and keeps the bytes pinned until done. */
 	void (*offer)(void *ctx, const bfs_store_item *items, size_t n,
 		      void (*done)(void *arg), void *arg);
+	/* Whether an offer now would be kept: 0 while the store is full and
+	 * drops offers.  A hint, without locks: the engine decodes a whole
+	 * image for the store only while it says 1, else only the box it
+	 * needs.  May be NULL (always 1). */
+	int (*wants)(void *ctx);
 	/* Wait until every offer made before has called its done. */
 	void (*flush)(void *ctx);
 } bfs_store;

@@ -65,7 +65,7 @@ size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
 		*data_len = (size_t)count * sizeof(int64_t);
 		return len > 0 ? (size_t)len : 0;
 	}
-	*data_len = (size_t)count * bfs_engine_sample_bytes(f->eng);
+	*data_len = (size_t)count * bfs_engine_batch_sample_bytes(f->eng, id);
 	return bfs_engine_npy_header(f->eng, id, hdr, cap);
 }
 
@@ -99,6 +99,68 @@ static const char *class_of(const bfs_files *f, int64_t l)
 }
 
 /* ---- dataset.json ----------------------------------------------------- */
+
+/* dataset.json's RandomResizedCrop part: the sampler, the cached form and
+ * the size of each epoch. */
+static void rrc_json(const bfs_files *f, const bfs_engine_opts *eo, bfs_json *j)
+{
+	unsigned epochs = bfs_engine_epochs(f->eng), from = 0;
+	int res = eo->cache_res < 0 ? 0 : eo->cache_res ? eo->cache_res : BFS_CACHE_RES_DEFAULT;
+
+	bfs_json_open(j, "rrc", '{');
+	bfs_json_open(j, "scale", '[');
+	bfs_json_f64(j, NULL, eo->rrc.scale[0]);
+	bfs_json_f64(j, NULL, eo->rrc.scale[1]);
+	bfs_json_close(j, ']');
+	bfs_json_open(j, "ratio", '[');
+	bfs_json_f64(j, NULL, eo->rrc.ratio[0]);
+	bfs_json_f64(j, NULL, eo->rrc.ratio[1]);
+	bfs_json_close(j, ']');
+	if (res)
+		bfs_json_u64(j, "cache_res", (uint64_t)res);
+	else
+		bfs_json_str(j, "cache_res", "full");
+	bfs_json_str(j, "decode_scale", eo->decode_scale_auto ? "auto" : "exact");
+	bfs_json_str(j, "decode_region", eo->decode_scale_auto ? "box"
+			   : eo->decode_whole ? "whole" : "box when nothing needs the whole image");
+	bfs_json_str(j, "rule",
+		     "torchvision RandomResizedCrop.get_params drawn from (seed, epoch, sample index) "
+		     "alone over the source image's size: 10 tries of area share U(scale) and "
+		     "log-uniform ratio, then the center crop of the clamped ratio; box = "
+		     "[y, x, h, w] in source pixels (index.json); flip with probability 1/2");
+	bfs_json_str(j, "pixels",
+		     eo->decode_scale_auto
+			     ? "the box decoded at 1/2, 1/4 or 1/8 IDCT scale when it is that many times "
+			       "the output, then resized (bilinear, half-pixel, no antialias)"
+			     : "the decoded image (its shorter side reduced to cache_res when larger: "
+			       "bilinear, half-pixel, no antialias, rounded to uint8), the box scaled into it "
+			       "and rounded to whole pixels, resized (bilinear, half-pixel, no antialias); "
+			       "bit for bit the full decode's box resized when the shorter side is at most "
+			       "cache_res");
+	bfs_json_close(j, '}');
+	bfs_json_str(j, "cached_form", "the decoded image, uint8 RGB, shorter side at most cache_res");
+	bfs_json_open(j, "size_schedule", '[');
+	for (unsigned k = 0; k <= eo->nsizes; k++) {
+		unsigned until = k < eo->nsizes ? eo->sizes[k].from : epochs;
+		int h, w;
+
+		if (until > epochs)
+			until = epochs;
+		if (until <= from)
+			continue; /* a size from a later epoch than the mount has */
+		bfs_engine_epoch_shape(f->eng, from, &h, &w);
+		bfs_json_open(j, NULL, '{');
+		bfs_json_u64(j, "first_epoch", from);
+		bfs_json_u64(j, "last_epoch", until - 1);
+		bfs_json_open(j, "size", '[');
+		bfs_json_u64(j, NULL, (uint64_t)h);
+		bfs_json_u64(j, NULL, (uint64_t)w);
+		bfs_json_close(j, ']');
+		bfs_json_close(j, '}');
+		from = until;
+	}
+	bfs_json_close(j, ']');
+}
 
 int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 {
@@ -136,12 +198,16 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	if (eo->resize_crop)
 		bfs_json_u64(&j, "crop_from", (uint64_t)eo->crop_from);
 	bfs_json_open(&j, "augment", '[');
+	if (eo->augment_rrc)
+		bfs_json_str(&j, NULL, "rrc");
 	if (eo->augment_flip)
 		bfs_json_str(&j, NULL, "flip");
 	if (eo->augment_crop)
 		bfs_json_str(&j, NULL, "crop");
 	bfs_json_close(&j, ']');
-	{
+	if (eo->augment_rrc) {
+		rrc_json(f, eo, &j);
+	} else {
 		int ch, cw;
 
 		bfs_engine_cached_shape(f->eng, &ch, &cw);
@@ -151,7 +217,7 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_u64(&j, NULL, 3);
 		bfs_json_close(&j, ']');
 	}
-	if (eo->augment_flip || eo->augment_crop)
+	if (!eo->augment_rrc && (eo->augment_flip || eo->augment_crop))
 		bfs_json_str(&j, "augment_rule",
 			     "drawn from (seed, epoch, sample index) alone: flip = horizontal with "
 			     "probability 1/2; crop = the HxW window at (y0, x0), y0 and x0 uniform "
@@ -291,6 +357,15 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 	bfs_json_u64(&j, "epoch", n->epoch);
 	bfs_json_u64(&j, "batch", n->batch);
 	bfs_json_u64(&j, "count", count);
+	{
+		int h, w;
+
+		bfs_engine_epoch_shape(f->eng, n->epoch, &h, &w);
+		bfs_json_open(&j, "size", '[');
+		bfs_json_u64(&j, NULL, (uint64_t)h);
+		bfs_json_u64(&j, NULL, (uint64_t)w);
+		bfs_json_close(&j, ']');
+	}
 	if (err)
 		bfs_json_str(&j, "error", msg[0] ? msg : bfs_strerror(err));
 	bfs_json_open(&j, "samples", '[');
@@ -318,7 +393,24 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 			bfs_json_i64(&j, "label", bfs_batch_labels(b)[k]);
 		else
 			bfs_json_null(&j, "label");
-		if ((eo->augment_flip || eo->augment_crop) &&
+		if (eo->augment_rrc) {
+			bfs_rrc_box bx;
+			int iw, ih;
+
+			if (b && bfs_batch_rrc(b, k, &bx, &flip, &iw, &ih) == 0) {
+				bfs_json_open(&j, "box", '[');
+				bfs_json_u64(&j, NULL, (uint64_t)bx.y);
+				bfs_json_u64(&j, NULL, (uint64_t)bx.x);
+				bfs_json_u64(&j, NULL, (uint64_t)bx.h);
+				bfs_json_u64(&j, NULL, (uint64_t)bx.w);
+				bfs_json_close(&j, ']');
+				bfs_json_bool(&j, "flip", flip);
+				bfs_json_open(&j, "image_size", '[');
+				bfs_json_u64(&j, NULL, (uint64_t)ih);
+				bfs_json_u64(&j, NULL, (uint64_t)iw);
+				bfs_json_close(&j, ']');
+			}
+		} else if ((eo->augment_flip || eo->augment_crop) &&
 		    bfs_engine_sample_aug(f->eng, id, k, &flip, &x0, &y0) == 0) {
 			bfs_json_open(&j, "augment", '{');
 			bfs_json_bool(&j, "flip", flip);
@@ -372,8 +464,7 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 		free(names);
 		names = NULL;
 	}
-	po.h = eo->height;
-	po.w = eo->width;
+	bfs_engine_epoch_shape(f->eng, n->epoch, &po.h, &po.w);
 	po.dtype = eo->dtype;
 	po.nchw = eo->nchw;
 	po.normalized = eo->normalize;

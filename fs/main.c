@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/rrc.h"
 #include "engine/version.h"
 #include "fs/daemon.h"
 #include "fs/mount.h"
@@ -60,7 +61,27 @@ static const char usage_mount[] =
 	"  --augment LIST       flip, crop or flip,crop: a random horizontal\n"
 	"                       flip (p=1/2) and/or a random HxW crop from a\n"
 	"                       sample cached 8/7 larger, drawn per (seed,\n"
-	"                       epoch, sample); applied after the cache\n"
+	"                       epoch, sample); applied after the cache.\n"
+	"                       rrc (or rrc,flip): RandomResizedCrop as\n"
+	"                       torchvision's, a new box every epoch, from\n"
+	"                       the decoded image the cache keeps\n"
+	"  --rrc-scale MIN,MAX  share of the image's area (0.08,1)\n"
+	"  --rrc-ratio MIN,MAX  box aspect ratio w/h, drawn log-uniform\n"
+	"                       (0.75,1.3333)\n"
+	"  --cache-res N|full   with rrc: the cache keeps each image with its\n"
+	"                       shorter side reduced to N when larger, and\n"
+	"                       every epoch crops from that copy (512)\n"
+	"  --decode-scale exact|auto\n"
+	"                       with rrc: auto decodes each box at 1/2, 1/4 or\n"
+	"                       1/8 scale when it is that many times the\n"
+	"                       output (faster, other pixels; no cache).\n"
+	"                       exact (default) is bit for bit a full decode\n"
+	"  --decode-whole       with rrc: decode every image whole, then crop,\n"
+	"                       as the epoch that fills the cache does (same\n"
+	"                       bytes; for comparison)\n"
+	"  --size-schedule LIST with rrc: progressive resizing, e.g.\n"
+	"                       160@0,192@40,224@80 (HxW@EPOCH also works):\n"
+	"                       each epoch folder has its own size\n"
 	"  --layout L           nhwc (default) or nchw\n"
 	"  --mean R,G,B         normalize (x - mean) / std, in the 0..1 scale\n"
 	"  --std R,G,B          (e.g. 0.485,0.456,0.406 and 0.229,0.224,0.225)\n"
@@ -211,6 +232,48 @@ static int parse_hw(const char *s, int *h, int *w)
 	return 0;
 }
 
+/* "A,B": two numbers (for --rrc-scale and --rrc-ratio). */
+static int parse_pair(const char *s, double v[2])
+{
+	char tail;
+
+	return sscanf(s, "%lf,%lf%c", &v[0], &v[1], &tail) == 2 ? 0 : -1;
+}
+
+/* "160@0,192@40,224x200@80": sizes from an epoch on, ascending epochs. */
+static int parse_schedule(const char *s, bfs_engine_opts *o)
+{
+	char buf[512], *tok, *save = NULL;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->nsizes = 0;
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *at = strchr(tok, '@');
+		unsigned from;
+		int h, w;
+
+		if (!at || o->nsizes == BFS_ENGINE_MAX_SIZES)
+			return -1;
+		*at = '\0';
+		if (parse_hw(tok, &h, &w) || parse_uint(at + 1, 0, 100000, &from) ||
+		    (o->nsizes && from <= o->sizes[o->nsizes - 1].from))
+			return -1;
+		o->sizes[o->nsizes].from = from;
+		o->sizes[o->nsizes].h = h;
+		o->sizes[o->nsizes].w = w;
+		o->nsizes++;
+	}
+	if (!o->nsizes)
+		return -1;
+	if (o->sizes[0].from == 0) { /* epoch 0's size is the mount's size */
+		o->height = o->sizes[0].h;
+		o->width = o->sizes[0].w;
+	}
+	return 0;
+}
+
 static int bad(const char *opt, const char *val, const char *want)
 {
 	fprintf(stderr, "batchfs mount: bad value '%s' for %s (%s)\n", val, opt,
@@ -225,7 +288,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
 	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
-	       O_RANKS, O_HOLD };
+	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
+	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -259,11 +323,17 @@ static int cmd_mount(int argc, char **argv)
 		{ "layout", required_argument, 0, O_LAYOUT },
 		{ "mean", required_argument, 0, O_MEAN },
 		{ "std", required_argument, 0, O_STD },
+		{ "rrc-scale", required_argument, 0, O_RRC_SCALE },
+		{ "rrc-ratio", required_argument, 0, O_RRC_RATIO },
+		{ "cache-res", required_argument, 0, O_CACHE_RES },
+		{ "decode-scale", required_argument, 0, O_DECODE_SCALE },
+		{ "size-schedule", required_argument, 0, O_SCHEDULE },
+		{ "decode-whole", no_argument, 0, O_DECODE_WHOLE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
 	bfs_mount_opts o = { 0 };
-	char *fuse_opts = NULL;
+	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
 	int c, rc, rank_given = 0;
 
@@ -344,8 +414,11 @@ static int cmd_mount(int argc, char **argv)
 					o.engine.augment_flip = 1;
 				else if (!strcmp(tok, "crop"))
 					o.engine.augment_crop = 1;
+				else if (!strcmp(tok, "rrc"))
+					o.engine.augment_rrc = 1;
 				else if (strcmp(tok, "none"))
-					return bad("--augment", optarg, "flip, crop, flip,crop or none");
+					return bad("--augment", optarg,
+						   "flip, crop, rrc, a comma-separated list of them, or none");
 			}
 			break;
 		}
@@ -368,6 +441,45 @@ static int cmd_mount(int argc, char **argv)
 			o.engine.normalize = 1;
 			break;
 		}
+		case O_RRC_SCALE:
+			if (parse_pair(optarg, o.engine.rrc.scale) ||
+			    bfs_rrc_check(&(bfs_rrc_opts){ { o.engine.rrc.scale[0],
+							     o.engine.rrc.scale[1] },
+							   { 0.75, 1.0 } }, NULL))
+				return bad("--rrc-scale", optarg, "MIN,MAX with 0 < MIN <= MAX <= 1");
+			break;
+		case O_RRC_RATIO:
+			if (parse_pair(optarg, o.engine.rrc.ratio) ||
+			    bfs_rrc_check(&(bfs_rrc_opts){ { 0.5, 1.0 },
+							   { o.engine.rrc.ratio[0],
+							     o.engine.rrc.ratio[1] } }, NULL))
+				return bad("--rrc-ratio", optarg, "MIN,MAX with 0 < MIN <= MAX");
+			break;
+		case O_CACHE_RES: {
+			unsigned res;
+
+			if (!strcmp(optarg, "full"))
+				o.engine.cache_res = -1;
+			else if (parse_uint(optarg, 1, 65535, &res))
+				return bad("--cache-res", optarg, "a side in pixels, or full");
+			else
+				o.engine.cache_res = (int)res;
+			break;
+		}
+		case O_DECODE_SCALE:
+			if (!strcmp(optarg, "exact"))
+				o.engine.decode_scale_auto = 0;
+			else if (!strcmp(optarg, "auto"))
+				o.engine.decode_scale_auto = 1;
+			else
+				return bad("--decode-scale", optarg, "exact or auto");
+			break;
+		case O_SCHEDULE:
+			schedule = optarg;
+			break;
+		case O_DECODE_WHOLE:
+			o.engine.decode_whole = 1;
+			break;
 		case O_CACHE_SIZE:
 			if (parse_size(optarg, &v) || v < (1u << 20))
 				return bad("--cache-size", optarg, "a size such as 20G");
@@ -517,6 +629,21 @@ static int cmd_mount(int argc, char **argv)
 		fprintf(stderr, "batchfs mount: --ranks %u-%u must be below --world %u\n",
 			o.engine.rank, o.engine.rank + o.engine.ranks - 1,
 			o.engine.world ? o.engine.world : 1);
+		return 2;
+	}
+	/* after --size, which a schedule from epoch 0 replaces */
+	if (schedule && parse_schedule(schedule, &o.engine))
+		return bad("--size-schedule", schedule,
+			   "SIZE@EPOCH,... with epochs ascending, e.g. 160@0,192@40,224@80");
+	if (!o.engine.augment_rrc &&
+	    (schedule || o.engine.decode_scale_auto || o.engine.cache_res ||
+	     o.engine.decode_whole || o.engine.rrc.scale[1] || o.engine.rrc.ratio[1])) {
+		fprintf(stderr, "batchfs mount: --size-schedule, --decode-scale, --decode-whole, --cache-res, --rrc-scale and --rrc-ratio need --augment rrc\n");
+		return 2;
+	}
+	if (o.engine.augment_rrc && (o.engine.augment_crop || o.engine.resize_crop)) {
+		fprintf(stderr, "batchfs mount: --augment rrc crops by itself: not with %s\n",
+			o.engine.augment_crop ? "--augment crop" : "--resize crop");
 		return 2;
 	}
 	if (o.engine.world && o.engine.rank >= o.engine.world) {

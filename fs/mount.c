@@ -239,6 +239,10 @@ static void open_cache(struct mnt *m, char *why, size_t cap)
 
 	if (o->cache && strcmp(o->cache, "none") == 0)
 		return;
+	if (o->engine.decode_scale_auto) {
+		snprintf(why, cap, "not used with --decode-scale auto, which decodes every epoch's boxes anew");
+		return;
+	}
 	bfs_engine_fingerprint(&o->engine, efp);
 	snprintf(settings, sizeof(settings), "image_key=%s;label_key=%s",
 		 o->source.image_key ? o->source.image_key : "image/encoded",
@@ -489,6 +493,16 @@ static int serve(void *ctx, int notify_fd)
 			 logpath[0] && logf ? "; log: " : "", logf ? logpath : "",
 			 log_why[0] ? "; no log: " : "", log_why,
 			 bfs_source_nscan_errors(m.src) ? "; index errors: see stats.json" : "");
+		if (e->nsizes) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; size by epoch:");
+			for (unsigned k = 0; k < e->nsizes; k++) {
+				n = strlen(msg);
+				snprintf(msg + n, sizeof(msg) - n, " %dx%d from %u", e->sizes[k].h,
+					 e->sizes[k].w, e->sizes[k].from);
+			}
+		}
 		if (e->max_pixels < eo.max_pixels) {
 			size_t n = strlen(msg);
 

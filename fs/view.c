@@ -691,14 +691,15 @@ int bfs_view_getxattr(const bfs_view *v, const bfs_node *n, const char *name,
 		return -ENODATA;
 	count = bfs_engine_batch_count(v->o.eng, bfs_view_batch_id(v, n));
 	if (strcmp(name, "user.batchfs.shape") == 0) {
+		int h, w;
+
+		bfs_engine_epoch_shape(v->o.eng, n->epoch, &h, &w);
 		if (n->kind == BFS_NODE_LABELS)
 			len = snprintf(val, cap, "(%u,)", count);
 		else if (eo->nchw)
-			len = snprintf(val, cap, "(%u, 3, %d, %d)", count,
-				       eo->height, eo->width);
+			len = snprintf(val, cap, "(%u, 3, %d, %d)", count, h, w);
 		else
-			len = snprintf(val, cap, "(%u, %d, %d, 3)", count,
-				       eo->height, eo->width);
+			len = snprintf(val, cap, "(%u, %d, %d, 3)", count, h, w);
 	} else if (strcmp(name, "user.batchfs.dtype") == 0) {
 		len = snprintf(val, cap, "%s",
 			       n->kind == BFS_NODE_LABELS

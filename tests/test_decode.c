@@ -1,7 +1,10 @@
 /*
  * test_decode.c - bfs_decode_*: TensorFlow goldens (decode + resize against
  * tests/data/golden/, made by tools/make_golden.py), grayscale and CMYK
- * conversion, and every way a JPEG can be refused.  Run from the repo root.
+ * conversion, every way a JPEG can be refused, and bfs_decode_box (a box
+ * decoded alone equals the same box of a full decode, for every
+ * subsampling, progressive and restart-interval images, gray and CMYK; it
+ * refuses what the full decode refuses).  Run from the repo root.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include "engine/decode.h"
@@ -650,6 +654,392 @@ static void test_decode_rejects_null_arguments(void **state)
 	bfs_decoder_destroy(NULL);
 }
 
+/* ---- bfs_decode_box ------------------------------------------------------- */
+
+/* How a test image is encoded through libjpeg (TurboJPEG's encoder has no
+ * restart intervals, odd sampling factors or plain CMYK). */
+struct lj_kind {
+	const char *name;
+	int ncomp;         /* 1 gray, 3 YCbCr, 4 CMYK (YCCK unless cmyk_plain) */
+	int hs, vs;        /* luma (and K) sampling factors; chroma 1x1 */
+	int progressive;
+	int restart;       /* restart interval in MCUs, 0: none */
+	int cmyk_plain;    /* 4 components stored as CMYK, no Adobe marker */
+};
+
+static const struct lj_kind lj_kinds[] = {
+	{ "4:2:0", 3, 2, 2, 0, 0, 0 },
+	{ "4:2:2", 3, 2, 1, 0, 0, 0 },
+	{ "4:4:0", 3, 1, 2, 0, 0, 0 },
+	{ "4:4:4", 3, 1, 1, 0, 0, 0 },
+	{ "4:1:1", 3, 4, 1, 0, 0, 0 },
+	{ "4:2:0 progressive", 3, 2, 2, 1, 0, 0 },
+	{ "4:2:2 progressive", 3, 2, 1, 1, 0, 0 },
+	{ "4:4:0 progressive", 3, 1, 2, 1, 0, 0 },
+	{ "4:4:4 progressive", 3, 1, 1, 1, 0, 0 },
+	{ "4:2:0 restart 3", 3, 2, 2, 0, 3, 0 },
+	{ "4:2:2 restart 1", 3, 2, 1, 0, 1, 0 },
+	{ "4:2:0 progressive restart 2", 3, 2, 2, 1, 2, 0 },
+	{ "gray", 1, 1, 1, 0, 0, 0 },
+	{ "gray progressive", 1, 1, 1, 1, 0, 0 },
+	{ "gray restart 5", 1, 1, 1, 0, 5, 0 },
+	{ "YCCK (Adobe) 4:4:4", 4, 1, 1, 0, 0, 0 },
+	{ "YCCK (Adobe) 4:2:0", 4, 2, 2, 0, 0, 0 },
+	{ "CMYK, no Adobe marker", 4, 1, 1, 0, 0, 1 },
+};
+
+/* Photo-like pixels with fine detail in every channel (so chroma differs
+ * from pixel to pixel and upsampling has something to get wrong). */
+static uint8_t *busy_pixels(int w, int h, int nc, uint64_t seed)
+{
+	uint8_t *p = malloc((size_t)w * h * nc);
+
+	assert_non_null(p);
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++)
+			for (int c = 0; c < nc; c++) {
+				int n = (int)(splitmix64(&seed) % 48);
+
+				p[((size_t)y * w + x) * nc + c] = (uint8_t)(
+					(x * (c + 3) + y * (7 - c) + ((x / 5 + y / 3) % 7) * 20 + n) & 255);
+			}
+	return p;
+}
+
+static struct buf encode_lj(const struct lj_kind *k, int w, int h, uint64_t seed)
+{
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr je;
+	unsigned char *out = NULL;
+	unsigned long len = 0;
+	uint8_t *pix = busy_pixels(w, h, k->ncomp, seed);
+	struct buf b;
+
+	c.err = jpeg_std_error(&je);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &out, &len);
+	c.image_width = (JDIMENSION)w;
+	c.image_height = (JDIMENSION)h;
+	c.input_components = k->ncomp;
+	c.in_color_space = k->ncomp == 1 ? JCS_GRAYSCALE : k->ncomp == 3 ? JCS_RGB : JCS_CMYK;
+	jpeg_set_defaults(&c);
+	if (k->ncomp == 4) {
+		jpeg_set_colorspace(&c, k->cmyk_plain ? JCS_CMYK : JCS_YCCK);
+		if (k->cmyk_plain)
+			c.write_Adobe_marker = FALSE;
+	}
+	jpeg_set_quality(&c, 90, TRUE);
+	if (k->ncomp >= 3) {
+		for (int i = 0; i < k->ncomp; i++)
+			c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+		c.comp_info[0].h_samp_factor = k->hs;
+		c.comp_info[0].v_samp_factor = k->vs;
+		if (k->ncomp == 4) {
+			c.comp_info[3].h_samp_factor = k->hs;
+			c.comp_info[3].v_samp_factor = k->vs;
+		}
+	}
+	if (k->progressive)
+		jpeg_simple_progression(&c);
+	c.restart_interval = (unsigned)k->restart;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < c.image_height) {
+		JSAMPROW row = pix + (size_t)c.next_scanline * w * k->ncomp;
+
+		jpeg_write_scanlines(&c, &row, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	b.len = len;
+	b.p = malloc(len);
+	assert_non_null(b.p);
+	memcpy(b.p, out, len);
+	free(out);
+	free(pix);
+	return b;
+}
+
+/* Decode box bx of b with bfs_decode_box and compare with ref (the full
+ * decode, w x h); 0 when equal, else the number of differing values. */
+static long box_diff(bfs_decoder *d, const struct buf *b, const uint8_t *ref, int w, int h,
+		     bfs_box bx)
+{
+	bfs_decoded_box out;
+	char msg[BFS_ERRMSG_MAX] = "";
+	long diff = 0;
+
+	if (bfs_decode_box(d, b->p, b->len, 0, &bx, 1, &out, msg) != 0)
+		fail_msg("box %dx%d at (%d, %d) of %dx%d: %s", bx.w, bx.h, bx.x, bx.y, w, h, msg);
+	assert_int_equal(out.box.x, bx.x);
+	assert_int_equal(out.box.y, bx.y);
+	assert_int_equal(out.box.w, bx.w);
+	assert_int_equal(out.box.h, bx.h);
+	assert_int_equal(out.width, w);
+	assert_int_equal(out.height, h);
+	assert_int_equal(out.scale, 1);
+	assert_true(out.stride * (size_t)bx.h <= bfs_decode_box_scratch(w, h, &bx, 1));
+	for (int y = 0; y < bx.h; y++)
+		for (int x = 0; x < bx.w * 3; x++)
+			diff += out.rgb[(size_t)y * out.stride + x] !=
+				ref[((size_t)(bx.y + y) * w + bx.x) * 3 + x];
+	return diff;
+}
+
+static void test_decode_box_equals_that_box_of_a_full_decode(void **state)
+{
+	static const int sizes[][2] = { { 64, 48 }, { 97, 61 }, { 33, 130 }, { 17, 9 },
+					{ 250, 17 }, { 1, 40 } };
+	bfs_decoder *d, *full;
+	uint64_t seed = 99;
+	long boxes = 0;
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	for (size_t k = 0; k < sizeof(lj_kinds) / sizeof(lj_kinds[0]); k++) {
+		long bad = 0, kboxes = 0;
+
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			int w = sizes[s][0], h = sizes[s][1], fw, fh;
+			struct buf b = encode_lj(&lj_kinds[k], w, h, k * 100 + s);
+			const uint8_t *rgb;
+			uint8_t *ref;
+			bfs_box edges[] = { { 0, 0, w, h }, { 0, 0, 1, 1 }, { w - 1, h - 1, 1, 1 },
+					    { 0, h - 1, w, 1 }, { w - 1, 0, 1, h },
+					    { w / 2, 0, (w + 1) / 2, h }, { 0, h / 3, w, h - h / 3 } };
+
+			assert_int_equal(bfs_decode_rgb(full, b.p, b.len, 0, &rgb, &fw, &fh, NULL), 0);
+			ref = malloc((size_t)w * h * 3);
+			assert_non_null(ref);
+			memcpy(ref, rgb, (size_t)w * h * 3);
+			for (size_t e = 0; e < sizeof(edges) / sizeof(edges[0]); e++, kboxes++)
+				bad += box_diff(d, &b, ref, w, h, edges[e]) != 0;
+			for (int i = 0; i < 120; i++, kboxes++) {
+				bfs_box bx;
+
+				bx.w = 1 + (int)(splitmix64(&seed) % (uint64_t)w);
+				bx.h = 1 + (int)(splitmix64(&seed) % (uint64_t)h);
+				bx.x = (int)(splitmix64(&seed) % (uint64_t)(w - bx.w + 1));
+				bx.y = (int)(splitmix64(&seed) % (uint64_t)(h - bx.h + 1));
+				bad += box_diff(d, &b, ref, w, h, bx) != 0;
+			}
+			free(ref);
+			free(b.p);
+		}
+		print_message("  %-28s %ld boxes, %ld differ\n", lj_kinds[k].name, kboxes, bad);
+		assert_int_equal(bad, 0);
+		boxes += kboxes;
+	}
+	print_message("  %ld boxes in all equal the full decode's pixels\n", boxes);
+	bfs_decoder_destroy(full);
+	bfs_decoder_destroy(d);
+}
+
+static void test_decode_box_equals_the_full_decode_of_every_golden_fixture(void **state)
+{
+	bfs_decoder *d, *full;
+	uint64_t seed = 5;
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	for (int i = 0; i < ngoldens; i++) {
+		struct buf b = read_fixture(goldens[i].jpg);
+		const uint8_t *rgb;
+		uint8_t *ref;
+		int w, h;
+
+		assert_int_equal(bfs_decode_rgb(full, b.p, b.len, 0, &rgb, &w, &h, NULL), 0);
+		ref = malloc((size_t)w * h * 3);
+		assert_non_null(ref);
+		memcpy(ref, rgb, (size_t)w * h * 3);
+		for (int k = 0; k < 50; k++) {
+			bfs_box bx;
+
+			bx.w = 1 + (int)(splitmix64(&seed) % (uint64_t)w);
+			bx.h = 1 + (int)(splitmix64(&seed) % (uint64_t)h);
+			bx.x = (int)(splitmix64(&seed) % (uint64_t)(w - bx.w + 1));
+			bx.y = (int)(splitmix64(&seed) % (uint64_t)(h - bx.h + 1));
+			if (box_diff(d, &b, ref, w, h, bx) != 0)
+				fail_msg("%s: box %dx%d at (%d, %d) differs", goldens[i].jpg, bx.w,
+					 bx.h, bx.x, bx.y);
+		}
+		free(ref);
+		free(b.p);
+	}
+	bfs_decoder_destroy(full);
+	bfs_decoder_destroy(d);
+}
+
+/* Without the iMCU margin the box's edge columns come out of a crop whose
+ * chroma edge is replicated: this shows the test above can fail. */
+static void test_decode_box_a_crop_without_margin_would_differ(void **state)
+{
+	struct buf b = encode_lj(&lj_kinds[0], 97, 61, 3);
+	struct jpeg_decompress_struct c;
+	struct jpeg_error_mgr je;
+	bfs_decoder *full;
+	const uint8_t *ref;
+	uint8_t *row;
+	JDIMENSION xoff = 16, cw = 16;
+	int w, h;
+	long diff = 0;
+
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	assert_int_equal(bfs_decode_rgb(full, b.p, b.len, 0, &ref, &w, &h, NULL), 0);
+	c.err = jpeg_std_error(&je);
+	jpeg_create_decompress(&c);
+	jpeg_mem_src(&c, b.p, b.len);
+	jpeg_read_header(&c, TRUE);
+	c.out_color_space = JCS_EXT_RGB;
+	c.dct_method = JDCT_IFAST;
+	c.do_fancy_upsampling = TRUE;
+	jpeg_start_decompress(&c);
+	jpeg_crop_scanline(&c, &xoff, &cw);
+	row = malloc((size_t)cw * 3);
+	assert_non_null(row);
+	while (c.output_scanline < c.output_height) {
+		JDIMENSION y = c.output_scanline;
+
+		jpeg_read_scanlines(&c, &row, 1);
+		for (JDIMENSION x = 0; x < cw * 3; x++)
+			diff += row[x] != ref[((size_t)y * w + xoff) * 3 + x];
+	}
+	jpeg_finish_decompress(&c);
+	jpeg_destroy_decompress(&c);
+	print_message("  4:2:0 columns 16..31 cropped with no margin: %ld values differ\n", diff);
+	assert_true(diff > 0);
+	free(row);
+	bfs_decoder_destroy(full);
+	free(b.p);
+}
+
+static void test_decode_box_refuses_what_the_full_decode_refuses(void **state)
+{
+	/* Damage below a box at the top: a decode that stopped at the box
+	 * would serve it; the whole stream is checked instead. */
+	struct buf good = encode_lj(&lj_kinds[0], 120, 96, 21);
+	struct buf prog = encode_lj(&lj_kinds[5], 120, 96, 22);
+	const struct buf *srcs[] = { &good, &prog };
+	bfs_decoder *d, *full;
+	bfs_box top = { 0, 0, 40, 8 };
+	uint64_t seed = 17;
+	int agree = 0, refused = 0;
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	for (int s = 0; s < 2; s++) {
+		const struct buf *src = srcs[s];
+
+		for (int i = 0; i < 80; i++) {
+			struct buf b = { malloc(src->len), src->len };
+			const uint8_t *rgb;
+			bfs_decoded_box out;
+			char m1[BFS_ERRMSG_MAX] = "", m2[BFS_ERRMSG_MAX] = "";
+			int w, h, r1, r2;
+
+			assert_non_null(b.p);
+			memcpy(b.p, src->p, src->len);
+			if (i < 40) { /* cut the stream somewhere past the headers */
+				b.len = src->len / 3 + (size_t)i * (src->len / 60);
+			} else { /* flip bytes in the second half of the scan data */
+				for (int k = 0; k < 3; k++)
+					b.p[src->len / 2 + splitmix64(&seed) % (src->len / 2 - 2)] ^=
+						(uint8_t)(1 + splitmix64(&seed) % 255);
+			}
+			r1 = bfs_decode_rgb(full, b.p, b.len, 0, &rgb, &w, &h, m1);
+			r2 = bfs_decode_box(d, b.p, b.len, 0, &top, 1, &out, m2);
+			if ((r1 == 0) != (r2 == 0))
+				fail_msg("case %d/%d: full decode %d (%s), box %d (%s)", s, i, r1, m1,
+					 r2, m2);
+			if (r1 != 0) {
+				assert_int_equal(r2, BFS_E_DECODE);
+				assert_string_equal(m1, m2);
+				refused++;
+			}
+			agree++;
+			free(b.p);
+		}
+	}
+	print_message("  %d damaged streams: %d refused by both, the rest decoded by both\n",
+		      agree, refused);
+	assert_true(refused >= 40);
+	bfs_decoder_destroy(full);
+	bfs_decoder_destroy(d);
+	free(prog.p);
+	free(good.p);
+}
+
+static void test_decode_box_scales_the_idct_down(void **state)
+{
+	struct buf b = encode_lj(&lj_kinds[0], 203, 150, 31);
+	bfs_decoder *d, *full;
+	const uint8_t *ref;
+	int w, h;
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	assert_int_equal(bfs_decode_rgb(full, b.p, b.len, 0, &ref, &w, &h, NULL), 0);
+	for (int scale = 2; scale <= 8; scale *= 2) {
+		bfs_box bx = { 37, 21, 120, 101 };
+		bfs_decoded_box out;
+		double err = 0;
+		int n = 0;
+
+		assert_int_equal(bfs_decode_box(d, b.p, b.len, 0, &bx, scale, &out, NULL), 0);
+		assert_int_equal(out.scale, scale);
+		assert_int_equal(out.scaled_width, (203 + scale - 1) / scale);
+		assert_int_equal(out.scaled_height, (150 + scale - 1) / scale);
+		assert_int_equal(out.box.x, 37 / scale);
+		assert_int_equal(out.box.y, 21 / scale);
+		assert_int_equal(out.box.x + out.box.w, (37 + 120 + scale - 1) / scale);
+		assert_int_equal(out.box.y + out.box.h, (21 + 101 + scale - 1) / scale);
+		/* each scaled pixel is near the mean of the block it stands for */
+		for (int y = 0; y + 1 < out.box.h; y++)
+			for (int x = 0; x + 1 < out.box.w; x++) {
+				int sy = (out.box.y + y) * scale, sx = (out.box.x + x) * scale;
+				double mean = 0;
+
+				for (int yy = 0; yy < scale; yy++)
+					for (int xx = 0; xx < scale; xx++)
+						mean += ref[((size_t)(sy + yy) * w + sx + xx) * 3];
+				mean /= scale * scale;
+				err += fabs(out.rgb[(size_t)y * out.stride + 3 * x] - mean);
+				n++;
+			}
+		err /= n;
+		print_message("  1/%d: %dx%d box, mean abs diff from block means %.2f\n", scale,
+			      out.box.w, out.box.h, err);
+		assert_true(err < 12.0);
+	}
+	bfs_decoder_destroy(full);
+	bfs_decoder_destroy(d);
+	free(b.p);
+}
+
+static void test_decode_box_rejects_boxes_outside_the_image(void **state)
+{
+	struct buf b = encode_lj(&lj_kinds[3], 40, 30, 1);
+	bfs_box bad[] = { { -1, 0, 10, 10 }, { 0, -1, 10, 10 }, { 31, 0, 10, 10 },
+			  { 0, 21, 10, 10 }, { 0, 0, 0, 5 }, { 0, 0, 5, 0 }, { 0, 0, 41, 30 } };
+	bfs_box ok = { 0, 0, 40, 30 };
+	bfs_decoded_box out;
+	bfs_decoder *d;
+	char msg[BFS_ERRMSG_MAX];
+
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(bfs_decode_box(d, b.p, b.len, 0, &bad[i], 1, &out, msg), -EINVAL);
+		assert_non_null(strstr(msg, "not inside the 40x30 image"));
+		assert_int_equal(bfs_decode_box_scratch(40, 30, &bad[i], 1), 0);
+	}
+	assert_int_equal(bfs_decode_box(d, b.p, b.len, 0, &ok, 3, &out, msg), -EINVAL);
+	assert_int_equal(bfs_decode_box(d, b.p, b.len, 1000, &ok, 1, &out, msg), BFS_E_TOOBIG);
+	assert_int_equal(bfs_decode_box(d, b.p, b.len, 0, &ok, 1, &out, msg), 0);
+	assert_int_equal(bfs_decode_box(NULL, b.p, b.len, 0, &ok, 1, &out, msg), -EINVAL);
+	assert_int_equal(bfs_decode_box(d, b.p, b.len, 0, NULL, 1, &out, msg), -EINVAL);
+	bfs_decoder_destroy(d);
+	free(b.p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -669,6 +1059,12 @@ int main(void)
 		cmocka_unit_test(test_decode_recovers_from_every_kind_of_error),
 		cmocka_unit_test(test_decode_header_reads_sizes_turbojpeg_cannot_classify),
 		cmocka_unit_test(test_decode_rejects_null_arguments),
+		cmocka_unit_test(test_decode_box_equals_that_box_of_a_full_decode),
+		cmocka_unit_test(test_decode_box_equals_the_full_decode_of_every_golden_fixture),
+		cmocka_unit_test(test_decode_box_a_crop_without_margin_would_differ),
+		cmocka_unit_test(test_decode_box_refuses_what_the_full_decode_refuses),
+		cmocka_unit_test(test_decode_box_scales_the_idct_down),
+		cmocka_unit_test(test_decode_box_rejects_boxes_outside_the_image),
 	};
 
 	return cmocka_run_group_tests(tests, load_manifest, NULL);

@@ -1,7 +1,9 @@
 /*
  * test_engine.c - the source index and the batch engine without FUSE:
  * bytes independent of threads and read order, bad samples in fail and
- * skip mode, partial batches, and many readers sharing few slots.
+ * skip mode, partial batches, many readers sharing few slots, and
+ * RandomResizedCrop with a store (one copy a sample, offered with its
+ * shape; warm bytes equal cold ones) and with a size schedule.
  *
  * Test data is made here: JPEGs encoded with TurboJPEG, packed into a
  * TFRecord shard with the project's own writer.
@@ -847,6 +849,331 @@ static void test_engine_reads_ahead_within_the_reader_s_rank(void **state)
 	bfs_source_close(src);
 }
 
+/* ---- RandomResizedCrop and the store -------------------------------------- */
+
+/* An in-memory store: one copy per (shard, offset), kept as offered. */
+struct mem_entry {
+	const char *shard;
+	uint64_t offset;
+	int64_t label;
+	uint8_t *data;
+	size_t len;
+	bfs_store_shape shape;
+};
+
+struct mem_store {
+	pthread_mutex_t lock;
+	struct mem_entry e[64];
+	int n;
+	int offers, offered_items, gets, hits;
+	int full;              /* wants() says 0 */
+};
+
+static int ms_reader_create(void *ctx, void **r)
+{
+	*r = ctx;
+	return 0;
+}
+
+static void ms_reader_destroy(void *r)
+{
+	(void)r;
+}
+
+static struct mem_entry *ms_find(struct mem_store *m, const bfs_sample_identity *id)
+{
+	for (int i = 0; i < m->n; i++)
+		if (!strcmp(m->e[i].shard, id->shard) && m->e[i].offset == id->offset)
+			return &m->e[i];
+	return NULL;
+}
+
+static int ms_get(void *r, const bfs_sample_identity *id, void *dst, size_t cap, size_t *len,
+		  bfs_store_shape *shape, int64_t *label)
+{
+	struct mem_store *m = r;
+	struct mem_entry *x;
+	int err = -ENOENT;
+
+	pthread_mutex_lock(&m->lock);
+	m->gets++;
+	if ((x = ms_find(m, id))) {
+		*len = x->len;
+		if (x->len > cap) {
+			err = -ENOBUFS;
+		} else {
+			memcpy(dst, x->data, x->len);
+			*shape = x->shape;
+			*label = x->label;
+			m->hits++;
+			err = 0;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static void ms_offer(void *ctx, const bfs_store_item *items, size_t n, void (*done)(void *),
+		     void *arg)
+{
+	struct mem_store *m = ctx;
+
+	pthread_mutex_lock(&m->lock);
+	m->offers++;
+	for (size_t i = 0; i < n; i++) {
+		struct mem_entry *x;
+
+		m->offered_items++;
+		if (ms_find(m, &items[i].id) || m->n == 64)
+			continue;
+		x = &m->e[m->n++];
+		x->shard = items[i].id.shard;
+		x->offset = items[i].id.offset;
+		x->label = items[i].label;
+		x->len = items[i].len;
+		x->shape = items[i].shape;
+		x->data = malloc(items[i].len);
+		assert_non_null(x->data);
+		memcpy(x->data, items[i].data, items[i].len);
+	}
+	pthread_mutex_unlock(&m->lock);
+	done(arg);
+}
+
+static int ms_wants(void *ctx)
+{
+	return !((struct mem_store *)ctx)->full;
+}
+
+static void ms_flush(void *ctx)
+{
+	(void)ctx;
+}
+
+static void ms_free(struct mem_store *m)
+{
+	for (int i = 0; i < m->n; i++)
+		free(m->e[i].data);
+	pthread_mutex_destroy(&m->lock);
+}
+
+static bfs_engine *open_rrc(bfs_source *src, unsigned threads, const bfs_store *st,
+			    int cache_res, unsigned epochs)
+{
+	bfs_engine_opts o = { .batch = 4, .height = 20, .width = 28, .threads = threads,
+			      .augment_rrc = 1, .augment_flip = 1, .shuffle = 1, .seed = 77,
+			      .epochs = epochs, .store = st, .cache_res = cache_res };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+
+	if (bfs_engine_create(src, &o, &e, msg))
+		fail_msg("engine: %s", msg);
+	return e;
+}
+
+/* Every batch of every epoch, in one buffer, with each position's box. */
+static uint8_t *read_epochs(bfs_engine *e, bfs_rrc_box *boxes)
+{
+	uint64_t total = bfs_engine_batches_per_epoch(e) * bfs_engine_epochs(e);
+	size_t sb = bfs_engine_sample_bytes(e), at = 0;
+	uint8_t *all = calloc((size_t)total * 4, sb);
+
+	assert_non_null(all);
+	for (uint64_t k = 0; k < total; k++) {
+		char msg[BFS_ERRMSG_MAX];
+		bfs_batch *b;
+
+		if (bfs_engine_get(e, 1, k, &b, msg))
+			fail_msg("batch %llu: %s", (unsigned long long)k, msg);
+		memcpy(all + at * sb, bfs_batch_images(b), bfs_batch_count(b) * sb);
+		for (unsigned j = 0; j < bfs_batch_count(b); j++) {
+			int flip, iw, ih;
+
+			assert_int_equal(bfs_batch_rrc(b, j, &boxes[at + j], &flip, &iw, &ih), 0);
+			assert_true(boxes[at + j].x + boxes[at + j].w <= iw);
+			assert_true(boxes[at + j].y + boxes[at + j].h <= ih);
+		}
+		at += bfs_batch_count(b);
+		bfs_engine_put(e, b);
+	}
+	return all;
+}
+
+static void test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			 ms_flush };
+	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES], b2[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 3);
+	uint8_t *ref = read_epochs(none, b0), *cold, *warm;
+	size_t bytes = 3 * NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine *e;
+	bfs_engine_stats es;
+	int reduced = 0;
+
+	bfs_engine_destroy(none);
+	/* cold: the first epoch offers every copy, once */
+	e = open_rrc(src, 2, &st, 64, 3);
+	cold = read_epochs(e, b1);
+	bfs_engine_destroy(e);
+	assert_memory_equal(cold, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	assert_int_equal(m.n, NSAMPLES);
+	for (int i = 0; i < m.n; i++) { /* images of 40..180 x 30..79: some reduced */
+		assert_int_equal(m.e[i].len, (size_t)m.e[i].shape.h * m.e[i].shape.w * 3);
+		assert_true(m.e[i].shape.src_w >= m.e[i].shape.w);
+		assert_true(m.e[i].shape.h <= 64 || m.e[i].shape.w <= 64);
+		reduced += m.e[i].shape.w < m.e[i].shape.src_w;
+	}
+	assert_true(reduced >= 3);
+	/* warm: nothing decoded, same bytes and boxes */
+	e = open_rrc(src, 3, &st, 64, 3);
+	warm = read_epochs(e, b2);
+	bfs_engine_get_stats(e, &es);
+	assert_int_equal(es.samples_decoded, 0);
+	assert_true(es.cache_hits >= 3 * NSAMPLES); /* a batch read again is made again */
+	bfs_engine_destroy(e);
+	assert_memory_equal(warm, ref, bytes);
+	assert_memory_equal(b2, b0, sizeof(b0));
+	free(ref);
+	free(cold);
+	free(warm);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER, .full = 1 };
+	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			 ms_flush };
+	bfs_rrc_box b0[NSAMPLES], b1[NSAMPLES];
+	bfs_engine *none = open_rrc(src, 2, NULL, -1, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+
+	/* with the store full nothing whole is decoded for it: no copy is
+	 * offered, and the bytes are those of a mount without a store */
+	e = open_rrc(src, 2, &st, -1, 1);
+	got = read_epochs(e, b1);
+	assert_memory_equal(got, ref, NSAMPLES * bfs_engine_sample_bytes(e));
+	assert_int_equal(m.offered_items, 0);
+	assert_int_equal(m.n, 0);
+	bfs_engine_destroy(e);
+	bfs_engine_destroy(none);
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			 ms_flush };
+	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3); /* fills the store (a copy without
+					   * room in its batch comes later) */
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	/* a store that answers with a shape its bytes do not fill (one row
+	 * too many), or a copy larger than its source: cropping by that
+	 * shape would read past the copy or map the box wrongly */
+	for (int i = 0; i < m.n; i++)
+		if (i % 2)
+			m.e[i].shape.h++;
+		else
+			m.e[i].shape.src_w = m.e[i].shape.w - 1;
+	m.hits = 0;
+	e = open_rrc(src, 2, &st, 64, 1);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_true(m.hits >= NSAMPLES); /* it answered every one */
+	assert_int_equal(es.cache_hits, 0);
+	assert_true(es.samples_decoded >= NSAMPLES);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_size_schedule_gives_each_epoch_its_shape(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 4, .height = 16, .width = 16, .threads = 2,
+			      .augment_rrc = 1, .epochs = 4, .nsizes = 2,
+			      .sizes = { { 1, 24, 20 }, { 3, 8, 12 } } };
+	char msg[BFS_ERRMSG_MAX], hdr[256];
+	bfs_engine *e = NULL;
+	int h, w;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_int_equal(bfs_engine_sample_bytes(e), 24 * 20 * 3 * 4); /* the largest */
+	for (unsigned ep = 0; ep < 4; ep++) {
+		static const int want[4][2] = { { 16, 16 }, { 24, 20 }, { 24, 20 }, { 8, 12 } };
+		uint64_t id = ep * bfs_engine_batches_per_epoch(e);
+		bfs_batch *b;
+
+		bfs_engine_epoch_shape(e, ep, &h, &w);
+		assert_int_equal(h, want[ep][0]);
+		assert_int_equal(w, want[ep][1]);
+		assert_int_equal(bfs_engine_batch_sample_bytes(e, id), (size_t)h * w * 12);
+		memset(hdr, 0, sizeof(hdr));
+		assert_true(bfs_engine_npy_header(e, id, hdr, sizeof(hdr) - 1) > 0);
+		snprintf(msg, sizeof(msg), "'shape': (4, %d, %d, 3)", h, w);
+		assert_non_null(strstr(hdr + 10, msg)); /* past the magic and length */
+		assert_int_equal(bfs_engine_get(e, 1, id, &b, msg), 0);
+		bfs_engine_put(e, b);
+	}
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_refuses_conflicting_options(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			 ms_flush };
+	bfs_engine_opts base = { .batch = 4, .height = 16, .width = 16, .threads = 1 };
+	bfs_engine_opts o;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+
+	o = base; o.augment_rrc = 1; o.augment_crop = 1;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "crops by itself"));
+	o = base; o.nsizes = 1; o.sizes[0].from = 1; o.sizes[0].h = o.sizes[0].w = 8;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "needs --augment rrc"));
+	o = base; o.augment_rrc = 1; o.decode_scale_auto = 1; o.store = &st;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "--cache none"));
+	o = base; o.augment_rrc = 1; o.rrc.scale[0] = 0.5; o.rrc.scale[1] = 0.2;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	o = base; o.augment_rrc = 1; o.nsizes = 2;
+	o.sizes[0] = (typeof(o.sizes[0])){ 2, 8, 8 };
+	o.sizes[1] = (typeof(o.sizes[1])){ 2, 9, 9 };
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_null(e);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -866,6 +1193,11 @@ int main(void)
 		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
 		cmocka_unit_test(test_engine_serves_several_ranks_as_engines_of_their_own),
 		cmocka_unit_test(test_engine_reads_ahead_within_the_reader_s_rank),
+		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
+		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),
+		cmocka_unit_test(test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up),
+		cmocka_unit_test(test_engine_size_schedule_gives_each_epoch_its_shape),
+		cmocka_unit_test(test_engine_rrc_refuses_conflicting_options),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -227,6 +229,79 @@ static void test_resize_matches_tensorflow_formula_bit_for_bit(void **state)
 		free(f);
 		free(u);
 	}
+}
+
+static void test_resize_sse2_pass_gives_the_avx2_passes_bits(void **state)
+{
+	/* The horizontal pass takes AVX2 where the CPU has it; a child told
+	 * not to (BATCHFS_RESIZE_NO_AVX2, read once per process) runs the SSE2
+	 * pass over the same images, plain and mirrored, float32 and uint8,
+	 * and must write the same bytes.  Widths around the vector loop's
+	 * ends included. */
+	static const int sizes[][4] = {
+		{ 500, 375, 224, 224 }, { 53, 37, 64, 48 }, { 77, 101, 17, 31 }, { 3, 3, 5, 7 },
+		{ 640, 480, 7, 5 }, { 33, 65, 33, 64 }, { 2, 1000, 3, 11 }, { 512, 683, 4, 3 },
+	};
+	int fd[2];
+	pid_t pid;
+	int status;
+
+	assert_int_equal(pipe(fd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid != 0)
+		close(fd[1]); /* a child that dies early ends the reads */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0 && pid != 0)
+			continue; /* the parent reads the child's bytes below */
+		if (pass == 1 && pid == 0)
+			break;
+		if (pid == 0) {
+			close(fd[0]);
+			setenv("BATCHFS_RESIZE_NO_AVX2", "1", 1);
+		}
+		for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+			int sw = sizes[t][0], sh = sizes[t][1], dw = sizes[t][2], dh = sizes[t][3];
+			uint8_t *src = random_image(sw, sh, 300 + t);
+			size_t n = (size_t)dw * dh * 3, bytes[2] = { n * 4, n };
+			void *scratch = malloc(bfs_resize_scratch_size(sw, sh, dw, dh));
+			bfs_dtype dt[2] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8 };
+
+			assert_non_null(scratch);
+			for (int k = 0; k < 4; k++) {
+				uint8_t *out = malloc(bytes[k % 2]), *child = malloc(bytes[k % 2]);
+				int rc = (k < 2 ? bfs_resize_rgb : bfs_resize_rgb_mirror)(
+					src, sw, sh, (size_t)sw * 3, out, dw, dh, dt[k % 2], scratch);
+
+				if (pid == 0) {
+					if (rc || write(fd[1], out, bytes[k % 2]) != (ssize_t)bytes[k % 2])
+						_exit(1);
+				} else {
+					size_t got = 0;
+					ssize_t r;
+
+					assert_int_equal(rc, 0);
+					while (got < bytes[k % 2] &&
+					       (r = read(fd[0], child + got, bytes[k % 2] - got)) > 0)
+						got += (size_t)r;
+					assert_int_equal(got, bytes[k % 2]);
+					if (memcmp(out, child, bytes[k % 2]))
+						fail_msg("%dx%d -> %dx%d %s%s: the SSE2 pass differs", sw, sh,
+							 dw, dh, k % 2 ? "uint8" : "float32",
+							 k < 2 ? "" : " mirrored");
+				}
+				free(out);
+				free(child);
+			}
+			free(scratch);
+			free(src);
+		}
+		if (pid == 0)
+			_exit(0);
+	}
+	close(fd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* IEEE half of a finite f in [0, 65504], round to nearest even, by double
@@ -608,6 +683,46 @@ static void test_resize_f16_n_gives_the_same_bits_on_every_path(void **state)
 	free(out);
 }
 
+static void test_resize_mirror_is_the_flip_of_the_resize_bit_for_bit(void **state)
+{
+	static const int sizes[][4] = { { 1, 5, 7, 3 }, { 2, 4, 9, 9 }, { 3, 3, 1, 4 },
+					{ 37, 23, 64, 48 }, { 500, 375, 224, 224 },
+					{ 64, 64, 13, 17 }, { 5, 90, 200, 11 }, { 224, 1, 31, 2 } };
+	const bfs_dtype dts[] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8, BFS_DTYPE_FLOAT16 };
+	uint64_t seed = 3;
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (size_t d = 0; d < 3; d++) {
+			int sw = sizes[k][0], sh = sizes[k][1], dw = sizes[k][2], dh = sizes[k][3];
+			size_t es = bfs_dtype_size(dts[d]), px = 3 * es;
+			size_t ss = bfs_resize_scratch_size(sw, sh, dw, dh);
+			uint8_t *src = malloc((size_t)sw * sh * 3), *scratch = malloc(ss + 1);
+			uint8_t *plain, *mir = malloc((size_t)dw * dh * px);
+
+			assert_non_null(src);
+			assert_non_null(scratch);
+			assert_non_null(mir);
+			for (size_t i = 0; i < (size_t)sw * sh * 3; i++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				src[i] = (uint8_t)(seed >> 56);
+			}
+			plain = resize(src, sw, sh, (size_t)sw * 3, dw, dh, dts[d]);
+			memset(scratch, 0x5A, ss + 1);
+			assert_int_equal(bfs_resize_rgb_mirror(src, sw, sh, (size_t)sw * 3, mir, dw, dh,
+							       dts[d], scratch + 1), 0);
+			for (int y = 0; y < dh; y++)
+				for (int x = 0; x < dw; x++)
+					if (memcmp(mir + ((size_t)y * dw + x) * px,
+						   plain + ((size_t)y * dw + dw - 1 - x) * px, px))
+						fail_msg("%dx%d -> %dx%d dtype %d: pixel (%d, %d) differs",
+							 sw, sh, dw, dh, (int)dts[d], x, y);
+			free(plain);
+			free(mir);
+			free(scratch);
+			free(src);
+		}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -617,6 +732,7 @@ int main(void)
 		cmocka_unit_test(test_resize_downscale_by_two_averages_2x2_blocks),
 		cmocka_unit_test(test_resize_uint8_rounds_ties_to_even),
 		cmocka_unit_test(test_resize_matches_tensorflow_formula_bit_for_bit),
+		cmocka_unit_test(test_resize_sse2_pass_gives_the_avx2_passes_bits),
 		cmocka_unit_test(test_resize_float16_is_the_rounded_float32_value),
 		cmocka_unit_test(test_resize_float16_rounds_tiny_values_to_subnormals),
 		cmocka_unit_test(test_resize_honours_source_stride),
@@ -629,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_resize_crop_rejects_windows_that_do_not_fit),
 		cmocka_unit_test(test_resize_f16_n_matches_numpy_for_every_pixel_value_and_specials),
 		cmocka_unit_test(test_resize_f16_n_gives_the_same_bits_on_every_path),
+		cmocka_unit_test(test_resize_mirror_is_the_flip_of_the_resize_bit_for_bit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,6 +30,19 @@ Stages, all in one run, every ratio taken from numbers of this run:
             server of in-memory files, under each serving choice (reply
             copy or not, read-ahead window, splice, threads, direct_io,
             keep_cache, notify_store push)
+  rrc       --augment rrc,flip (issue 14), in alternating rounds: a cold
+            epoch with --cache none (each box decoded alone), the same
+            boxes decoded whole (--decode-whole), an epoch filling a fresh
+            cache and a warm epoch of a remount; the seed pipeline's
+            --cache none epoch against one filling a fresh cache; then
+            tools/bench/tf_rrc.py (TensorFlow's sample_distorted_bounding_box
+            + decode_and_crop_jpeg) and peak RSS of an rrc epoch filling
+            the cache at --mem 256M
+  peers     tools/bench/peer_loader.py: DALI's CPU pipeline and torchvision
+            ImageFolder + DataLoader, seed and RandomResizedCrop, on the
+            same JPEGs as files (skipped with a note when not importable);
+            with --doc the table is drawn beside it as BENCHMARKS.png
+            (matplotlib)
   profile   perf record of the daemon and the reader over one more cold
             float32 epoch: where the CPU time goes (decode, resize, page
             faults, FUSE copies, ...); full run only
@@ -257,7 +270,7 @@ class DirBatches:
         self.d = d
         self.ds = {"batches_per_epoch": nb}
 
-    def batch(self, k, labels=False):
+    def batch(self, k, labels=False, epoch=0):
         return os.path.join(self.d, f"batch-{k:06d}{'.labels' if labels else ''}.npy")
 
     def stats(self):
@@ -329,8 +342,8 @@ class Mount:
         except (OSError, ValueError):
             return {}
 
-    def batch(self, k, labels=False):
-        return os.path.join(self.mnt, "epoch-0000",
+    def batch(self, k, labels=False, epoch=0):
+        return os.path.join(self.mnt, f"epoch-{epoch:04d}",
                             f"batch-{k:06d}{'.labels' if labels else ''}.npy")
 
     def close(self):
@@ -472,6 +485,7 @@ class Bench:
         m = re.search(r"wrote (\d+) records", out)  # mkshards skips unreadable files
         self.base_count = int(m.group(1)) if m else self.count_records(src)
         self.epoch_dir, self.epoch_n = self.repeat_dir("epoch", self.sizes["epoch_min"])
+        self.folder_dir = self.repeat_folder(src, "folder", self.epoch_n)
         self.mem_dir, self.mem_n = self.repeat_dir("mem", self.sizes["mem_min"])
         # serve: the first 3 shards (300 samples, 10 batches) fit in memory
         self.serve_dir = os.path.join(self.tmp, "serve")
@@ -485,6 +499,19 @@ class Bench:
         for _, _, files in os.walk(src):
             n += sum(1 for f in files if f.lower().endswith((".jpg", ".jpeg")))
         return n
+
+    def repeat_folder(self, src, name, n):
+        """An ImageFolder tree of the same JPEGs as the epoch's shards
+        (hard links, copy after copy) for the loaders that read files."""
+        d = os.path.join(self.tmp, name)
+        files = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs
+                       if f.lower().endswith((".jpg", ".jpeg")))
+        for i in range(n):
+            f = files[i % len(files)]
+            cls = os.path.join(d, os.path.basename(os.path.dirname(f)))
+            os.makedirs(cls, exist_ok=True)
+            os.link(f, os.path.join(cls, f"c{i // len(files):03d}-{os.path.basename(f)}"))
+        return d
 
     def repeat_dir(self, name, min_samples):
         """Hard links of the base shards under new names, copy by copy,
@@ -507,12 +534,12 @@ class Bench:
 
     # -- 3. cold epoch --
 
-    def read_epoch(self, m, mv, on_batch=None, frac=(0.0, 1.0)):
+    def read_epoch(self, m, mv, on_batch=None, frac=(0.0, 1.0), epoch=0):
         nb = m.ds["batches_per_epoch"]
         nbytes = 0
         for k in range(nb):
-            nbytes += read_file(m.batch(k), mv)
-            nbytes += read_file(m.batch(k, labels=True), mv)
+            nbytes += read_file(m.batch(k, epoch=epoch), mv)
+            nbytes += read_file(m.batch(k, labels=True, epoch=epoch), mv)
             if on_batch:
                 on_batch(k)
             P.update(frac[0] + (frac[1] - frac[0]) * (k + 1) / nb, f"{k + 1}/{nb}")
@@ -943,6 +970,162 @@ class Bench:
                              "alt": self.features["alt"]}
         P.update(1.0)
 
+    # -- RandomResizedCrop (issue 14) --
+
+    def rrc_opts(self, extra=()):
+        o = ["--batch", "32", "--size", "224x224", "--dtype", "float32",
+             "--augment", "rrc,flip", "--shuffle", "1"]
+        if self.features["prefetch_auto"]:
+            o += ["--prefetch", "auto"]
+        if self.features["threads_auto"]:
+            o += ["--threads", "auto"]
+        return o + list(extra)
+
+    def timed_epoch(self, src, opts, mv, epoch=0, wait_entries=False):
+        """A fresh mount, one reader reading epoch `epoch` in order: its
+        images/s and CPU.  wait_entries: then wait until the cache holds
+        the epoch (the writer catches up) before unmounting."""
+        with Mount(self, src, opts) as m:
+            n = m.ds["samples_per_epoch"]
+            c0, s0 = proc_cpu(m.pid), self_cpu()
+            t0 = time.perf_counter()
+            nbytes = self.read_epoch(m, mv, epoch=epoch)
+            dt = time.perf_counter() - t0
+            cpu = proc_cpu(m.pid) - c0 + self_cpu() - s0
+            st = m.stats()
+            if wait_entries:
+                t1 = time.perf_counter()
+                while time.perf_counter() - t1 < 120:
+                    c = m.stats().get("cache") or {}
+                    if c.get("entries", 0) >= n or c.get("full"):
+                        break
+                    time.sleep(0.1)
+        return {"seconds": dt, "images": n, "bytes": nbytes, "images_per_s": n / dt,
+                "cpu_s": cpu, "images_per_cpu_s": n / cpu if cpu > 0 else 0,
+                "stats": st, "opts": opts}
+
+    def rrc_stage(self):
+        """Rounds of: a cold rrc,flip epoch (--cache none: each box decoded
+        alone), the same boxes decoded whole (--decode-whole), a cold epoch
+        of the seed pipeline with --cache none and one filling a fresh
+        cache (the first epoch must not pay for the cache), an rrc epoch
+        filling a fresh cache, and a warm rrc epoch (epoch 1, other boxes)
+        on a remount of it.  Alternating, so that background load hits
+        both sides of each ratio; each figure the median of its rounds."""
+        P.begin("rrc", "RandomResizedCrop: cold, whole, fill and warm epochs")
+        mv = memoryview(bytearray(READ_SIZE))
+        reps = max(1, self.sizes["cold_rounds"] - 2)
+        res = {k: [] for k in ("cold", "whole", "seed_none", "seed_fill", "fill", "warm")}
+        for r in range(reps):
+            plan = [("cold", self.rrc_opts(["--cache", "none"])),
+                    ("whole", self.rrc_opts(["--cache", "none", "--decode-whole"])),
+                    ("seed_none", self.mount_opts("float32")),
+                    ("seed_fill", None)]
+            if r % 2:
+                plan = [plan[1], plan[0], plan[3], plan[2]]
+            for j, (key, opts) in enumerate(plan):
+                P.note(f"rrc: {key} epoch, round {r + 1}/{reps}")
+                if key == "seed_fill":
+                    cdir = os.path.join(self.tmp, f"seedfill-{r}")
+                    opts = self.mount_opts("float32")
+                    opts[opts.index("--cache") + 1] = cdir
+                    res[key].append(self.timed_epoch(self.epoch_dir, opts, mv, 0, True))
+                    shutil.rmtree(cdir, ignore_errors=True)
+                else:
+                    res[key].append(self.timed_epoch(self.epoch_dir, opts, mv))
+                P.update((r + (j + 1) / 6) / reps)
+            cdir = os.path.join(self.tmp, f"rrcfill-{r}")
+            opts = self.rrc_opts(["--cache", cdir, "--epochs", "2"])
+            P.note(f"rrc: epoch filling the cache, round {r + 1}/{reps}")
+            res["fill"].append(self.timed_epoch(self.epoch_dir, opts, mv, 0, True))
+            P.note(f"rrc: warm epoch from the cache, round {r + 1}/{reps}")
+            res["warm"].append(self.timed_epoch(self.epoch_dir, opts, mv, 1))
+            shutil.rmtree(cdir, ignore_errors=True)
+            P.update((r + 1) / reps)
+        out = {}
+        for k, runs in res.items():
+            runs.sort(key=lambda x: x["images_per_s"])
+            e = dict(runs[len(runs) // 2])
+            e["all_images_per_s"] = [x["images_per_s"] for x in runs]
+            out[k] = e
+        # pairwise ratios, round by round (the same background load)
+        for num, den in (("cold", "whole"), ("seed_fill", "seed_none"), ("fill", "cold"),
+                         ("fill", "whole"), ("warm", "cold")):
+            rs = [a["images_per_s"] / b["images_per_s"] for a, b in zip(res[num], res[den])]
+            out[f"{num}/{den}"] = statistics.median(rs)
+        self.res["rrc"] = out
+        return out
+
+    def tf_rrc(self):
+        P.begin("tf_rrc", "TensorFlow's RandomResizedCrop pipeline")
+        logp = os.path.join(self.tmp, "tf_rrc.log")
+        with open(logp, "w") as lf:
+            p = subprocess.run(
+                [sys.executable, os.path.join(ROOT, "tools", "bench", "tf_rrc.py"),
+                 self.epoch_dir, "--epochs", str(self.sizes["repeat"])],
+                stdout=subprocess.PIPE, stderr=lf, text=True, timeout=900)
+        P.update(1.0)
+        lines = p.stdout.strip().splitlines()
+        r = json.loads(lines[-1]) if lines else {}
+        if p.returncode == 3:
+            return {"skipped": r.get("skipped", "TensorFlow not importable")}
+        if p.returncode != 0:
+            with open(logp) as f:
+                raise RuntimeError(f"tf_rrc.py exited {p.returncode}: {f.read()[-800:]}")
+        self.res["tf_rrc"] = r
+        return r
+
+    def peers(self):
+        """DALI (CPU) and torchvision's ImageFolder + DataLoader, seed and
+        RandomResizedCrop pipelines, on the same JPEGs as files."""
+        P.begin("peers", "DALI and torchvision loaders")
+        out = {}
+        plan = [(ld, rrc) for ld in ("dali", "torchvision") for rrc in (False, True)]
+        for i, (ld, rrc) in enumerate(plan):
+            key = f"{ld}_{'rrc' if rrc else 'seed'}"
+            P.note(f"peers: {key}")
+            cmd = [sys.executable, os.path.join(ROOT, "tools", "bench", "peer_loader.py"),
+                   ld, self.folder_dir, "--epochs", str(self.sizes["repeat"]),
+                   "--threads", str(self.cores)] + (["--rrc"] if rrc else [])
+            with open(os.path.join(self.tmp, f"{key}.log"), "w") as lf:
+                p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=lf, text=True,
+                                   timeout=1800)
+            lines = p.stdout.strip().splitlines()
+            try:
+                r = json.loads(lines[-1]) if lines else {}
+            except ValueError:
+                r = {}
+            if p.returncode == 3:
+                out[key] = {"skipped": r.get("skipped", f"{ld} not importable")}
+            elif p.returncode != 0:
+                out[key] = {"skipped": f"{ld} exited {p.returncode}"}
+            else:
+                out[key] = r
+            P.update((i + 1) / len(plan))
+        self.res["peers"] = out
+        return out
+
+    def rrc_memory(self):
+        """Peak RSS of an rrc,flip epoch of >= 10,000 samples filling a
+        fresh cache, at --mem 256M."""
+        P.begin("rrc_memory", "memory: rrc,flip filling the cache, --mem 256M")
+        cdir = os.path.join(self.tmp, "rrcmem")
+        mv = memoryview(bytearray(READ_SIZE))
+        opts = self.rrc_opts(["--cache", cdir, "--mem", "256M"])
+        with Mount(self, self.mem_dir, opts) as m:
+            n = m.ds["samples_per_epoch"]
+            t0 = time.perf_counter()
+            nbytes = self.read_epoch(m, mv)
+            dt = time.perf_counter() - t0
+            ps = proc_status(m.pid)
+            st = m.stats()
+        shutil.rmtree(cdir, ignore_errors=True)
+        r = {"label": "--mem 256M, rrc,flip filling the cache", "images": n, "seconds": dt,
+             "images_per_s": n / dt, "bytes": nbytes, "vm_hwm": ps["VmHWM"],
+             "vm_rss": ps["VmRSS"], "stats": st, "budget": 256 * MiB}
+        self.res["rrc_memory"] = r
+        return r
+
     # -- FUSE serving --
 
     def serve_one(self, label, extra, how, ra_kb=None):
@@ -1372,6 +1555,64 @@ def build_rows(b):
               f"({g['gzip_bytes'] / g['plain_bytes']:.2f} of the uncompressed size)",
               None, None, f"{z['mount_s_median']:.2f} s (uncompressed "
               f"{p_['mount_s_median']:.2f} s)", "(report)", "")
+    x = r.get("rrc")
+    if x:
+        cores = b.cores
+        c, wh, wm, fl = x["cold"], x["whole"], x["warm"], x["fill"]
+        b.row("rrc,flip cold epoch (--cache none: each box decoded alone)", c["images_per_s"],
+              c["bytes"] / c["seconds"] / 1e6,
+              f"{x['cold/whole']:.2f}x decode-whole", ">= 1.3x", verdict(x["cold/whole"] >= 1.3))
+        b.row("  the same boxes decoded whole, then cropped (--decode-whole)",
+              wh["images_per_s"], wh["bytes"] / wh["seconds"] / 1e6, "1.00", "(info)", "")
+        t = r.get("tf_rrc")
+        if t and "images_per_s" in t:
+            ratio = c["images_per_s"] / t["images_per_s"]
+            b.row(f"  TensorFlow RRC pipeline (decode_and_crop_jpeg, TF {t['tensorflow']})",
+                  t["images_per_s"], t["images_per_s"] * S * 4 / 1e6, f"batchfs {ratio:.2f}x",
+                  ">= 1.0x (aim 1.5x)", verdict(ratio >= 1.0) + ("" if ratio >= 1.5 else ", aim missed"))
+        elif t:
+            b.row("  TensorFlow RRC pipeline", None, None, "skipped", "", "n/a")
+            b.note(f"TensorFlow RRC row skipped: {t.get('skipped')}")
+        b.row("rrc,flip warm epoch (epoch 1 from the cache, remount)", wm["images_per_s"],
+              wm["bytes"] / wm["seconds"] / 1e6, f"{x['warm/cold']:.2f}x cold", ">= 5x",
+              verdict(x["warm/cold"] >= 5))
+        b.row(f"  warm: images per CPU-second (daemon + reader), {cores} cores", None, None,
+              f"{wm['images_per_cpu_s']:,.0f} /s per core", ">= 2,000",
+              verdict(wm["images_per_cpu_s"] >= 2000))
+        b.row("rrc,flip epoch filling a fresh cache", fl["images_per_s"],
+              fl["bytes"] / fl["seconds"] / 1e6, f"{x['fill/cold']:.2f}x --cache none",
+              ">= 0.9x", verdict(x["fill/cold"] >= 0.9))
+        b.row("  the same, against --decode-whole (what the cache itself costs)", None, None,
+              f"{x['fill/whole']:.2f}x", "(info)", "")
+        sf, sn = x["seed_fill"], x["seed_none"]
+        b.row("seed pipeline float32: epoch filling a fresh cache", sf["images_per_s"],
+              sf["bytes"] / sf["seconds"] / 1e6, f"{x['seed_fill/seed_none']:.2f}x --cache none",
+              ">= 0.9x", verdict(x["seed_fill/seed_none"] >= 0.9))
+        b.row("  same pipeline, --cache none", sn["images_per_s"], sn["bytes"] / sn["seconds"] / 1e6,
+              "1.00", "(info)", "")
+    mm = r.get("rrc_memory")
+    if mm:
+        peak, lim = mm["vm_hwm"] / MiB, mm["budget"] / MiB + 64
+        b.row(f"peak RSS, {mm['label']}, {mm['images']:,} samples", mm["images_per_s"],
+              mm["bytes"] / mm["seconds"] / 1e6, f"{peak:.0f} MiB", f"<= {lim:.0f} MiB",
+              verdict(peak <= lim))
+    pe = r.get("peers")
+    if pe:
+        base = {"seed": (r.get("cold_float32") or {}).get("images_per_s"),
+                "rrc": (x or {}).get("cold", {}).get("images_per_s")}
+        for key, label in (("dali_seed", "DALI CPU, seed pipeline (decode, resize, /255)"),
+                           ("dali_rrc", "DALI CPU, image_random_crop + resize + flip"),
+                           ("torchvision_seed", "torchvision ImageFolder + DataLoader, Resize"),
+                           ("torchvision_rrc", "torchvision ImageFolder + DataLoader, RandomResizedCrop + flip")):
+            p = pe.get(key) or {}
+            if "images_per_s" not in p:
+                b.row(label, None, None, "skipped", "", "n/a")
+                b.note(f"{label}: {p.get('skipped', 'not run')}")
+                continue
+            mine = base["rrc" if key.endswith("rrc") else "seed"]
+            b.row(f"{label} ({p.get('version', '?')})", p["images_per_s"],
+                  p["images_per_s"] * S * 4 / 1e6,
+                  f"batchfs {mine / p['images_per_s']:.2f}x" if mine else "", "(info)", "")
     s = r.get("scale")
     if s:
         b.row(f"scale: index build, {s['shards']:,} shards x {s['records']:,} records",
@@ -1381,6 +1622,55 @@ def build_rows(b):
               verdict(s["bytes_per_sample"] <= 48))
         b.row(f"scale: ls epoch-0000 ({s['batches']:,} batches, {s['ls_entries']:,} names)",
               None, None, f"{s['ls_s'][0]:.2f} s", "< 1 s", verdict(s["ls_s"][0] < 1.0))
+
+
+def write_chart(b, path):
+    """Images/s of each pipeline, this run, as a bar chart (PNG); None when
+    matplotlib is not importable, else the file's name."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:
+        b.note(f"chart not drawn: matplotlib not importable ({e})")
+        return None
+    r = b.res
+    x, pe = r.get("rrc") or {}, r.get("peers") or {}
+    bars = []
+
+    def add(label, d, group):
+        if d and d.get("images_per_s"):
+            bars.append((label, d["images_per_s"], group))
+    add("batchfs cold", r.get("cold_float32"), "seed")
+    add("batchfs warm (cache)", {"images_per_s": (r.get("cache") or {}).get("images", 0) /
+                                 (r.get("cache") or {}).get("warm_s", 1) if r.get("cache") else 0},
+        "seed")
+    add("tf.data", r.get("tf"), "seed")
+    add("DALI CPU", pe.get("dali_seed"), "seed")
+    add("torchvision", pe.get("torchvision_seed"), "seed")
+    add("batchfs cold", x.get("cold"), "rrc")
+    add("batchfs warm (cache)", x.get("warm"), "rrc")
+    add("tf.data (decode_and_crop)", r.get("tf_rrc"), "rrc")
+    add("DALI CPU", pe.get("dali_rrc"), "rrc")
+    add("torchvision", pe.get("torchvision_rrc"), "rrc")
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(bars) + 1.2))
+    labels = [f"{'RRC' if g == 'rrc' else 'seed'}: {l}" for l, _, g in bars]
+    colors = ["#4c72b0" if g == "seed" else "#dd8452" for _, _, g in bars]
+    ax.barh(range(len(bars)), [v for _, v, _ in bars], color=colors)
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    for i, (_, v, _) in enumerate(bars):
+        ax.text(v, i, f" {v:,.0f}", va="center")
+    ax.set_xlabel(f"images/s, 224x224 float32 batches of 32, {b.cores} cores, one run")
+    ax.set_title("Seed pipeline (decode, resize, /255) and RandomResizedCrop + flip")
+    ax.set_xlim(0, max(v for _, v, _ in bars) * 1.18)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return os.path.basename(path)
 
 
 def write_doc(b, path, table, info, cmd, extra):
@@ -1393,6 +1683,8 @@ def write_doc(b, path, table, info, cmd, extra):
             i = 0
         if i >= 0:
             keep = old[i:].lstrip("\n")
+    chart = write_chart(b, os.path.splitext(path)[0] + ".png")
+    chart_md = f"![images/s of each pipeline in this run]({chart})\n" if chart else ""
     doc = f"""# Benchmarks
 
 Written by `make bench` ([tools/bench.py](../tools/bench.py)); run it again to
@@ -1412,6 +1704,7 @@ reports a missed goal without failing.
 
 {table}
 
+{chart_md}
 {extra}
 """
     doc = doc.rstrip("\n") + "\n"
@@ -1495,6 +1788,26 @@ METHOD = """
   the page cache with `fuse_lowlevel_notify_store` before they are read.
 * **Where the time goes**: `perf record -F 1999 -p DAEMON,READER` over one
   more cold float32 epoch, samples bucketed by library and symbol.
+* **RandomResizedCrop** (`--augment rrc,flip --shuffle 1`, 224x224 float32):
+  rounds that alternate their order, each of a fresh mount per epoch: a
+  cold epoch with `--cache none` (an image needing no reduction is decoded
+  in its box alone), the same epoch with `--decode-whole` (the same boxes
+  and bytes, every image decoded whole and cropped), the seed pipeline
+  with `--cache none` and filling a fresh cache (waiting for the writer
+  after the epoch, not timed), an rrc epoch filling a fresh cache, and
+  epoch 1 (other boxes) on a remount of that cache.  Each ratio is the
+  median of the rounds' ratios.  Images per CPU-second: the warm epoch's
+  images over the daemon's and the reader's CPU time.  TensorFlow's RRC
+  pipeline is tools/bench/tf_rrc.py (`sample_distorted_bounding_box` with
+  area 0.08..1 and ratio 3/4..4/3, `decode_and_crop_jpeg`, resize,
+  `random_flip_left_right`, / 255, batch 32, prefetch), timed as tf_seed.py.
+* **Peers** (tools/bench/peer_loader.py): the epoch's JPEGs as an
+  ImageFolder tree; DALI with `device_id=None` (CPU only), `decoders.image`
+  or `decoders.image_random_crop`, `resize`, `crop_mirror_normalize` to
+  float32 / 255, as many threads as cores; torchvision `ImageFolder` +
+  `DataLoader(num_workers=cores, persistent_workers=True)` with `Resize` or
+  `RandomResizedCrop` + `RandomHorizontalFlip`, then `ToTensor`.  Two
+  warm-up batches, then the median of several epochs.
 """
 
 
@@ -1506,11 +1819,12 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,cache,gzip,serve,profile")
+                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
-    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,serve,profile").split(","))
+    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,"
+                  "profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
     if "consumer" in stages:
@@ -1539,17 +1853,19 @@ def main():
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
-               "tf": 20, "memory": 30, "scale": 4, "cache": 20, "serve": 10, "profile": 8,
-               "gzip": 25}
+               "tf": 20, "memory": 30, "scale": 4, "cache": 20, "gzip": 25, "rrc": 60,
+               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
                         "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
                         "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
-                        "memory": 6, "scale": 1, "cache": 5, "gzip": 3})
-    stage_of = {"cold": "ceiling"}
+                        "memory": 6, "scale": 1, "cache": 5, "gzip": 3, "rrc": 10,
+                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30})
+    stage_of = {"cold": "ceiling", "tf_rrc": "rrc", "rrc_memory": "rrc"}
     P = Progress({k: v for k, v in weights.items()
-                  if k == "data" or stage_of.get(k.split("_")[0], k.split("_")[0]) in stages})
+                  if k == "data" or stage_of.get(k, stage_of.get(k.split("_")[0],
+                                                                   k.split("_")[0])) in stages})
     t_start = time.time()
     crashed = False
     try:
@@ -1611,6 +1927,14 @@ def main():
             stage("cache", b.cache_stage)
         if "gzip" in stages:
             stage("gzip", b.gzip_stage)
+        if "rrc" in stages:
+            stage("rrc", b.rrc_stage)
+            t = stage("tf_rrc", b.tf_rrc)
+            if t and "skipped" in t:
+                b.res["tf_rrc"] = t
+            stage("rrc_memory", b.rrc_memory)
+        if "peers" in stages:
+            stage("peers", b.peers)
         if "serve" in stages:
             stage("serve", b.serve)
         if "profile" in stages:

@@ -35,12 +35,12 @@ FUZZ_SRC_tar       := engine/tar.c engine/error.c engine/filekind.c engine/crc32
 FUZZ_SRC_image     := engine/image.c engine/png.c engine/webp.c engine/decode.c \
                       engine/error.c engine/filekind.c engine/crc32c.c
 FUZZ_SRC_gzindex   := engine/gzindex.c engine/error.c
-FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg 2>/dev/null || echo -lturbojpeg)
+FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg libjpeg 2>/dev/null || echo -lturbojpeg -ljpeg)
 FUZZ_LIBS_decode   += -pthread
 FUZZ_LIBS_tfrecord := -pthread
 FUZZ_LIBS_tar      := -pthread
 FUZZ_LIBS_npy      := -lm
-FUZZ_LIBS_image    := $(shell pkg-config --libs libturbojpeg spng libwebp zlib 2>/dev/null || echo -lturbojpeg -lspng -lwebp -lz) -pthread
+FUZZ_LIBS_image    := $(shell pkg-config --libs libturbojpeg libjpeg spng libwebp zlib 2>/dev/null || echo -lturbojpeg -ljpeg -lspng -lwebp -lz) -pthread
 FUZZ_LIBS_gzindex  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
 
 define FUZZ_TARGET_RULE

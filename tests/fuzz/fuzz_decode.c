@@ -8,7 +8,10 @@
  * the size and on failure; every one of the 3*w*h output bytes is readable
  * (ASan); and the result does not depend on the decoder's history: a
  * decoder that has seen every earlier input, errors included, succeeds or
- * fails as a fresh one does, with the same pixels.
+ * fails as a fresh one does, with the same pixels.  bfs_decode_box of a
+ * box taken from the input's last bytes fails exactly when the full decode
+ * fails (BFS_E_DECODE, the same message), and otherwise holds the full
+ * decode's pixels in that box.
  *
  * That last property found engine/decode.c keeping libjpeg's quantization
  * and Huffman tables from one image to the next (fixed in 96050e5: a
@@ -26,9 +29,47 @@
 #define MAX_PIXELS (4u << 20)
 #define FRESH_CHECK_PIXELS (256u << 10) /* compare with a fresh decoder up to this */
 
+/* A box of a w x h image from the input's last 8 bytes. */
+static bfs_box box_from(const uint8_t *data, size_t size, int w, int h)
+{
+	uint8_t b[8] = { 0 };
+	bfs_box r;
+
+	memcpy(b, data + (size > 8 ? size - 8 : 0), size < 8 ? size : 8);
+	r.w = 1 + (int)((b[0] | b[1] << 8) % (unsigned)w);
+	r.h = 1 + (int)((b[2] | b[3] << 8) % (unsigned)h);
+	r.x = (int)((b[4] | b[5] << 8) % (unsigned)(w - r.w + 1));
+	r.y = (int)((b[6] | b[7] << 8) % (unsigned)(h - r.h + 1));
+	return r;
+}
+
+/* bfs_decode_box on d2 against the full decode's result r (pixels rgb of
+ * a w x h image when r == 0; with message msg when not). */
+static void check_box(bfs_decoder *d2, const uint8_t *data, size_t size, int r,
+		      const char *msg, const uint8_t *rgb, int w, int h)
+{
+	char bmsg[BFS_ERRMSG_MAX];
+	bfs_decoded_box out;
+	bfs_box bx = box_from(data, size, w, h);
+	int rb = bfs_decode_box(d2, data, size, MAX_PIXELS, &bx, 1, &out, bmsg);
+
+	if (r != 0) {
+		CHECK(rb != 0, "the box decoded what the full decode refused (%d: %s)", r, msg);
+		if (r == BFS_E_DECODE && rb == BFS_E_DECODE)
+			CHECK(strcmp(msg, bmsg) == 0, "messages differ: '%s' / '%s'", msg, bmsg);
+		return;
+	}
+	CHECK(rb == 0, "the box failed (%d: %s) where the full decode did not", rb, bmsg);
+	for (int y = 0; y < bx.h; y++)
+		CHECK(memcmp(out.rgb + (size_t)y * out.stride,
+			     rgb + ((size_t)(bx.y + y) * w + bx.x) * 3, (size_t)bx.w * 3) == 0,
+		      "box %dx%d at (%d, %d): row %d differs from the full decode", bx.w, bx.h,
+		      bx.x, bx.y, y);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static bfs_decoder *d;
+	static bfs_decoder *d, *d2;
 	char msg[BFS_ERRMSG_MAX];
 	const uint8_t *rgb = NULL;
 	int w = -1, h = -1, hw = -1, hh = -1, rh, r;
@@ -37,6 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!d)
 		CHECK(bfs_decoder_create(&d) == 0, "decoder");
+	if (!d2)
+		CHECK(bfs_decoder_create(&d2) == 0, "decoder");
 	memset(msg, 'x', sizeof(msg));
 	msg[sizeof(msg) - 1] = 0;
 	rh = bfs_decode_header(d, data, size, &hw, &hh, msg);
@@ -67,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					     &h2, msg) != 0,
 			      "a fresh decoder decodes what a used one refused");
 			bfs_decoder_destroy(fresh);
+			check_box(d2, data, size, r, msg, NULL, hw, hh);
 		}
 		return 0;
 	}
@@ -92,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(memcmp(copy, rgb2, 3 * npix) == 0,
 		      "pixels depend on the decoder's history");
 		bfs_decoder_destroy(fresh);
+		check_box(d2, data, size, 0, "", copy, w, h);
 		free(copy);
 	}
 	(void)sink;
