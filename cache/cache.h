@@ -30,7 +30,10 @@
  *   end (measured: a whole get that misses costs 0.15-0.4 us, copying and
  *   checking a 602,112-byte sample 70-100 us), so readers always see the latest commits and
  *   never pin old pages between calls.  The value is read in place from the
- *   map and copied once into the caller's buffer while its CRC is checked.
+ *   map and copied once into the caller's buffer while its CRC is checked;
+ *   or, with bfs_cache_get_ref, checked in place and lent as a pointer into
+ *   the map, the transaction kept open until bfs_cache_put_ref (the only
+ *   time a reader pins pages between calls: one sample's crop and resize).
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
  *   batch of (key, label, pointer to bytes); the writer takes every
  *   submission queued one after the other (up to 32 MiB of values, or one
