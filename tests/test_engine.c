@@ -1281,7 +1281,9 @@ static void test_engine_rrc_warm_epochs_crop_from_views_give_each_back_and_equal
 	assert_int_equal(es.samples_decoded, 0);
 	assert_true(es.cache_hits >= 3 * NSAMPLES);
 	assert_int_equal(m.copies, 0);
-	assert_int_equal(m.views, (int)es.cache_hits);
+	/* a resize that would wait for memory gives its view back and
+	 * looks again: a hit may take more than one view */
+	assert_true(m.views >= (int)es.cache_hits);
 	assert_int_equal(m.puts, m.views);
 	assert_int_equal(m.lent_at_destroy, 0);
 	assert_memory_equal(got, ref, bytes);
