@@ -131,8 +131,9 @@ static uint64_t most_for_one_locked(const bfs_engine *e)
  * other borrowers, slot memory it frees (release_slots_locked).  It waits
  * while memory that other workers and readers will give back is in use,
  * and fails only when the sample cannot fit in the budget at all:
- * BFS_E_MEMORY, with msg saying which --mem would do. */
-static int reserve(struct worker *w, size_t want, char *msg)
+ * BFS_E_MEMORY, with msg saying which --mem would do.  With wait 0
+ * (reserve_or_not) it never waits: -EAGAIN where it would. */
+static int reserve_or_not(struct worker *w, size_t want, int wait, char *msg)
 {
 	bfs_engine *e = w->e;
 	int err = 0;
@@ -183,6 +184,10 @@ static int reserve(struct worker *w, size_t want, char *msg)
 							       e->o.mem_bytes))
 				continue;
 		}
+		if (!wait) {
+			err = -EAGAIN;
+			break;
+		}
 		pthread_cond_wait(&e->room, &e->lock);
 	}
 	if (!err) {
@@ -195,6 +200,11 @@ static int reserve(struct worker *w, size_t want, char *msg)
 	}
 	pthread_mutex_unlock(&e->lock);
 	return err;
+}
+
+static int reserve(struct worker *w, size_t want, char *msg)
+{
+	return reserve_or_not(w, want, 1, msg);
 }
 
 /* After a sample: a worker that grew past SCRATCH_BASE frees its buffers
@@ -449,35 +459,50 @@ struct rrc_src {
 	int w, h;
 };
 
-/* Look source sample id up in the store, into w->s1 (grown to fit).
- * 1 (a hit: *shape is the copy's), 0 (decode it), or an error. */
+/* Look source sample id up in the store.  With view (the store lends
+ * views) *copy points at its bytes in the store, lent until the caller's
+ * put_view; else they are copied into w->s1 (grown to fit) and *copy is
+ * w->s1.  1 (a hit: *shape is the copy's), 0 (decode it; no view held),
+ * or an error.  Hits are counted by the caller (after put_view: no lock is
+ * taken with a view held); damaged copies here. */
 static int rrc_lookup(struct worker *w, const bfs_sample_identity *id, size_t out_need,
-		      int64_t *label, bfs_store_shape *shape, char *msg)
+		      int view, int64_t *label, bfs_store_shape *shape, const uint8_t **copy,
+		      char *msg)
 {
 	bfs_engine *e = w->e;
 	uint64_t most = 3 * (e->o.max_pixels ? e->o.max_pixels : (uint64_t)1 << 32);
+	const void *p = NULL;
 	size_t got = 0;
 	int err;
 
-	err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
-	if (err == -ENOBUFS && got <= most) { /* room for it, and again */
-		if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + got +
-				   max_sz(out_need, w->out_cap) + w->scratch_cap, msg)))
-			return err;
-		if (grow((void **)&w->s1, &w->s1_cap, got))
-			return -ENOMEM;
+	if (view) {
+		err = e->store.get_view(w->sr, id, &p, &got, shape, label);
+	} else {
 		err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+		if (err == -ENOBUFS && got <= most) { /* room for it, and again */
+			if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + got +
+					   max_sz(out_need, w->out_cap) + w->scratch_cap, msg)))
+				return err;
+			if (grow((void **)&w->s1, &w->s1_cap, got))
+				return -ENOMEM;
+			err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+		}
+		p = w->s1;
 	}
 	/* a copy whose shape does not add up is not used */
 	if (err == 0 && ((uint64_t)shape->h * shape->w * 3 != got || !shape->h || !shape->w ||
-			 shape->src_h < shape->h || shape->src_w < shape->w))
+			 shape->src_h < shape->h || shape->src_w < shape->w)) {
 		err = -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	if (err == 0)
-		e->st.cache_hits++;
-	else if (err == BFS_E_CRC)
+		if (view)
+			e->store.put_view(w->sr);
+	}
+	if (err == BFS_E_CRC) {
+		pthread_mutex_lock(&e->lock);
 		e->st.cache_crc_errors++;
-	pthread_mutex_unlock(&e->lock);
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (err == 0)
+		*copy = p;
 	return err == 0;
 }
 
@@ -566,9 +591,12 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 
 /* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
  * the same pass when flipped: straight in, or through w->out when stage 2
- * normalizes or lays it out.  0 or an error. */
+ * normalizes or lays it out.  *need gets the memory it reserves; with
+ * wait 0 (src is a store's view) it does not wait for it: -EAGAIN.  0 or
+ * an error. */
 static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
-		      const bfs_aug *a, int oh, int ow, size_t out_need, char *msg)
+		      const bfs_aug *a, int oh, int ow, size_t out_need, int wait, size_t *need,
+		      char *msg)
 {
 	bfs_engine *e = w->e;
 	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
@@ -579,8 +607,9 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 	bfs_post_opts po;
 	int err;
 
-	if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + w->s1_cap +
-			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
+	*need = w->in.cap + w->dec_bytes + w->pix_cap + w->s1_cap +
+		max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap);
+	if ((err = reserve_or_not(w, *need, wait, msg)))
 		return err;
 	if (grow(&w->scratch, &w->scratch_cap, rs) || grow(&w->out, &w->out_cap, out_need)) {
 		bfs_seterr(msg, "out of memory for RandomResizedCrop scratch");
@@ -616,10 +645,11 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 	struct rrc_src src = { NULL, 0, 0, 0 };
 	bfs_image_info img;
 	bfs_aug a = { 0 };
-	const uint8_t *jpeg = NULL;
-	size_t len = 0, out_need, in_cap;
+	const uint8_t *jpeg = NULL, *copy = NULL;
+	size_t len = 0, out_need, in_cap, need = 0;
 	uint64_t t0 = bfs__now_ns();
-	int err, hit = 0, sw, sh, oh, ow;
+	int err, hit = 0, sw, sh, oh, ow, tries = 0;
+	int view = w->sr && e->store.get_view && e->store.put_view;
 
 	msg[0] = '\0';
 	rec->decoded = 0;
@@ -630,8 +660,10 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 	bfs_engine_epoch_shape(e, (unsigned)jb->epoch, &oh, &ow);
 	out_need = e->o.normalize || e->o.nchw /* a flip is mirrored in the resize */
 		? (size_t)oh * ow * 3 * (e->o.dtype == BFS_DTYPE_UINT8 ? 1 : 4) : 0;
-	if (w->sr && (hit = rrc_lookup(w, &id, out_need, label, &shape, msg)) < 0)
+again:
+	if (w->sr && (hit = rrc_lookup(w, &id, out_need, view, label, &shape, &copy, msg)) < 0)
 		return hit;
+	/* with a view held (hit && view), nothing below waits until put_view */
 	if (hit) {
 		sw = (int)shape.src_w;
 		sh = (int)shape.src_h;
@@ -661,7 +693,7 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 		bfs_aug_draw(e->o.seed, jb->epoch, jb->key, 1, 1, 1, 1, 1, 0, &a);
 	if (hit) {
 		bfs_rrc_map_box(&box, sw, sh, (int)shape.w, (int)shape.h, &sbox);
-		src = (struct rrc_src){ w->s1 + ((size_t)sbox.y * shape.w + sbox.x) * 3,
+		src = (struct rrc_src){ copy + ((size_t)sbox.y * shape.w + sbox.x) * 3,
 					(size_t)shape.w * 3, sbox.w, sbox.h };
 	} else {
 		err = rrc_decode(w, jb, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
@@ -680,7 +712,24 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 			return err;
 		}
 	}
-	if ((err = rrc_output(w, jb, &src, &a, oh, ow, out_need, msg))) {
+	err = rrc_output(w, jb, &src, &a, oh, ow, out_need, !(hit && view), &need, msg);
+	if (hit && view)
+		e->store.put_view(w->sr);
+	if (err == -EAGAIN && hit && view) {
+		/* it would have waited for memory with the view held: wait
+		 * without it, then look again (a view no more after 3 tries) */
+		if ((err = reserve(w, need, msg)))
+			return err;
+		if (++tries == 3)
+			view = 0;
+		goto again;
+	}
+	if (hit) {
+		pthread_mutex_lock(&e->lock);
+		e->st.cache_hits++;
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (err) {
 		rec->decoded = 0;
 		return err;
 	}

@@ -859,6 +859,7 @@ struct mem_entry {
 	uint8_t *data;
 	size_t len;
 	bfs_store_shape shape;
+	int damaged;           /* answered BFS_E_CRC once, then dropped */
 };
 
 struct mem_store {
@@ -867,6 +868,11 @@ struct mem_store {
 	int n;
 	int offers, offered_items, gets, hits;
 	int full;              /* wants() says 0 */
+	/* the store with views (msv_*): */
+	int copies;            /* gets that copied (get, not get_view) */
+	int views, puts;       /* views lent, put_views of a lent one */
+	int crc_errors;        /* damaged entries answered (then dropped) */
+	int lent_at_destroy;   /* readers destroyed with a view lent */
 };
 
 static int ms_reader_create(void *ctx, void **r)
@@ -957,6 +963,129 @@ static void ms_free(struct mem_store *m)
 	pthread_mutex_destroy(&m->lock);
 }
 
+/* The store above: get copies, no views. */
+static bfs_store copy_store(struct mem_store *m)
+{
+	return (bfs_store){ m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			    ms_flush, NULL, NULL };
+}
+
+/* The same store lending views (get_view/put_view): each reader lends its
+ * own copy of an entry and poisons it at put_view, so bytes read after
+ * put_view, or a view never given back, show. */
+struct msv_reader {
+	struct mem_store *m;
+	uint8_t *buf;
+	size_t cap;
+	int lent;
+};
+
+static int msv_reader_create(void *ctx, void **r)
+{
+	struct msv_reader *x = calloc(1, sizeof(*x));
+
+	assert_non_null(x);
+	x->m = ctx;
+	*r = x;
+	return 0;
+}
+
+static void msv_put_view(void *r)
+{
+	struct msv_reader *x = r;
+
+	if (!x->lent)
+		return;
+	x->lent = 0;
+	memset(x->buf, 0xA5, x->cap);
+	pthread_mutex_lock(&x->m->lock);
+	x->m->puts++;
+	pthread_mutex_unlock(&x->m->lock);
+}
+
+static void msv_reader_destroy(void *r)
+{
+	struct msv_reader *x = r;
+
+	if (!x)
+		return;
+	pthread_mutex_lock(&x->m->lock);
+	x->m->lent_at_destroy += x->lent;
+	pthread_mutex_unlock(&x->m->lock);
+	free(x->buf);
+	free(x);
+}
+
+/* A damaged entry: answered BFS_E_CRC and dropped, as the cache does.
+ * Lock held. */
+static int ms_damaged_locked(struct mem_store *m, struct mem_entry *x)
+{
+	m->crc_errors++;
+	free(x->data);
+	*x = m->e[--m->n];
+	return BFS_E_CRC;
+}
+
+static int msv_get(void *r, const bfs_sample_identity *id, void *dst, size_t cap, size_t *len,
+		   bfs_store_shape *shape, int64_t *label)
+{
+	struct msv_reader *x = r;
+	struct mem_entry *e;
+
+	msv_put_view(r); /* asking again */
+	pthread_mutex_lock(&x->m->lock);
+	x->m->copies++;
+	e = ms_find(x->m, id);
+	if (e && e->damaged) {
+		int err = ms_damaged_locked(x->m, e);
+
+		pthread_mutex_unlock(&x->m->lock);
+		return err;
+	}
+	pthread_mutex_unlock(&x->m->lock);
+	return ms_get(x->m, id, dst, cap, len, shape, label);
+}
+
+static int msv_get_view(void *r, const bfs_sample_identity *id, const void **data, size_t *len,
+			bfs_store_shape *shape, int64_t *label)
+{
+	struct msv_reader *x = r;
+	struct mem_store *m = x->m;
+	struct mem_entry *e;
+	int err = -ENOENT;
+
+	msv_put_view(r); /* asking again */
+	pthread_mutex_lock(&m->lock);
+	m->gets++;
+	if ((e = ms_find(m, id)) && e->damaged) {
+		err = ms_damaged_locked(m, e);
+	} else if (e) {
+		if (e->len > x->cap) {
+			free(x->buf);
+			x->buf = malloc(e->len);
+			assert_non_null(x->buf);
+			x->cap = e->len;
+		}
+		memcpy(x->buf, e->data, e->len);
+		*data = x->buf;
+		*len = e->len;
+		*shape = e->shape;
+		*label = e->label;
+		x->lent = 1;
+		m->hits++;
+		m->views++;
+		err = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static bfs_store view_store(struct mem_store *m)
+{
+	return (bfs_store){ m, msv_reader_create, msv_reader_destroy, msv_get, ms_offer, ms_wants,
+			    ms_flush, msv_get_view, msv_put_view };
+}
+
 static bfs_engine *open_rrc(bfs_source *src, unsigned threads, const bfs_store *st,
 			    int cache_res, unsigned epochs)
 {
@@ -1003,8 +1132,7 @@ static void test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold(void *
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES], b2[3 * NSAMPLES];
 	bfs_engine *none = open_rrc(src, 1, NULL, 64, 3);
 	uint8_t *ref = read_epochs(none, b0), *cold, *warm;
@@ -1048,8 +1176,7 @@ static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **st
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER, .full = 1 };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_rrc_box b0[NSAMPLES], b1[NSAMPLES];
 	bfs_engine *none = open_rrc(src, 2, NULL, -1, 1), *e;
 	uint8_t *ref = read_epochs(none, b0), *got;
@@ -1069,12 +1196,13 @@ static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **st
 	bfs_source_close(src);
 }
 
-static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up(void **state)
+/* A stored copy whose shape its bytes do not fill is decoded again, from
+ * a store that copies (views 0) or lends views (1). */
+static void shape_does_not_add_up(int views)
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = views ? view_store(&m) : copy_store(&m);
 	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
 	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
 	uint8_t *ref = read_epochs(none, b0), *got;
@@ -1103,6 +1231,100 @@ static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add
 	assert_true(m.hits >= NSAMPLES); /* it answered every one */
 	assert_int_equal(es.cache_hits, 0);
 	assert_true(es.samples_decoded >= NSAMPLES);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	if (views) { /* every view lent was given back, none copied */
+		assert_true(m.views >= NSAMPLES);
+		assert_int_equal(m.puts, m.views);
+		assert_int_equal(m.lent_at_destroy, 0);
+	}
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up(void **state)
+{
+	shape_does_not_add_up(0);
+}
+
+static void test_engine_rrc_decodes_again_a_viewed_copy_whose_shape_does_not_add_up(void **state)
+{
+	shape_does_not_add_up(1);
+}
+
+static void test_engine_rrc_warm_epochs_crop_from_views_give_each_back_and_equal_cold(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = view_store(&m);
+	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 3), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = 3 * NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3); /* fills the store */
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	m.copies = m.views = m.puts = 0;
+	/* warm, 3 threads: every sample cropped and resized from a view (a
+	 * copy poisoned at put_view: bytes read after it would differ), no
+	 * copy asked for, every view given back, the bytes of no store */
+	e = open_rrc(src, 3, &st, 64, 3);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_int_equal(es.samples_decoded, 0);
+	assert_true(es.cache_hits >= 3 * NSAMPLES);
+	assert_int_equal(m.copies, 0);
+	/* a resize that would wait for memory gives its view back and
+	 * looks again: a hit may take more than one view */
+	assert_true(m.views >= (int)es.cache_hits);
+	assert_int_equal(m.puts, m.views);
+	assert_int_equal(m.lent_at_destroy, 0);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_again(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = view_store(&m);
+	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+	int damaged = 0;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3);
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	for (int i = 0; i < m.n; i += 3, damaged++)
+		m.e[i].damaged = 1;
+	m.views = m.puts = 0;
+	e = open_rrc(src, 2, &st, 64, 1);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_int_equal(m.crc_errors, damaged);
+	assert_int_equal((int)es.cache_crc_errors, damaged);
+	assert_true(es.samples_decoded >= (uint64_t)damaged);
+	assert_true(m.views >= NSAMPLES - damaged);
+	assert_int_equal(m.puts, m.views);
+	assert_int_equal(m.copies, 0);
+	assert_int_equal(m.n, NSAMPLES); /* decoded whole again and offered */
 	assert_memory_equal(got, ref, bytes);
 	assert_memory_equal(b1, b0, sizeof(b0));
 	free(ref);
@@ -1147,8 +1369,7 @@ static void test_engine_rrc_refuses_conflicting_options(void **state)
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_engine_opts base = { .batch = 4, .height = 16, .width = 16, .threads = 1 };
 	bfs_engine_opts o;
 	char msg[BFS_ERRMSG_MAX];
@@ -1196,6 +1417,9 @@ int main(void)
 		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
 		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),
 		cmocka_unit_test(test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up),
+		cmocka_unit_test(test_engine_rrc_decodes_again_a_viewed_copy_whose_shape_does_not_add_up),
+		cmocka_unit_test(test_engine_rrc_warm_epochs_crop_from_views_give_each_back_and_equal_cold),
+		cmocka_unit_test(test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_again),
 		cmocka_unit_test(test_engine_size_schedule_gives_each_epoch_its_shape),
 		cmocka_unit_test(test_engine_rrc_refuses_conflicting_options),
 	};
