@@ -1318,13 +1318,18 @@ static void test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_
 	got = read_epochs(e, b1);
 	bfs_engine_get_stats(e, &es);
 	bfs_engine_destroy(e);
-	assert_int_equal(m.crc_errors, damaged);
-	assert_int_equal((int)es.cache_crc_errors, damaged);
+	/* each damaged copy is found; one looked up twice before its fresh
+	 * copy replaced it (a batch started again after its memory was
+	 * lent) counts twice, in the engine as in the store */
+	assert_true(m.crc_errors >= damaged);
+	assert_int_equal((int)es.cache_crc_errors, m.crc_errors);
 	assert_true(es.samples_decoded >= (uint64_t)damaged);
 	assert_true(m.views >= NSAMPLES - damaged);
 	assert_int_equal(m.puts, m.views);
 	assert_int_equal(m.copies, 0);
-	assert_int_equal(m.n, NSAMPLES); /* decoded whole again and offered */
+	/* decoded whole again and offered again (an offer is best-effort: a
+	 * slot's arena may be full, then the copy waits for another epoch) */
+	assert_true(m.n > NSAMPLES - damaged);
 	assert_memory_equal(got, ref, bytes);
 	assert_memory_equal(b1, b0, sizeof(b0));
 	free(ref);
