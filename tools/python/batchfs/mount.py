@@ -410,6 +410,12 @@ class Mount:
         self._hold = None
         if not self.per_node or last:
             self._wait_gone()
+        elif self.pid:
+            # two ranks that leave at the same instant each see the other's
+            # hold, so neither is "last": give the daemon a moment to end
+            # (a pidfd, no call into the mount), so that whichever of them
+            # finds it gone removes the mount point
+            _wait_pid_exit(self.pid, 2.0)
         self._cleanup_dir()
 
     def _wait_gone(self):
