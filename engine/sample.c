@@ -242,6 +242,20 @@ static void trim(struct worker *w)
 	w->held = 0;
 }
 
+/* BFS_E_TOOBIG (msg says why) for an image over --max-pixels, else 0. */
+static int within_max_pixels(const bfs_engine *e, const bfs_image_info *img,
+			     char *msg)
+{
+	uint64_t px = (uint64_t)img->width * (uint64_t)img->height;
+
+	if (!e->o.max_pixels || px <= e->o.max_pixels)
+		return 0;
+	bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
+		   img->width, img->height, bfs_image_format_name(img->format),
+		   (unsigned long long)px, (unsigned long long)e->o.max_pixels);
+	return BFS_E_TOOBIG;
+}
+
 /* One decoded-image buffer at a time, so that what the budget left for
  * one image (bfs_image_scratch_max) covers it: a JPEG decodes in the
  * decoder's scratch, anything else in w->pix, so the other one goes
@@ -335,13 +349,8 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		return err;
 	sw = img.width;
 	sh = img.height;
-	if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
-		bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
-			   sw, sh, bfs_image_format_name(img.format),
-			   (unsigned long long)sw * (unsigned long long)sh,
-			   (unsigned long long)e->o.max_pixels);
-		return BFS_E_TOOBIG;
-	}
+	if ((err = within_max_pixels(e, &img, msg)))
+		return err;
 	if ((err = one_image_buffer(w, &img)))
 		return err;
 	px = img.format == BFS_IMAGE_JPEG
@@ -680,13 +689,8 @@ again:
 			return err;
 		sw = img.width;
 		sh = img.height;
-		if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
-			bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
-				   sw, sh, bfs_image_format_name(img.format),
-				   (unsigned long long)sw * (unsigned long long)sh,
-				   (unsigned long long)e->o.max_pixels);
-			return BFS_E_TOOBIG;
-		}
+		if ((err = within_max_pixels(e, &img, msg)))
+			return err;
 	}
 	bfs_rrc_draw(e->o.seed, jb->epoch, jb->key, sw, sh, &e->o.rrc, &box);
 	if (e->o.augment_flip)
