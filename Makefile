@@ -4,10 +4,11 @@
 CC      ?= cc
 BUILD   ?= build
 SAN     ?=
-PKGS    := fuse3 libturbojpeg libjpeg lmdb
+PKGS    := fuse3 libturbojpeg libjpeg lmdb spng libwebp zlib
+# webp (dwebp) is the reference the WebP tests compare against; libjpeg's
+# own API (libjpeg62-turbo) decodes a RandomResizedCrop's box alone.
 DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev libjpeg62-turbo-dev liblmdb-dev \
-           libcmocka-dev \
-           pkg-config attr file
+           libcmocka-dev libspng-dev libwebp-dev webp zlib1g-dev pkg-config attr file
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \
@@ -30,7 +31,7 @@ endif
 # flags, so a FUSE header there does not even compile; only fs/ gets them.
 # `make check-layers` (part of `make test`) also checks every include
 # against the layering: engine <- cache <- fs, tools beside fs.
-CORE_PKGS  := libturbojpeg libjpeg lmdb
+CORE_PKGS  := libturbojpeg libjpeg lmdb spng libwebp zlib
 CORE_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -110,5 +111,54 @@ demo: deps
 clean:
 	rm -rf $(BUILD)
 
-.PHONY: all tests test unit deps demo clean check-layers
+# ---- install ---------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=]: batchfs, its mount(8) helper
+# (mount.batchfs and mount.fuse.batchfs, links to batchfs), the man pages,
+# bash completion, and when CUDA built them batchfs-gpu and
+# libbatchfs_gpu.so with its header and pkg-config file.  mount(8) looks for
+# helpers in /sbin only, so for the system prefixes the helper goes there.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(if $(filter /usr /usr/local,$(PREFIX)),/sbin,$(PREFIX)/sbin)
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+INSTALL    ?= install
+BFS_RELEASE := $(shell sed -n 's/^\#define BFS_VERSION "\(.*\)"/\1/p' engine/version.h)
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(BASHCOMPDIR)
+	$(INSTALL) -m 755 $(BUILD)/batchfs $(DESTDIR)$(BINDIR)/batchfs
+	ln -sfn $(BINDIR)/batchfs $(DESTDIR)$(SBINDIR)/mount.batchfs
+	ln -sfn mount.batchfs $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs
+	$(INSTALL) -m 644 docs/man/batchfs.1 $(DESTDIR)$(MANDIR)/man1/batchfs.1
+	$(INSTALL) -m 644 docs/man/mount.batchfs.8 $(DESTDIR)$(MANDIR)/man8/mount.batchfs.8
+	$(INSTALL) -m 644 docs/completion/batchfs.bash $(DESTDIR)$(BASHCOMPDIR)/batchfs
+ifneq ($(NVCC),)
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	$(INSTALL) -m 755 $(GPU_CLI) $(DESTDIR)$(BINDIR)/batchfs-gpu
+	$(INSTALL) -m 755 $(GPU_LIB) $(DESTDIR)$(LIBDIR)/$(GPU_SONAME)
+	ln -sfn $(GPU_SONAME) $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so
+	$(INSTALL) -m 644 tools/gpu/batchfs_gpu.h $(DESTDIR)$(INCLUDEDIR)/batchfs_gpu.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(BFS_RELEASE)|' \
+	    tools/gpu/batchfs_gpu.pc.in >$(DESTDIR)$(PKGCONFIGDIR)/batchfs_gpu.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/batchfs_gpu.pc
+	$(if $(DESTDIR),,-ldconfig)
+else
+	@echo "make install: no CUDA toolkit: batchfs-gpu and libbatchfs_gpu.so are not installed"
+endif
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/batchfs $(DESTDIR)$(SBINDIR)/mount.batchfs \
+	      $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs \
+	      $(DESTDIR)$(MANDIR)/man1/batchfs.1 $(DESTDIR)$(MANDIR)/man8/mount.batchfs.8 \
+	      $(DESTDIR)$(BASHCOMPDIR)/batchfs $(DESTDIR)$(BINDIR)/batchfs-gpu \
+	      $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so.* \
+	      $(DESTDIR)$(INCLUDEDIR)/batchfs_gpu.h $(DESTDIR)$(PKGCONFIGDIR)/batchfs_gpu.pc
+
+.PHONY: all tests test unit deps demo clean check-layers install uninstall
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -30,7 +30,10 @@
  *   end (measured: a whole get that misses costs 0.15-0.4 us, copying and
  *   checking a 602,112-byte sample 70-100 us), so readers always see the latest commits and
  *   never pin old pages between calls.  The value is read in place from the
- *   map and copied once into the caller's buffer while its CRC is checked.
+ *   map and copied once into the caller's buffer while its CRC is checked;
+ *   or, with bfs_cache_get_ref, checked in place and lent as a pointer into
+ *   the map, the transaction kept open until bfs_cache_put_ref (the only
+ *   time a reader pins pages between calls: one sample's crop and resize).
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
  *   batch of (key, label, pointer to bytes); the writer takes every
  *   submission queued one after the other (up to 32 MiB of values, or one
@@ -485,6 +488,31 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 int bfs_cache_get_shaped(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 			 size_t cap, size_t *len, bfs_store_shape *shape,
 			 int64_t *label);
+
+/*
+ * bfs_cache_get_shaped without the copy: a hit points *data at the
+ * sample's *len stored bytes where they lie in the map, after their CRC32C
+ * was checked there (with skip_crc, their header only), and gives their
+ * shape and label.  The bytes are read-only and belong to the cache.
+ * They stay valid and unchanged -- a snapshot: an entry deleted, replaced
+ * or cleared meanwhile, by this process or another, does not touch them --
+ * until the same thread calls bfs_cache_put_ref(r), or asks r again
+ * (bfs_cache_get, _get_shaped, _get_ref), or destroys r; one reference per
+ * reader at a time.  While it is lent the reader's read transaction stays
+ * open and the map lock read-held: the writer cannot reuse the pages freed
+ * since, and a map grown by another process is adopted only after it
+ * comes back.  So give it back as soon as the bytes are used, and never
+ * wait on anything (a condition, the writer, another reader's thread)
+ * while holding it, nor begin another transaction of this cache on that
+ * thread.  No -ENOBUFS; otherwise the returns and counts of
+ * bfs_cache_get_shaped, and on error nothing is lent (*data untouched).
+ * Threads: as bfs_cache_get; put_ref on the thread that got the reference.
+ */
+int bfs_cache_get_ref(bfs_cache_reader *r, const bfs_cache_key *key, const void **data,
+		      size_t *len, bfs_store_shape *shape, int64_t *label);
+/* Give back r's lent reference, if any (the bytes are no longer valid).
+ * Accepts NULL and a reader that lends nothing.  The thread that got it. */
+void bfs_cache_put_ref(bfs_cache_reader *r);
 
 /*
  * Whether a submission now would be inserted rather than dropped: 0 while

@@ -208,6 +208,10 @@ struct bfs_cache {
 struct bfs_cache_reader {
 	bfs_cache *c;
 	MDB_txn *txn;           /* reset between gets; slot held */
+	/* 1 while a bfs_cache_get_ref's value is lent out: txn stays renewed
+	 * and e->maplock read-held by the thread that asked, until
+	 * bfs_cache_put_ref, the next get, or destroy.  Owner thread only. */
+	int lent;
 };
 
 /* The functions each file shares, in the order above (cache_read.c and
@@ -285,8 +289,9 @@ uint32_t bfs__copy_crc(void *dst, const void *src, size_t n, uint32_t crc);
 uint32_t bfs__vhdr_crc(uint32_t crc, const struct bfs__vhdr *h);
 /* What a read wants of a sample value, and what it gets back. */
 struct bfs__want {
-	void *dst;              /* the payload goes here */
-	size_t cap;             /* bytes at dst */
+	void *dst;              /* the payload goes here; NULL: checked in
+				   place, not copied (bfs_cache_get_ref) */
+	size_t cap;             /* bytes at dst (unused without dst) */
 	int exact;              /* 1: the stored length must be cap */
 	size_t len;             /* out: the stored length */
 	bfs_store_shape shape;  /* out */
@@ -299,13 +304,14 @@ struct bfs__want {
  * (identity check differs, when check != 0), -EINVAL (exact and a stored
  * length other than cap), -ENOBUFS (not exact and a stored length above
  * cap: want->len says it; nothing copied).  With want (NULL: check only)
- * the payload is copied into want->dst while checked, and len, shape and
- * label are filled in. */
+ * the payload is copied into want->dst while checked (want->dst NULL:
+ * checked where it lies, any length), and len, shape and label are
+ * filled in. */
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
 		     const MDB_val *v, uint64_t check, struct bfs__want *want);
 /* The same without the CRC (skip_crc): the page and the header are
- * checked and the payload copied.  check is always compared; want must
- * not be NULL. */
+ * checked and the payload copied (not with want->dst NULL).  check is
+ * always compared; want must not be NULL. */
 int bfs__copy_value(const struct bfs__env *e, const MDB_val *v,
 		    uint64_t check, struct bfs__want *want);
 /* The index value v: 0 and its header in *h, or BFS_E_CRC (size, header

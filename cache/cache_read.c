@@ -6,7 +6,8 @@
  * DESIGN
  *   A reader owns one MDB_txn, reset between gets: renew at the start of a
  *   get, reset at its end (bfs__txn_renew/bfs__txn_reset, which hold the
- *   map lock meanwhile).  Counters are atomics; nothing else is shared
+ *   map lock meanwhile).  bfs_cache_get_ref's hit leaves it renewed, the
+ *   value lent (r->lent), until put_ref or the reader's next call.  Counters are atomics; nothing else is shared
  *   between readers.  An entry that fails its CRC is handed to the writer
  *   through c->crcdel, which the writer set when it started: the read path
  *   never calls up into cache_writer.c.
@@ -45,18 +46,31 @@ void bfs_cache_reader_destroy(bfs_cache_reader *r)
 {
 	if (!r)
 		return;
+	bfs_cache_put_ref(r);
 	if (r->txn)
 		mdb_txn_abort(r->txn); /* frees the slot (MDB_NOTLS) */
 	free(r);
 }
 
-static int get(bfs_cache_reader *r, const bfs_cache_key *key, struct bfs__want *want)
+void bfs_cache_put_ref(bfs_cache_reader *r)
+{
+	if (!r || !r->lent)
+		return;
+	r->lent = 0;
+	bfs__txn_reset(r->c->e, r->txn); /* the snapshot's pages, and maplock */
+}
+
+/* Look key up into want.  With lend (want->dst NULL) a hit keeps the
+ * transaction open and points *lend at the payload in the map. */
+static int get(bfs_cache_reader *r, const bfs_cache_key *key, struct bfs__want *want,
+	       const void **lend)
 {
 	bfs_cache *c = r->c;
 	struct bfs__env *e = c->e;
 	MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)key->k }, v;
 	int rc, err;
 
+	bfs_cache_put_ref(r); /* asking again gives the last one back */
 	rc = bfs__txn_renew(e, r->txn);
 	if (rc)
 		return bfs__map_err(rc);
@@ -66,7 +80,12 @@ static int get(bfs_cache_reader *r, const bfs_cache_key *key, struct bfs__want *
 				    : bfs__check_value(e, key->k, &v, key->check, want);
 	else
 		err = bfs__map_err(rc);
-	bfs__txn_reset(e, r->txn);
+	if (err == 0 && lend) {
+		*lend = (const uint8_t *)v.mv_data + BFS__VHDR;
+		r->lent = 1; /* bfs_cache_put_ref resets the transaction */
+	} else {
+		bfs__txn_reset(e, r->txn);
+	}
 
 	switch (err) {
 	case 0:
@@ -96,7 +115,7 @@ int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		  size_t len, int64_t *label)
 {
 	struct bfs__want want = { .dst = dst, .cap = len, .exact = 1 };
-	int err = get(r, key, &want);
+	int err = get(r, key, &want, NULL);
 
 	if (err == 0)
 		*label = want.label;
@@ -108,11 +127,27 @@ int bfs_cache_get_shaped(bfs_cache_reader *r, const bfs_cache_key *key, void *ds
 			 int64_t *label)
 {
 	struct bfs__want want = { .dst = dst, .cap = cap, .exact = 0 };
-	int err = get(r, key, &want);
+	int err = get(r, key, &want, NULL);
 
 	if (err == 0 || err == -ENOBUFS)
 		*len = want.len;
 	if (err == 0) {
+		*shape = want.shape;
+		*label = want.label;
+	}
+	return err;
+}
+
+int bfs_cache_get_ref(bfs_cache_reader *r, const bfs_cache_key *key, const void **data,
+		      size_t *len, bfs_store_shape *shape, int64_t *label)
+{
+	struct bfs__want want = { .dst = NULL };
+	const void *p = NULL;
+	int err = get(r, key, &want, &p);
+
+	if (err == 0) {
+		*data = p;
+		*len = want.len;
 		*shape = want.shape;
 		*label = want.label;
 	}

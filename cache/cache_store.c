@@ -2,7 +2,8 @@
  * cache_store.c - the engine's store (engine/store.h) over the sample
  * cache: a sample's identity becomes its cache key (bfs_cache_key_make,
  * with the mount's fingerprint and source directory), a lookup is
- * bfs_cache_get, an offer is one bfs_cache_submit.  See cache.h.
+ * bfs_cache_get_shaped, a view bfs_cache_get_ref (put_view its put_ref), an
+ * offer is one bfs_cache_submit.  See cache.h.
  */
 #include "cache/cache.h"
 
@@ -56,9 +57,30 @@ static int get(void *p, const bfs_sample_identity *id, void *dst, size_t cap,
 	bfs_cache_key key;
 	int err;
 
+	bfs_cache_put_ref(rd->r); /* before anything can fail: asking again */
 	if ((err = bfs_cache_key_make(&key, rd->s->fingerprint, rd->s->dir, id)))
 		return err;
 	return bfs_cache_get_shaped(rd->r, &key, dst, cap, len, shape, label);
+}
+
+static int get_view(void *p, const bfs_sample_identity *id, const void **data, size_t *len,
+		    bfs_store_shape *shape, int64_t *label)
+{
+	struct reader *rd = p;
+	bfs_cache_key key;
+	int err;
+
+	bfs_cache_put_ref(rd->r); /* before anything can fail: asking again */
+	if ((err = bfs_cache_key_make(&key, rd->s->fingerprint, rd->s->dir, id)))
+		return err;
+	return bfs_cache_get_ref(rd->r, &key, data, len, shape, label);
+}
+
+static void put_view(void *p)
+{
+	struct reader *rd = p;
+
+	bfs_cache_put_ref(rd->r);
 }
 
 static void offer(void *ctx, const bfs_store_item *items, size_t n,
@@ -122,6 +144,8 @@ int bfs_cache_store_open(bfs_cache *c, const char *fingerprint,
 	out->offer = offer;
 	out->wants = wants;
 	out->flush = flush;
+	out->get_view = get_view;
+	out->put_view = put_view;
 	return 0;
 }
 

@@ -75,6 +75,7 @@ static void fill_want(struct bfs__want *want, const struct bfs__vhdr *h)
 	want->shape.src_h = h->src_h;
 	want->shape.src_w = h->src_w;
 	want->label = h->label;
+	want->len = (size_t)h->len;
 }
 
 int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
@@ -89,12 +90,12 @@ int bfs__check_value(const struct bfs__env *e, const uint8_t *key,
 		return err;
 	if (check && h.check != check)
 		return -ENOENT;
-	if (want && (err = fits(want, h.len)))
+	if (want && want->dst && (err = fits(want, h.len)))
 		return err;
 	payload = (const uint8_t *)v->mv_data + BFS__VHDR;
-	if (want)
+	if (want && want->dst)
 		crc = bfs__copy_crc(want->dst, payload, h.len, 0);
-	else
+	else /* checked where it lies: no copy */
 		crc = bfs_crc32c(0, payload, h.len);
 	crc = bfs__vhdr_crc(crc, &h);
 	if (bfs_crc32c(crc, key, BFS_CACHE_KEY_BYTES) != h.crc)
@@ -115,9 +116,10 @@ int bfs__copy_value(const struct bfs__env *e, const MDB_val *v,
 		return err;
 	if (h.check != check)
 		return -ENOENT;
-	if ((err = fits(want, h.len)))
+	if (want->dst && (err = fits(want, h.len)))
 		return err;
-	memcpy(want->dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
+	if (want->dst)
+		memcpy(want->dst, (const uint8_t *)v->mv_data + BFS__VHDR, h.len);
 	fill_want(want, &h);
 	return 0;
 }

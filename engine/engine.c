@@ -66,7 +66,7 @@ size_t bfs_engine_batch_sample_bytes(const bfs_engine *e, uint64_t id)
 
 	if (id >= e->total)
 		return 0;
-	bfs_engine_epoch_shape(e, (unsigned)(id / e->per_epoch), &h, &w);
+	bfs_engine_epoch_shape(e, (unsigned)bfs__epoch_of(e, id), &h, &w);
 	return (size_t)h * (size_t)w * 3 * bfs_dtype_size(e->o.dtype);
 }
 
@@ -93,12 +93,11 @@ int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 
 	if (id >= e->total || j >= bfs_engine_batch_count(e, id))
 		return -EINVAL;
-	i = bfs_order_sample(&e->orders[id / e->per_epoch],
-			     (id % e->per_epoch) * e->o.batch + j);
+	i = bfs__sample_of(e, id, j);
 	if (e->rrc && e->o.augment_flip)
-		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, 1, 1, 1, 1, 1, 0, &a);
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, 1, 1, 1, 1, 1, 0, &a);
 	else if (!e->rrc && (e->o.augment_flip || e->o.augment_crop))
-		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
 			     e->o.height, e->o.width, e->o.augment_flip,
 			     e->o.augment_crop, &a);
 	*flip = a.flip;
@@ -113,6 +112,7 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
 }
 
 unsigned bfs_engine_epochs(const bfs_engine *e) { return e->o.epochs; }
+unsigned bfs_engine_ranks(const bfs_engine *e) { return e->nranks; }
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e) { return e->epoch_n; }
 size_t bfs_engine_sample_bytes(const bfs_engine *e) { return e->sample_bytes; }
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e) { return &e->o; }
@@ -130,14 +130,28 @@ unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id)
 	return (unsigned)(e->epoch_n - first);
 }
 
+uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id)
+{
+	return (id / e->per_epoch) % e->o.epochs;
+}
+
 /* Source index of position j of batch id: the epoch's order (file order,
- * or the stateless permutation of (seed, epoch)), sliced for this rank. */
+ * or the stateless permutation of (seed, epoch)), sliced for its rank:
+ * id = (r * epochs + epoch) * per_epoch + index (engine.h). */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j)
 {
-	uint64_t epoch = id / e->per_epoch;
 	uint64_t k = (id % e->per_epoch) * e->o.batch + j;
+	unsigned r = (unsigned)(id / e->per_rank);
 
-	return bfs_order_sample(&e->orders[epoch], k);
+	return bfs_order_sample_rank(&e->orders[bfs__epoch_of(e, id)],
+				     e->o.rank + r, k);
+}
+
+uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d)
+{
+	uint64_t base = id / e->per_rank * e->per_rank;
+
+	return base + (id - base + d) % e->per_rank;
 }
 
 uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)
@@ -153,7 +167,7 @@ size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 	int h, w, len;
 	uint64_t shape[4];
 
-	bfs_engine_epoch_shape(e, id < e->total ? (unsigned)(id / e->per_epoch) : 0, &h, &w);
+	bfs_engine_epoch_shape(e, id < e->total ? (unsigned)bfs__epoch_of(e, id) : 0, &h, &w);
 	shape[0] = bfs_engine_batch_count(e, id);
 	shape[1] = (uint64_t)h;
 	shape[2] = (uint64_t)w;
@@ -191,7 +205,8 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 	if (o->augment_rrc) /* the decoded image: no output size in it */
 		n = snprintf(desc, sizeof(desc),
 			     "batchfs-format=%d;stage1=decoded-image;dtype=uint8;"
-			     "decode=turbojpeg-ifast-fancy-cmyk-adobe;"
+			     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
+			     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
 			     "reduce=shorter-side-%d-bilinear-halfpixel-noaa-round-even",
 			     BFS_FORMAT_VERSION,
 			     o->cache_res < 0 ? 0 : o->cache_res ? o->cache_res
@@ -199,7 +214,8 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 	else
 		n = snprintf(desc, sizeof(desc),
 			     "batchfs-format=%d;size=%dx%d;dtype=%s;"
-			     "decode=turbojpeg-ifast-fancy-cmyk-adobe;"
+			     "decode=turbojpeg-ifast-fancy-cmyk-adobe,"
+			     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
 			     "resize=bilinear-halfpixel-noaa",
 			     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
 	if (!o->augment_rrc && o->resize_crop && n > 0 && n < (int)sizeof(desc))

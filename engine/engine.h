@@ -13,6 +13,15 @@
  * ... of that order, floor(N / world) of them (PyTorch's
  * DistributedSampler with drop_last=True).
  *
+ * One engine may serve several consecutive ranks (opts.ranks, for the
+ * local ranks of a node): then id = (r * epochs + epoch) *
+ * batches_per_epoch + index, where r = rank - opts.rank, and each rank's
+ * batches are byte for byte those of an engine made for that rank alone
+ * (every rank has the same number of samples and batches).  The ranks
+ * share the workers, the memory budget and the store; read-ahead follows
+ * each reader within its own rank.  With one rank (opts.ranks 0 or 1) the
+ * two formulas agree.
+ *
  * The bytes of a batch depend only on the source, the options and the id:
  * never on the thread count, on timing, or on which batch was read first.
  *
@@ -126,6 +135,8 @@ typedef struct {
 	const bfs_store *store;
 	unsigned rank, world;    /* DistributedSampler(drop_last=True) slice;
 				  * world 0 = 1 */
+	unsigned ranks;          /* serve ranks rank .. rank+ranks-1 (see the
+				  * batch ids above); 0 = 1 */
 	bfs_on_error on_error;
 	uint64_t max_pixels;     /* 0 = no limit.  Every image within it must
 				  * decode under mem_bytes (see create) */
@@ -156,6 +167,8 @@ typedef struct {
 /* One reader (a process reading the mount), as the autotuner sees it. */
 typedef struct {
 	uint64_t reader;           /* the key given to hint/get (a pid) */
+	uint64_t last_batch;       /* the batch id it moved to last (epoch *
+				    * batches per epoch + batch) */
 	unsigned depth;            /* its read-ahead depth now */
 	double batches_per_s;      /* rate at which it moves to new batches */
 	uint64_t batches;          /* new batches it asked for */
@@ -167,6 +180,7 @@ typedef struct {
 
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
+	uint64_t samples_served;   /* the samples in them */
 	uint64_t batches_produced;
 	uint64_t batches_delivered;/* delivered ahead by deliver_ahead */
 	uint64_t slot_files_replaced; /* moved to a new file: a reader held it */
@@ -226,6 +240,8 @@ void bfs_engine_destroy(bfs_engine *e);
 /* Shape of the namespace. */
 uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e);
 unsigned bfs_engine_epochs(const bfs_engine *e);
+/* Ranks served (opts.ranks, at least 1); ids run over all of them. */
+unsigned bfs_engine_ranks(const bfs_engine *e);
 /* Samples in batch id (B, or fewer for the last one of an epoch). */
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
 /* Height and width of the cached (stage-1) form of a sample; 0 x 0 with
@@ -245,7 +261,7 @@ int bfs_engine_sample_aug(const bfs_engine *e, uint64_t id, unsigned j,
 /* Source index of position j of batch id, or UINT64_MAX if out of range. */
 uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id,
 				 unsigned j);
-/* Samples one epoch serves (this rank's share, after drop_remainder). */
+/* Samples one epoch serves (one rank's share, after drop_remainder). */
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e);
 /* Bytes of one image in the output: H * W * 3 * sizeof(dtype), of the
  * largest size of the schedule (what a slot holds per sample). */

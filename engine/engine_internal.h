@@ -136,6 +136,9 @@ struct worker {
 	bfs_buf in;            /* encoded bytes */
 	void *scratch;         /* resize scratch */
 	size_t scratch_cap;
+	uint8_t *pix;          /* decoded pixels of a PNG or WebP (a JPEG's
+				* are in dec); at most one of the two held */
+	size_t pix_cap;
 	uint8_t *s1;           /* rrc: the stage-1 copy (reduced, or from the
 				* store) */
 	size_t s1_cap;
@@ -166,9 +169,12 @@ struct bfs_engine {
 	bfs_store store;      /* a copy of *o.store, when there is one */
 	uint64_t nsamples;    /* in the source */
 	uint64_t epoch_n;     /* samples one epoch of this rank serves */
-	bfs_order *orders;    /* one per epoch: shuffle and rank slicing */
+	bfs_order *orders;    /* one per epoch, for every rank served
+			       * (bfs_order_sample_rank): shuffle and slicing */
+	unsigned nranks;      /* ranks served, opts.ranks or 1 */
 	uint64_t per_epoch;   /* batches per epoch */
-	uint64_t total;       /* per_epoch * epochs */
+	uint64_t per_rank;    /* per_epoch * epochs: one rank's batch ids */
+	uint64_t total;       /* per_rank * nranks */
 	size_t sample_bytes;
 	size_t images_cap;    /* bytes of one slot's image buffer */
 	size_t slot_head;     /* slot files: a full batch's NPY header */
@@ -258,8 +264,14 @@ void bfs__stage1_of(const bfs_engine_opts *o, int *h, int *w, bfs_dtype *dt,
 		    int *post);
 
 /* Source index of position j of batch id: the epoch's order (file order,
- * or the stateless permutation of (seed, epoch)), sliced for this rank. */
+ * or the stateless permutation of (seed, epoch)), sliced for its rank. */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j);
+/* The epoch batch id belongs to (whatever its rank). */
+uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id);
+/* The batch d after id in its reader's sequence: the same rank's next
+ * batch, past the end of an epoch into the next, after the last epoch
+ * back to the rank's first. */
+uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d);
 
 /* How stage 2 makes an output sample of epoch `epoch` (its size from the
  * schedule) out of a src_h x src_w sample of src_dtype. */

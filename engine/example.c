@@ -420,6 +420,241 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 	return 0;
 }
 
+/* ---- skimming a record read piecewise ----------------------------------- */
+
+static size_t varint_len(uint64_t v);
+static uint8_t *put_varint(uint8_t *p, uint64_t v);
+
+/* The record seen through a window: head (what the caller already has)
+ * and a SKIM_WINDOW-byte buffer refilled by read, so only the bytes of
+ * field tags, lengths and wanted entries are ever read. */
+#define SKIM_WINDOW 4096
+
+typedef struct {
+	const uint8_t *head;
+	size_t head_len, total;
+	bfs_example_read_fn read;   /* (ctx, off, buf, len) */
+	void *ctx;
+	uint8_t win[SKIM_WINDOW];
+	size_t woff, wlen;
+	char *errmsg;
+} skimmer;
+
+/* Point *p at bytes [off, off + n) of the record (n <= SKIM_WINDOW,
+ * off + n <= total).  0 or read's error. */
+static int skim_at(skimmer *k, size_t off, size_t n, const uint8_t **p)
+{
+	size_t want;
+	int err;
+
+	if (off + n <= k->head_len) {
+		*p = k->head + off;
+		return 0;
+	}
+	if (off >= k->woff && off + n <= k->woff + k->wlen) {
+		*p = k->win + (off - k->woff);
+		return 0;
+	}
+	want = k->total - off < SKIM_WINDOW ? k->total - off : SKIM_WINDOW;
+	if ((err = k->read(k->ctx, off, k->win, want))) {
+		bfs_seterr(k->errmsg, "cannot read the record at byte %zu: %s", off,
+			   bfs_strerror(err));
+		return err;
+	}
+	k->woff = off;
+	k->wlen = want;
+	*p = k->win;
+	return 0;
+}
+
+/* Read a varint at *pos inside a message ending at end: 0, 1 when it is
+ * truncated or overlong (as read_varint), or read's error (< 0). */
+static int skim_varint(skimmer *k, size_t *pos, size_t end, uint64_t *v)
+{
+	size_t n = end - *pos < 10 ? end - *pos : 10, p = 0;
+	const uint8_t *b;
+	int err;
+
+	if (n == 0)
+		return 1;
+	if ((err = skim_at(k, *pos, n, &b)))
+		return err;
+	if (read_varint(b, &p, n, v))
+		return 1;
+	*pos += p;
+	return 0;
+}
+
+/* pb_next over the skimmer: the same checks, the same messages; a
+ * length-delimited payload is only skipped. */
+static int skim_next(skimmer *k, size_t *pos, size_t end, pbfield *f)
+{
+	uint64_t tag, n;
+	int r;
+
+	if (*pos >= end)
+		return 0;
+	f->at = *pos;
+	if ((r = skim_varint(k, pos, end, &tag)))
+		return r < 0 ? r : corrupt(k->errmsg, f->at,
+					   "truncated or overlong field tag");
+	if (tag >> 3 == 0 || tag >> 3 > 0x1fffffff)
+		return corrupt(k->errmsg, f->at, "invalid field number");
+	f->field = (uint32_t)(tag >> 3);
+	f->wt = (int)(tag & 7);
+	switch (f->wt) {
+	case WT_VARINT:
+		if ((r = skim_varint(k, pos, end, &f->v)))
+			return r < 0 ? r : corrupt(k->errmsg, f->at,
+						   "truncated or overlong varint");
+		break;
+	case WT_FIXED64:
+	case WT_FIXED32: {
+		size_t w = f->wt == WT_FIXED64 ? 8 : 4;
+
+		if (end - *pos < w)
+			return corrupt(k->errmsg, f->at, "truncated fixed-width value");
+		*pos += w;
+		break;
+	}
+	case WT_LEN:
+		if ((r = skim_varint(k, pos, end, &n)))
+			return r < 0 ? r : corrupt(k->errmsg, f->at,
+						   "truncated or overlong length");
+		if (n > end - *pos)
+			return corrupt(k->errmsg, f->at,
+				       "length runs past the end of its message");
+		f->off = *pos;
+		f->len = (size_t)n;
+		*pos += (size_t)n;
+		break;
+	case WT_SGROUP:
+	case WT_EGROUP:
+		return corrupt(k->errmsg, f->at, "groups are not supported");
+	default:
+		return corrupt(k->errmsg, f->at, "invalid wire type");
+	}
+	return 1;
+}
+
+/* Is the key at [off, off + len) one of keys? */
+static int skim_wanted(skimmer *k, size_t off, size_t len,
+		       const char *const *keys, int *err)
+{
+	const uint8_t *b;
+
+	*err = 0;
+	if (len > 255)
+		return 0; /* longer than any key asked for */
+	for (size_t i = 0; keys[i]; i++) {
+		if (strlen(keys[i]) != len)
+			continue;
+		if ((*err = skim_at(k, off, len, &b)))
+			return 0;
+		if (!memcmp(b, keys[i], len))
+			return 1;
+	}
+	return 0;
+}
+
+int bfs_example_skim(const uint8_t *head, size_t head_len, size_t total,
+		     bfs_example_read_fn read, void *ctx,
+		     const char *const *keys, uint8_t *out, size_t cap,
+		     size_t *out_len, char *errmsg)
+{
+	skimmer ks, *k = &ks; /* 4 KiB on the stack: no allocation per record */
+	size_t pos = 0, o = 6; /* out[0..6): the features tag and length */
+	pbfield f, g, h;
+	int r, err = 0;
+
+	*out_len = 0;
+	if (cap < 6 || (!head && head_len))
+		return -EINVAL;
+	k->head = head;
+	k->head_len = head_len < total ? head_len : total;
+	k->total = total;
+	k->read = read;
+	k->ctx = ctx;
+	k->woff = k->wlen = 0;
+	k->errmsg = errmsg;
+	/* as walk(): Example.features may repeat, Features.feature entries */
+	while ((r = skim_next(k, &pos, total, &f)) > 0) {
+		size_t fpos, fend;
+
+		if (f.field != 1)
+			continue;
+		if (f.wt != WT_LEN) {
+			r = corrupt(errmsg, f.at, "Example.features is not "
+				    "length-delimited");
+			break;
+		}
+		fpos = f.off;
+		fend = f.off + f.len;
+		while ((r = skim_next(k, &fpos, fend, &g)) > 0) {
+			size_t epos = g.off, eend = g.off + g.len;
+			size_t koff = g.off, klen = 0;
+
+			if (g.field != 1)
+				continue;
+			if (g.wt != WT_LEN) {
+				r = corrupt(errmsg, g.at, "Features.feature is "
+					    "not length-delimited");
+				break;
+			}
+			/* as walk_entry(): the last key wins */
+			while ((r = skim_next(k, &epos, eend, &h)) > 0) {
+				if (h.field != 1 && h.field != 2)
+					continue;
+				if (h.wt != WT_LEN) {
+					r = corrupt(errmsg, h.at, "map entry field "
+						    "is not length-delimited");
+					break;
+				}
+				if (h.field == 1) {
+					koff = h.off;
+					klen = h.len;
+				}
+			}
+			if (r < 0)
+				break;
+			if (skim_wanted(k, koff, klen, keys, &err)) {
+				const uint8_t *b;
+				size_t vl = varint_len(g.len);
+
+				if (g.len > SKIM_WINDOW || 1 + vl + g.len > cap - o) {
+					bfs_seterr(errmsg, "feature map entry at byte "
+						   "%zu is %zu bytes, more than %zu",
+						   g.at, g.len, cap - o < SKIM_WINDOW
+						   ? cap - o : (size_t)SKIM_WINDOW);
+					r = BFS_E_TOOBIG;
+					break;
+				}
+				if ((r = skim_at(k, g.off, g.len, &b)))
+					break;
+				out[o++] = 0x0a; /* Features.feature, LEN */
+				o = (size_t)(put_varint(out + o, g.len) - out);
+				memcpy(out + o, b, g.len);
+				o += g.len;
+			} else if (err) {
+				r = err;
+				break;
+			}
+		}
+		if (r < 0)
+			break;
+	}
+	if (r == 0) {
+		/* the Example: its features tag and length, then the entries */
+		size_t body = o - 6, vl = varint_len(body);
+
+		out[0] = 0x0a;
+		put_varint(out + 1, body);
+		memmove(out + 1 + vl, out + 6, body);
+		*out_len = 1 + vl + body;
+	}
+	return r;
+}
+
 /* ---- builder ----------------------------------------------------------- */
 
 /* The Example's own tag and length go in front of the entries at finish,

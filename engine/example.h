@@ -60,6 +60,36 @@ int bfs_example_find(const uint8_t *buf, size_t len, const char *image_key,
 		     size_t *image_len, int64_t *label, char *errmsg);
 
 /*
+ * Reads len bytes at byte off of the record into buf (off + len never
+ * passes the record's end): 0 or a negative errno.
+ */
+typedef int (*bfs_example_read_fn)(void *ctx, size_t off, void *buf,
+				   size_t len);
+
+/*
+ * Skim a serialized Example of `total` bytes for the map entries of the
+ * features named in keys (a NULL-terminated list of keys of at most 255
+ * bytes), reading only what that needs: head[0..head_len) is what the
+ * caller already holds of the record's start; the rest is read through
+ * read(ctx, ...) in windows of 4 KiB, and of every other entry only its
+ * field tags, lengths and key are read, never its value (a JPEG is
+ * skipped, not read).  The structure is checked as bfs_example_find
+ * checks it, with the same messages.
+ *
+ * On success out[0..*out_len) is a serialized Example that holds exactly
+ * the wanted entries, in their order, so bfs_example_find on it answers
+ * for those keys as on the whole record (protobuf's last-entry-wins rule
+ * included).  Errors (errmsg, BFS_ERRMSG_MAX bytes, may be NULL):
+ * BFS_E_CORRUPT (malformed, naming the byte offset), BFS_E_TOOBIG (a
+ * wanted entry is over 4 KiB or does not fit in cap), -EINVAL (cap < 6),
+ * or read's error.  No allocation (4 KiB of stack).  Any thread.
+ */
+int bfs_example_skim(const uint8_t *head, size_t head_len, size_t total,
+		     bfs_example_read_fn read, void *ctx,
+		     const char *const *keys, uint8_t *out, size_t cap,
+		     size_t *out_len, char *errmsg);
+
+/*
  * Builder: accumulates features, then serializes one Example.  Features
  * come out in the order they were added.  One builder per thread; reuse it
  * across records with bfs_example_builder_reset().

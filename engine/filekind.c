@@ -48,5 +48,40 @@ const char *bfs_filekind(const uint8_t *h, size_t n)
 			       ((uint32_t)h[8] | (uint32_t)h[9] << 8 |
 				(uint32_t)h[10] << 16 | (uint32_t)h[11] << 24))
 		return "a TFRecord file";
+	/* A zlib stream (RFC 1950) with a 32 KiB window, as zlib's
+	 * compress() and TensorFlow's ZLIB option write it: CMF 0x78 and
+	 * one of the four FLG bytes of its levels (no preset dictionary).
+	 * Last, so that a TFRecord whose first length starts 78 9c is one. */
+	if (n >= 2 && h[0] == 0x78 &&
+	    (h[1] == 0x01 || h[1] == 0x5e || h[1] == 0x9c || h[1] == 0xda))
+		return "zlib data";
+	return NULL;
+}
+
+const char *bfs_filekind_advice(const char *kind)
+{
+	static const struct { const char *kind, *advice; } adv[] = {
+		{ "gzip data",
+		  "not a GZIP TFRecord or .tar.gz that batchfs could read "
+		  "(they are read: see where it breaks with gzip -t FILE)" },
+		{ "zlib data",
+		  "a ZLIB-compressed TFRecord (TFRecordDataset's compression_type "
+		  "\"ZLIB\"), which batchfs does not read: decompress it first "
+		  "(python3 -c 'import sys, zlib; sys.stdout.buffer.write("
+		  "zlib.decompress(sys.stdin.buffer.read()))' < FILE > NEW)" },
+		{ "bzip2 data",
+		  "a compressed file, which batchfs does not read: decompress it "
+		  "first (bzip2 -dc < FILE > NEW)" },
+		{ "xz data",
+		  "a compressed file, which batchfs does not read: decompress it "
+		  "first (xz -dc < FILE > NEW)" },
+		{ "zstd data",
+		  "a compressed file, which batchfs does not read: decompress it "
+		  "first (zstd -dc < FILE > NEW)" },
+	};
+
+	for (size_t i = 0; kind && i < sizeof(adv) / sizeof(adv[0]); i++)
+		if (!strcmp(kind, adv[i].kind))
+			return adv[i].advice;
 	return NULL;
 }

@@ -23,11 +23,24 @@
  * (HEIF/AVIF/MP4) file", "a TFRecord file" (the first record header's
  * length CRC holds), "a tar archive" (ustar magic at 257), "gzip data",
  * "bzip2 data", "xz data", "zstd data", "a zip archive", "a 7-Zip
- * archive", "an ELF executable", "a PDF document", "a NumPy .npy file";
- * or NULL when no signature matches.  Signatures only: nothing is said of
+ * archive", "an ELF executable", "a PDF document", "a NumPy .npy file",
+ * "zlib data" (a zlib header as zlib and TensorFlow's ZLIB option write
+ * it: 78 01, 78 5e, 78 9c or 78 da, tried last); or NULL when no
+ * signature matches.  Signatures only: nothing is said of
  * text or of any other content.  Returns a static string.  Pure function:
  * any thread.
  */
 const char *bfs_filekind(const uint8_t *head, size_t n);
+
+/*
+ * For a kind bfs_filekind names that is compressed data a user may have
+ * given as shards (gzip, zlib, bzip2, xz, zstd), what it likely is and
+ * what to do, as a phrase that follows "it looks like KIND: ": "a
+ * ZLIB-compressed TFRecord (...), which batchfs does not read: decompress
+ * it first (python3 -c ...)".  gzip data is read (GZIP TFRecords, .tar.gz),
+ * so its phrase is for gzip data that could not be.  NULL for any other
+ * kind (and for NULL).  Returns a static string; any thread.
+ */
+const char *bfs_filekind_advice(const char *kind);
 
 #endif

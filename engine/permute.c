@@ -123,12 +123,17 @@ int bfs_order_init(bfs_order *o, uint64_t n, int shuffle, uint64_t seed, uint64_
 	return 0;
 }
 
-uint64_t bfs_order_sample(const bfs_order *o, uint64_t k)
+uint64_t bfs_order_sample_rank(const bfs_order *o, unsigned rank, uint64_t k)
 {
 	uint64_t pos;
 
-	if (k >= o->per_rank)
+	if (k >= o->per_rank || rank >= o->world)
 		return BFS_ORDER_NONE;
-	pos = o->rank + k * o->world; /* < per_rank * world <= n */
+	pos = rank + k * o->world; /* < per_rank * world <= n */
 	return o->shuffle ? bfs_perm_apply(&o->perm, pos) : pos;
+}
+
+uint64_t bfs_order_sample(const bfs_order *o, uint64_t k)
+{
+	return bfs_order_sample_rank(o, o->rank, k);
 }

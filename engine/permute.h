@@ -96,4 +96,13 @@ int bfs_order_init(bfs_order *o, uint64_t n, int shuffle, uint64_t seed, uint64_
  */
 uint64_t bfs_order_sample(const bfs_order *o, uint64_t k);
 
+/*
+ * The same for another rank of the same epoch: what bfs_order_sample gives
+ * on the order bfs_order_init makes for `rank` (same n, shuffle, seed,
+ * epoch and world).  Every rank has the same per_rank, so one bfs_order per
+ * epoch serves all of them.  BFS_ORDER_NONE for k >= per_rank or rank >=
+ * world.  Pure; any number of threads on one bfs_order.
+ */
+uint64_t bfs_order_sample_rank(const bfs_order *o, unsigned rank, uint64_t k);
+
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/image.h"
 #include "engine/resize.h"
 
 /* ---- workers ---------------------------------------------------------- */
@@ -199,8 +200,10 @@ static unsigned online_cores(void)
 
 /* Scratch one sample of this many pixels may need: its encoded bytes (as
  * large as the largest record, in the buffer's power-of-two steps), the
- * decoded pixels (4 bytes each: CMYK decodes through four channels) and
- * the resize rows. */
+ * decoded pixels and the decoder's work memory in the format that needs
+ * the most (bfs_image_scratch_max: lossless WebP, about 8 bytes a pixel;
+ * a JPEG takes 4, CMYK decoding through four channels) and the resize
+ * rows. */
 static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 				uint64_t pixels)
 {
@@ -229,7 +232,7 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 		if (r > rs)
 			rs = r;
 	}
-	return in_max + pixels * 4 + rs;
+	return in_max + bfs_image_scratch_max(pixels) + rs;
 }
 
 /* Split the budget (--mem): a scratch pool for the workers (at least
@@ -410,12 +413,21 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 	if (!e->o.world)
 		e->o.world = 1;
+	e->nranks = e->o.ranks ? e->o.ranks : 1;
 	e->nsamples = bfs_source_count(src);
-	if (e->o.rank >= e->o.world || e->nsamples < e->o.world) {
-		bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
-			   e->o.world, e->o.rank >= e->o.world
-			   ? "rank must be below world"
-			   : "fewer samples than ranks");
+	if (e->o.rank >= e->o.world || e->nranks > e->o.world - e->o.rank ||
+	    e->nsamples < e->o.world) {
+		if (e->nranks > 1)
+			bfs_seterr(errmsg, "--ranks %u-%u --world %u: %s", e->o.rank,
+				   e->o.rank + e->nranks - 1, e->o.world,
+				   e->nsamples >= e->o.world
+				   ? "every rank must be below world"
+				   : "fewer samples than ranks");
+		else
+			bfs_seterr(errmsg, "--rank %u --world %u: %s", e->o.rank,
+				   e->o.world, e->o.rank >= e->o.world
+				   ? "rank must be below world"
+				   : "fewer samples than ranks");
 		free(e);
 		return -EINVAL;
 	}
@@ -440,7 +452,8 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 	if (e->o.drop_remainder)
 		e->epoch_n = e->per_epoch * e->o.batch;
-	e->total = e->per_epoch * e->o.epochs;
+	e->per_rank = e->per_epoch * e->o.epochs;
+	e->total = e->per_rank * e->nranks;
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
 			  bfs_dtype_size(e->o.dtype);
 	for (unsigned k = 0; k < e->o.nsizes; k++) { /* slots hold the largest */
@@ -585,6 +598,7 @@ void bfs_engine_destroy(bfs_engine *e)
 			e->store.reader_destroy(e->workers[i].sr);
 		bfs_buf_free(&e->workers[i].in);
 		free(e->workers[i].scratch);
+		free(e->workers[i].pix);
 		free(e->workers[i].s1);
 		free(e->workers[i].out);
 	}

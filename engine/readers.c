@@ -99,7 +99,7 @@ static void reader_calm_locked(bfs_engine *e, struct reader *rd, uint64_t now)
 static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
 {
 	for (unsigned d = 1; d <= depth; d++) {
-		uint64_t next = (id + d) % e->total;
+		uint64_t next = bfs__ahead_of(e, id, d);
 		struct bfs_batch *b;
 
 		if (next == id)
@@ -147,6 +147,7 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 		if (b->state == SLOT_READY && b->delivered && !b->consumed) {
 			b->consumed = 1;
 			e->st.batches_served++;
+			e->st.samples_served += b->n;
 		}
 	} else if ((b = bfs__victim_locked(e, 1))) {
 		bfs__start_locked(e, b, id, 1);
@@ -239,6 +240,7 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	if (!b->consumed) {
 		b->consumed = 1;
 		e->st.batches_served++;
+		e->st.samples_served += b->n;
 		/* keep reading ahead as the reader moves, even without a hint */
 		if (!(flags & BFS_GET_ALONE))
 			readahead_locked(e, id, rd->depth);
@@ -295,6 +297,7 @@ void bfs_engine_get_stats(bfs_engine *e, bfs_engine_stats *st)
 			continue;
 		o = &st->readers[st->nreaders++];
 		o->reader = rd->key - 1;
+		o->last_batch = rd->last_id;
 		o->depth = rd->depth;
 		o->batches_per_s = rd->interval_ns > 0 ? 1e9 / rd->interval_ns : 0;
 		o->batches = rd->batches;

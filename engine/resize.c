@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__SSE2__)
@@ -102,6 +103,7 @@ struct xtab {
 	int vec_from, vec_to; /* pixels [vec_from, vec_to) may load 8 bytes at
 			       * base3: a prefix, or mirrored a suffix */
 	int src_w, dst_w;
+	int avx2;             /* hrow may take hrow_avx2 (the CPU has it) */
 };
 
 /* Scalar version of the pair lerp for pixels [from, to). */
@@ -121,15 +123,79 @@ static void hrow_scalar(const uint8_t *restrict s, const struct xtab *t, int fro
 	}
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_DISPATCH 1
+/* CPUID says AVX2 (leaf 7) and AVX, and the OS saves YMM state (XCR0 bits
+ * 1-2); and BATCHFS_RESIZE_NO_AVX2 is not set in the environment (asked at
+ * every call, not remembered: it keeps the SSE2 pass testable on machines
+ * with AVX2, in a forked child too). */
+static int have_avx2(void)
+{
+	static int known; /* 0: not asked yet, 1: no, 2: yes; same for all threads */
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+
+	if (!v) {
+		unsigned a, b, c, d, lo, hi;
+
+		v = 1;
+		if (__get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) && (c & bit_AVX)) {
+			__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+			if ((lo & 6) == 6 && __get_cpuid_count(7, 0, &a, &b, &c, &d) &&
+			    (b & bit_AVX2))
+				v = 2;
+		}
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v == 2 && !getenv("BATCHFS_RESIZE_NO_AVX2");
+}
+
+/*
+ * hrow's vector loop, two pixels a step: the same three float operations
+ * per channel, l + (r - l) * w, in the same order and without FMA (no
+ * "fma" target, contraction off), so the same bits.  Pixels [x, to) while
+ * the store of 8 floats at 3x stays inside the row's 3 * dst_w + 1
+ * (x + 3 <= dst_w); the 2 junk floats it writes past pixel x + 1 are
+ * pixel x + 2's, written after.  Returns the first pixel not done.
+ */
+__attribute__((target("avx2")))
+static int hrow_avx2(const uint8_t *restrict s, const struct xtab *t, int x, int to,
+		     float *restrict out)
+{
+	/* bytes L0 L1 L2 R0 R1 R2 . . of two pixels -> L of both, R of both */
+	const __m128i pick = _mm_setr_epi8(0, 1, 2, -1, 8, 9, 10, -1, 3, 4, 5, -1, 11, 12, 13, -1);
+	const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7);
+
+	if (to > t->dst_w - 2)
+		to = t->dst_w - 2;
+	for (; x + 2 <= to; x += 2) {
+		__m128i b = _mm_unpacklo_epi64(
+			_mm_loadl_epi64((const __m128i *)(const void *)(s + t->base3[x])),
+			_mm_loadl_epi64((const __m128i *)(const void *)(s + t->base3[x + 1])));
+		__m128i lr = _mm_shuffle_epi8(b, pick);
+		__m256 l = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lr));
+		__m256 r = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lr, 8)));
+		__m256 v = _mm256_add_ps(l, _mm256_mul_ps(_mm256_sub_ps(r, l),
+							  _mm256_loadu_ps(t->w4 + 4 * x)));
+
+		_mm256_storeu_ps(out + 3 * x, _mm256_permutevar8x32_ps(v, pack));
+	}
+	return x;
+}
+#endif
+
 /* out[3x + c] for one source row; out has 3 * dst_w + 1 floats.  The
  * scalar pixels before the vector range come first: a vector store writes
- * one junk float past its pixel, which the next pixel (or the spare
- * float) overwrites. */
+ * junk floats past its pixels, which the next pixels (or the spare float)
+ * overwrite. */
 static void hrow(const uint8_t *restrict s, const struct xtab *t, float *restrict out)
 {
 	int x = t->vec_from;
 
 	hrow_scalar(s, t, 0, t->vec_from, out);
+#if HAVE_AVX2_DISPATCH
+	if (t->avx2)
+		x = hrow_avx2(s, t, x, t->vec_to, out);
+#endif
 #if defined(__SSE2__)
 	const __m128i z = _mm_setzero_si128();
 
@@ -477,6 +543,11 @@ static void resize_window(const uint8_t *src, int src_w, int src_h, size_t src_s
 	t.w4 = w4;
 	t.src_w = src_w;
 	t.dst_w = dst_w;
+#if HAVE_AVX2_DISPATCH
+	t.avx2 = have_avx2();
+#else
+	t.avx2 = 0;
+#endif
 
 	for (int y = 0; y < dst_h; y++) {
 		const float *top = NULL, *bot = NULL;

@@ -55,7 +55,10 @@ size_t bfs_resize_scratch_size(int src_w, int src_h, int dst_w, int dst_h);
  * Returns 0, or -EINVAL for a NULL pointer, a size outside
  * 1..BFS_RESIZE_MAX_DIM, a short stride or an unknown dtype (dst untouched).
  * Pure function of its inputs: same bytes on every call, any thread, any
- * number of threads at once (each with its own scratch).
+ * number of threads at once (each with its own scratch).  The horizontal
+ * pass uses AVX2 where the CPU has it and SSE2 otherwise, with the same
+ * bits; BATCHFS_RESIZE_NO_AVX2 set in the environment keeps it on SSE2
+ * (for tests).
  */
 int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                    void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);

@@ -12,6 +12,7 @@
 
 #include "engine/augment.h"
 #include "engine/decode.h"
+#include "engine/image.h"
 #include "engine/label.h"
 #include "engine/resize.h"
 #include "engine/rrc.h"
@@ -130,8 +131,9 @@ static uint64_t most_for_one_locked(const bfs_engine *e)
  * other borrowers, slot memory it frees (release_slots_locked).  It waits
  * while memory that other workers and readers will give back is in use,
  * and fails only when the sample cannot fit in the budget at all:
- * BFS_E_MEMORY, with msg saying which --mem would do. */
-static int reserve(struct worker *w, size_t want, char *msg)
+ * BFS_E_MEMORY, with msg saying which --mem would do.  With wait 0
+ * (reserve_or_not) it never waits: -EAGAIN where it would. */
+static int reserve_or_not(struct worker *w, size_t want, int wait, char *msg)
 {
 	bfs_engine *e = w->e;
 	int err = 0;
@@ -182,6 +184,10 @@ static int reserve(struct worker *w, size_t want, char *msg)
 							       e->o.mem_bytes))
 				continue;
 		}
+		if (!wait) {
+			err = -EAGAIN;
+			break;
+		}
 		pthread_cond_wait(&e->room, &e->lock);
 	}
 	if (!err) {
@@ -194,6 +200,11 @@ static int reserve(struct worker *w, size_t want, char *msg)
 	}
 	pthread_mutex_unlock(&e->lock);
 	return err;
+}
+
+static int reserve(struct worker *w, size_t want, char *msg)
+{
+	return reserve_or_not(w, want, 1, msg);
 }
 
 /* After a sample: a worker that grew past SCRATCH_BASE frees its buffers
@@ -214,6 +225,9 @@ static void trim(struct worker *w)
 	free(w->scratch);
 	w->scratch = NULL;
 	w->scratch_cap = 0;
+	free(w->pix);
+	w->pix = NULL;
+	w->pix_cap = 0;
 	free(w->s1);
 	w->s1 = NULL;
 	w->s1_cap = 0;
@@ -228,6 +242,61 @@ static void trim(struct worker *w)
 	w->held = 0;
 }
 
+/* BFS_E_TOOBIG (msg says why) for an image over --max-pixels, else 0. */
+static int within_max_pixels(const bfs_engine *e, const bfs_image_info *img,
+			     char *msg)
+{
+	uint64_t px = (uint64_t)img->width * (uint64_t)img->height;
+
+	if (!e->o.max_pixels || px <= e->o.max_pixels)
+		return 0;
+	bfs_seterr(msg, "%dx%d %s has %llu pixels, more than the limit of %llu",
+		   img->width, img->height, bfs_image_format_name(img->format),
+		   (unsigned long long)px, (unsigned long long)e->o.max_pixels);
+	return BFS_E_TOOBIG;
+}
+
+/* One decoded-image buffer at a time, so that what the budget left for
+ * one image (bfs_image_scratch_max) covers it: a JPEG decodes in the
+ * decoder's scratch, anything else in w->pix, so the other one goes
+ * first.  0 or an error. */
+static int one_image_buffer(struct worker *w, const bfs_image_info *img)
+{
+	int err;
+
+	if (img->format == BFS_IMAGE_JPEG && w->pix) {
+		free(w->pix);
+		w->pix = NULL;
+		w->pix_cap = 0;
+	} else if (img->format != BFS_IMAGE_JPEG && w->dec_bytes) {
+		bfs_decoder_destroy(w->dec);
+		w->dec_bytes = 0;
+		if ((err = bfs_decoder_create(&w->dec))) {
+			w->dec = NULL;
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* PNG or WebP: w->pix grown to the image's pixels (reserved already).
+ * 0 or -ENOMEM with msg. */
+static int pix_grow(struct worker *w, const bfs_image_info *img, char *msg)
+{
+	uint8_t *n;
+
+	if (img->pixel_bytes <= w->pix_cap)
+		return 0;
+	if (!(n = realloc(w->pix, img->pixel_bytes))) {
+		bfs_seterr(msg, "out of memory for a %dx%d image", img->width,
+			   img->height);
+		return -ENOMEM;
+	}
+	w->pix = n;
+	w->pix_cap = img->pixel_bytes;
+	return 0;
+}
+
 /* Decode source sample i into dst and *label, or copy it from the store.
  * rec tells the batch's completion what to insert.  0 or an error. */
 static int make_sample(struct worker *w, uint64_t i, void *dst,
@@ -236,6 +305,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	bfs_engine *e = w->e;
 	const uint8_t *jpeg, *rgb;
 	bfs_sample_identity id;
+	bfs_image_info img;
 	size_t len, px, rs, in_cap;
 	uint64_t t0 = bfs__now_ns();
 	int err, sw, sh;
@@ -275,27 +345,32 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg);
 	if (err)
 		return err;
-	if ((err = bfs_decode_header(w->dec, jpeg, len, &sw, &sh, msg)))
+	if ((err = bfs_image_header(w->dec, jpeg, len, &img, msg)))
 		return err;
-	if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
-		bfs_seterr(msg, "%dx%d JPEG has %llu pixels, more than the limit of %llu",
-			   sw, sh, (unsigned long long)sw * (unsigned long long)sh,
-			   (unsigned long long)e->o.max_pixels);
-		return BFS_E_TOOBIG;
-	}
-	px = (size_t)sw * (size_t)sh * 4; /* CMYK decodes through 4 channels */
+	sw = img.width;
+	sh = img.height;
+	if ((err = within_max_pixels(e, &img, msg)))
+		return err;
+	if ((err = one_image_buffer(w, &img)))
+		return err;
+	px = img.format == BFS_IMAGE_JPEG
+		? (img.pixel_bytes > w->dec_bytes ? img.pixel_bytes : w->dec_bytes)
+		: (img.pixel_bytes > w->pix_cap ? img.pixel_bytes : w->pix_cap) +
+		  img.work_bytes;
 	rs = e->o.resize_crop
 		? bfs_resize_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h)
 		: bfs_resize_scratch_size(sw, sh, e->s1_w, e->s1_h);
-	if ((err = reserve(w, w->in.cap + (px > w->dec_bytes ? px : w->dec_bytes) +
+	if ((err = reserve(w, w->in.cap + px +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
-	err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &rgb, &sw,
-			     &sh, msg);
+	if (img.format != BFS_IMAGE_JPEG && (err = pix_grow(w, &img, msg)))
+		return err;
+	err = bfs_image_decode(w->dec, jpeg, len, &img, e->o.max_pixels,
+			       w->pix, w->pix_cap, &rgb, &sw, &sh, msg);
 	if (err)
 		return err;
-	if (px > w->dec_bytes)
-		w->dec_bytes = px;
+	if (img.format == BFS_IMAGE_JPEG && img.pixel_bytes > w->dec_bytes)
+		w->dec_bytes = img.pixel_bytes;
 	if (rs > w->scratch_cap) {
 		void *n = realloc(w->scratch, rs);
 		if (!n) {
@@ -393,35 +468,50 @@ struct rrc_src {
 	int w, h;
 };
 
-/* Look source sample id up in the store, into w->s1 (grown to fit).
- * 1 (a hit: *shape is the copy's), 0 (decode it), or an error. */
+/* Look source sample id up in the store.  With view (the store lends
+ * views) *copy points at its bytes in the store, lent until the caller's
+ * put_view; else they are copied into w->s1 (grown to fit) and *copy is
+ * w->s1.  1 (a hit: *shape is the copy's), 0 (decode it; no view held),
+ * or an error.  Hits are counted by the caller (after put_view: no lock is
+ * taken with a view held); damaged copies here. */
 static int rrc_lookup(struct worker *w, const bfs_sample_identity *id, size_t out_need,
-		      int64_t *label, bfs_store_shape *shape, char *msg)
+		      int view, int64_t *label, bfs_store_shape *shape, const uint8_t **copy,
+		      char *msg)
 {
 	bfs_engine *e = w->e;
 	uint64_t most = 3 * (e->o.max_pixels ? e->o.max_pixels : (uint64_t)1 << 32);
+	const void *p = NULL;
 	size_t got = 0;
 	int err;
 
-	err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
-	if (err == -ENOBUFS && got <= most) { /* room for it, and again */
-		if ((err = reserve(w, w->in.cap + w->dec_bytes + got +
-				   max_sz(out_need, w->out_cap) + w->scratch_cap, msg)))
-			return err;
-		if (grow((void **)&w->s1, &w->s1_cap, got))
-			return -ENOMEM;
+	if (view) {
+		err = e->store.get_view(w->sr, id, &p, &got, shape, label);
+	} else {
 		err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+		if (err == -ENOBUFS && got <= most) { /* room for it, and again */
+			if ((err = reserve(w, w->in.cap + w->dec_bytes + w->pix_cap + got +
+					   max_sz(out_need, w->out_cap) + w->scratch_cap, msg)))
+				return err;
+			if (grow((void **)&w->s1, &w->s1_cap, got))
+				return -ENOMEM;
+			err = e->store.get(w->sr, id, w->s1, w->s1_cap, &got, shape, label);
+		}
+		p = w->s1;
 	}
 	/* a copy whose shape does not add up is not used */
 	if (err == 0 && ((uint64_t)shape->h * shape->w * 3 != got || !shape->h || !shape->w ||
-			 shape->src_h < shape->h || shape->src_w < shape->w))
+			 shape->src_h < shape->h || shape->src_w < shape->w)) {
 		err = -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	if (err == 0)
-		e->st.cache_hits++;
-	else if (err == BFS_E_CRC)
+		if (view)
+			e->store.put_view(w->sr);
+	}
+	if (err == BFS_E_CRC) {
+		pthread_mutex_lock(&e->lock);
 		e->st.cache_crc_errors++;
-	pthread_mutex_unlock(&e->lock);
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (err == 0)
+		*copy = p;
 	return err == 0;
 }
 
@@ -433,28 +523,36 @@ static int rrc_lookup(struct worker *w, const bfs_sample_identity *id, size_t ou
  * then the box, in the decoded pixels or in the copy.  0 or an error.
  */
 static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpeg,
-		      size_t len, int sw, int sh, const bfs_rrc_box *box, int oh, int ow,
-		      size_t out_need, struct cache_rec *rec, struct rrc_src *src, char *msg)
+		      size_t len, const bfs_image_info *img, const bfs_rrc_box *box,
+		      int oh, int ow, size_t out_need, struct cache_rec *rec,
+		      struct rrc_src *src, char *msg)
 {
 	bfs_engine *e = w->e;
 	bfs_box want = { box->x, box->y, box->w, box->h };
 	bfs_rrc_box sbox;
 	const uint8_t *copy;
 	size_t px, s1_need, rs;
+	int sw = img->width, sh = img->height, is_jpeg = img->format == BFS_IMAGE_JPEG;
 	int rw, rh, whole, offer, scale = 1, err;
 
 	bfs_rrc_reduced_size(sw, sh, e->cache_res, &rw, &rh);
 	offer = w->sr && jb->b->arena && (!e->store.wants || e->store.wants(e->store.ctx));
-	whole = !e->o.decode_scale_auto && (offer || rw != sw || rh != sh || e->o.decode_whole);
-	if (e->o.decode_scale_auto)
+	/* PNG and WebP are decoded whole, then cropped: the same bytes */
+	whole = !is_jpeg ||
+		(!e->o.decode_scale_auto && (offer || rw != sw || rh != sh || e->o.decode_whole));
+	if (is_jpeg && e->o.decode_scale_auto)
 		scale = auto_scale(box, oh, ow);
-	px = whole ? (size_t)sw * sh * 4 : bfs_decode_box_scratch(sw, sh, &want, scale);
+	if ((err = one_image_buffer(w, img)))
+		return err;
+	px = !is_jpeg ? max_sz(img->pixel_bytes, w->pix_cap) + img->work_bytes
+		: max_sz(whole ? (size_t)sw * sh * 4
+			       : bfs_decode_box_scratch(sw, sh, &want, scale), w->dec_bytes);
 	s1_need = whole && (rw != sw || rh != sh) ? (size_t)rw * rh * 3 : 0;
 	rs = whole ? bfs_resize_scratch_size(sw, sh, rw, rh) : 0;
-	if ((err = reserve(w, w->in.cap + max_sz(px, w->dec_bytes) + max_sz(s1_need, w->s1_cap) +
+	if ((err = reserve(w, w->in.cap + px + max_sz(s1_need, w->s1_cap) +
 			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
 		return err;
-	if (px > w->dec_bytes)
+	if (is_jpeg && px > w->dec_bytes)
 		w->dec_bytes = px;
 	if (!whole) {
 		bfs_decoded_box db;
@@ -465,7 +563,12 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 		*src = (struct rrc_src){ db.rgb, db.stride, db.box.w, db.box.h };
 		return 0;
 	}
-	if ((err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &copy, &sw, &sh, msg)))
+	if (is_jpeg)
+		err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &copy, &sw, &sh, msg);
+	else if (!(err = pix_grow(w, img, msg)))
+		err = bfs_image_decode(w->dec, jpeg, len, img, e->o.max_pixels, w->pix,
+				       w->pix_cap, &copy, &sw, &sh, msg);
+	if (err)
 		return err;
 	if (rw != sw || rh != sh) { /* the copy the cache keeps */
 		if (grow((void **)&w->s1, &w->s1_cap, s1_need) ||
@@ -497,9 +600,12 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 
 /* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
  * the same pass when flipped: straight in, or through w->out when stage 2
- * normalizes or lays it out.  0 or an error. */
+ * normalizes or lays it out.  *need gets the memory it reserves; with
+ * wait 0 (src is a store's view) it does not wait for it: -EAGAIN.  0 or
+ * an error. */
 static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
-		      const bfs_aug *a, int oh, int ow, size_t out_need, char *msg)
+		      const bfs_aug *a, int oh, int ow, size_t out_need, int wait, size_t *need,
+		      char *msg)
 {
 	bfs_engine *e = w->e;
 	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
@@ -510,8 +616,9 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 	bfs_post_opts po;
 	int err;
 
-	if ((err = reserve(w, w->in.cap + w->dec_bytes + w->s1_cap +
-			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
+	*need = w->in.cap + w->dec_bytes + w->pix_cap + w->s1_cap +
+		max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap);
+	if ((err = reserve_or_not(w, *need, wait, msg)))
 		return err;
 	if (grow(&w->scratch, &w->scratch_cap, rs) || grow(&w->out, &w->out_cap, out_need)) {
 		bfs_seterr(msg, "out of memory for RandomResizedCrop scratch");
@@ -545,11 +652,13 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 	bfs_store_shape shape;
 	bfs_rrc_box box, sbox;
 	struct rrc_src src = { NULL, 0, 0, 0 };
+	bfs_image_info img;
 	bfs_aug a = { 0 };
-	const uint8_t *jpeg = NULL;
-	size_t len = 0, out_need, in_cap;
+	const uint8_t *jpeg = NULL, *copy = NULL;
+	size_t len = 0, out_need, in_cap, need = 0;
 	uint64_t t0 = bfs__now_ns();
-	int err, hit = 0, sw, sh, oh, ow;
+	int err, hit = 0, sw, sh, oh, ow, tries = 0;
+	int view = w->sr && e->store.get_view && e->store.put_view;
 
 	msg[0] = '\0';
 	rec->decoded = 0;
@@ -560,8 +669,10 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 	bfs_engine_epoch_shape(e, (unsigned)jb->epoch, &oh, &ow);
 	out_need = e->o.normalize || e->o.nchw /* a flip is mirrored in the resize */
 		? (size_t)oh * ow * 3 * (e->o.dtype == BFS_DTYPE_UINT8 ? 1 : 4) : 0;
-	if (w->sr && (hit = rrc_lookup(w, &id, out_need, label, &shape, msg)) < 0)
+again:
+	if (w->sr && (hit = rrc_lookup(w, &id, out_need, view, label, &shape, &copy, msg)) < 0)
 		return hit;
+	/* with a view held (hit && view), nothing below waits until put_view */
 	if (hit) {
 		sw = (int)shape.src_w;
 		sh = (int)shape.src_h;
@@ -569,29 +680,27 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 		if (!w->dec && (err = bfs_decoder_create(&w->dec)))
 			return err;
 		in_cap = bfs__pow2_at_least((size_t)id.length + 4, w->in.cap);
-		if ((err = reserve(w, in_cap + w->dec_bytes + w->s1_cap + w->out_cap +
-				   w->scratch_cap, msg)))
+		if ((err = reserve(w, in_cap + w->dec_bytes + w->pix_cap + w->s1_cap +
+				   w->out_cap + w->scratch_cap, msg)))
 			return err;
 		__atomic_add_fetch(&e->decode_attempts, 1, __ATOMIC_RELAXED);
 		if ((err = bfs_source_read(e->src, i, &w->in, &jpeg, &len, label, msg)) ||
-		    (err = bfs_decode_header(w->dec, jpeg, len, &sw, &sh, msg)))
+		    (err = bfs_image_header(w->dec, jpeg, len, &img, msg)))
 			return err;
-		if (e->o.max_pixels && (uint64_t)sw * (uint64_t)sh > e->o.max_pixels) {
-			bfs_seterr(msg, "%dx%d JPEG has %llu pixels, more than the limit of %llu",
-				   sw, sh, (unsigned long long)sw * (unsigned long long)sh,
-				   (unsigned long long)e->o.max_pixels);
-			return BFS_E_TOOBIG;
-		}
+		sw = img.width;
+		sh = img.height;
+		if ((err = within_max_pixels(e, &img, msg)))
+			return err;
 	}
 	bfs_rrc_draw(e->o.seed, jb->epoch, jb->key, sw, sh, &e->o.rrc, &box);
 	if (e->o.augment_flip)
 		bfs_aug_draw(e->o.seed, jb->epoch, jb->key, 1, 1, 1, 1, 1, 0, &a);
 	if (hit) {
 		bfs_rrc_map_box(&box, sw, sh, (int)shape.w, (int)shape.h, &sbox);
-		src = (struct rrc_src){ w->s1 + ((size_t)sbox.y * shape.w + sbox.x) * 3,
+		src = (struct rrc_src){ copy + ((size_t)sbox.y * shape.w + sbox.x) * 3,
 					(size_t)shape.w * 3, sbox.w, sbox.h };
 	} else {
-		err = rrc_decode(w, jb, jpeg, len, sw, sh, &box, oh, ow, out_need, rec, &src,
+		err = rrc_decode(w, jb, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
 				 msg);
 		pthread_mutex_lock(&e->lock);
 		e->st.samples_decoded++;
@@ -607,7 +716,24 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 			return err;
 		}
 	}
-	if ((err = rrc_output(w, jb, &src, &a, oh, ow, out_need, msg))) {
+	err = rrc_output(w, jb, &src, &a, oh, ow, out_need, !(hit && view), &need, msg);
+	if (hit && view)
+		e->store.put_view(w->sr);
+	if (err == -EAGAIN && hit && view) {
+		/* it would have waited for memory with the view held: wait
+		 * without it, then look again (a view no more after 3 tries) */
+		if ((err = reserve(w, need, msg)))
+			return err;
+		if (++tries == 3)
+			view = 0;
+		goto again;
+	}
+	if (hit) {
+		pthread_mutex_lock(&e->lock);
+		e->st.cache_hits++;
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (err) {
 		rec->decoded = 0;
 		return err;
 	}
@@ -640,7 +766,7 @@ static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
 	if (!e->post || e->rrc) /* rrc: made whole by make_rrc */
 		return;
 	if (e->o.augment_flip || e->o.augment_crop)
-		bfs_aug_draw(e->o.seed, id / e->per_epoch, i, e->s1_h, e->s1_w,
+		bfs_aug_draw(e->o.seed, bfs__epoch_of(e, id), i, e->s1_h, e->s1_w,
 			     e->o.height, e->o.width, e->o.augment_flip,
 			     e->o.augment_crop, &a);
 	else
@@ -758,7 +884,7 @@ int bfs__produce(struct worker *w, struct bfs_batch *b, unsigned j, char *msg)
 	uint64_t id = b->id, i = bfs__sample_of(e, id, j), r;
 	size_t sb = bfs_engine_batch_sample_bytes(e, id);
 	struct job jb = {
-		.b = b, .j = j, .id = id, .epoch = id / e->per_epoch, .key = i,
+		.b = b, .j = j, .id = id, .epoch = bfs__epoch_of(e, id), .key = i,
 		.dst = b->images + (size_t)j * sb,
 		.s1 = b->stage1 ? b->stage1 + (size_t)j * e->s1_bytes : b->images + (size_t)j * sb,
 	};

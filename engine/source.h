@@ -2,17 +2,27 @@
  * source.h - the sample index of a shard directory.
  *
  * A source turns SHARD_DIR into a flat, ordered list of samples and reads
- * any one of them back as encoded JPEG bytes plus a label.  Three layouts:
+ * any one of them back as encoded image bytes (JPEG, PNG, WebP: image.h
+ * tells them apart) plus a label.  Three layouts:
  *
  *   TFRecord   every shard file holds tf.train.Example records; shards are
  *              sorted by name (bytewise), records are in file order.  The
  *              index keeps only record offsets and lengths; labels are read
  *              from the record when the sample is read.
- *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg.  Classes sorted by
- *              name give the label (0-based); files sorted by name.  A flat
- *              folder of JPEGs is one class, label 0.
- *   tar        WebDataset shards: KEY.jpg (or .jpeg) with KEY.cls holding
- *              the label; shards sorted by name, samples in member order.
+ *   folder     ImageFolder layout: DIR/CLASS/IMAGE.jpg (.jpeg, .png,
+ *              .webp, .gif, any case).  Classes sorted by name give the
+ *              label (0-based); files sorted by name.  A flat folder of
+ *              images is one class, label 0.
+ *   tar        WebDataset shards: KEY.jpg (.jpeg, .png, .webp, .gif) with
+ *              its label in KEY.cls, else KEY.txt, or with an explicit
+ *              label_key in that member of KEY.json (tar.h); shards sorted
+ *              by name, samples in member order.
+ *
+ * TFRecord and tar shards may be gzip files (GZIP TFRecords, .tar.gz):
+ * they are indexed through gzindex.h (one inflate at open, restart points
+ * every 4 MiB, kept with the shard index in the index store), their sample
+ * offsets are into the uncompressed bytes, and reads inflate from the
+ * nearest restart point through the caller's bfs_buf cursor.
  *
  * Problems found while indexing (a shard cut mid-record, a length whose
  * CRC fails and that the next record cannot prove) do not fail the open:
@@ -23,8 +33,9 @@
  *
  * Detection (BFS_FORMAT_AUTO) looks at names first, then at contents:
  * files named *.tfrecord, *.tfrec(s) or *-of-* are TFRecord shards and
- * *.tar tar shards whatever they hold; other files are probed by their
- * first bytes; JPEGs are found by .jpg/.jpeg.  Files that are none of
+ * *.tar tar shards whatever they hold (also with .gz after them; *.tgz is
+ * tar); other files are probed by their first bytes (a gzip file's first
+ * uncompressed bytes); images are found by their extensions.  Files that are none of
  * these are passed over.  TFRecord and tar shards in one directory are
  * refused (BFS_E_FORMAT).
  *
@@ -63,6 +74,17 @@ typedef struct {
 	int64_t ctime_ns;
 } bfs_shard_stamp;
 
+/* How far indexing has come, for a progress line (bfs_source_opts). */
+typedef struct {
+	bfs_format format;      /* the layout being indexed */
+	size_t done, total;     /* shard files indexed so far, of total (for
+				 * folders: class folders) */
+	uint64_t records;       /* samples found so far */
+	uint64_t bytes;         /* bytes of the shards indexed so far (for
+				 * folders: of the images found) */
+	int finished;           /* the last call: every shard is indexed */
+} bfs_source_progress;
+
 typedef struct {
 	const char *dir;        /* SHARD_DIR */
 	bfs_format format;      /* AUTO: see Detection above */
@@ -70,8 +92,10 @@ typedef struct {
 	const char *label_key;  /* default "image/class/label"; "none": no
 				 * label is read (TFRecord: every label -1;
 				 * tar: -1 for a sample without KEY.cls) */
-	/* Optional store of TFRecord shard indexes (the sample cache), so a
-	 * remount skips the scan.  get: 0 and a malloc()ed *blob the source
+	/* Optional store of TFRecord shard indexes and of gzip shards'
+	 * indexes (restart points, and for a .tar.gz its samples with where
+	 * their labels came from) -- the sample cache -- so a remount skips
+	 * the scan.  get: 0 and a malloc()ed *blob the source
 	 * frees, or anything else for a miss.  put stores a copy.  Both are
 	 * keyed by (dir, shard, *st), st valid only during the call.  Either
 	 * may be NULL (no store). */
@@ -81,12 +105,23 @@ typedef struct {
 			 const bfs_shard_stamp *st, const void *blob,
 			 size_t len);
 	void *index_ctx;
+	/* Optional: told how far indexing has come, from the thread that
+	 * calls bfs_source_open, after each shard (class folder), every
+	 * 65536 records inside a shard, and once with finished set when
+	 * every shard is indexed (not after a failed open).  It may be
+	 * called often: the callee decides what to show and when.  It must
+	 * not call into the source.  p is valid only during the call. */
+	void (*progress)(void *ctx, const bfs_source_progress *p);
+	void *progress_ctx;
 } bfs_source_opts;
 
-/* A growable byte buffer owned by the caller (one per worker thread). */
+/* A growable byte buffer owned by the caller (one per worker thread),
+ * with the cursor its reads of gzip shards go on with (gzindex.h).  Start
+ * it zeroed; bfs_buf_free releases both. */
 typedef struct {
 	uint8_t *data;
 	size_t cap;
+	struct bfs_gzcursor *gz;
 } bfs_buf;
 
 /* Index opts->dir.  On success *out owns everything it needs (the options
@@ -110,10 +145,28 @@ const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
 size_t bfs_source_nshards(const bfs_source *s);
 const char *bfs_source_shard_name(const bfs_source *s, size_t i);
 
-/* Class folder names for the folder layout (0 for TFRecord and tar, and
- * for a flat folder of JPEGs, whose one class has no name). */
+/* Class names by label value.  Folder layout: the class folders' names
+ * (none for a flat folder of JPEGs, whose one class has no name).
+ * TFRecord: while indexing, each record is skimmed (bfs_example_skim:
+ * only its small features are read, mostly from bytes the scan holds
+ * anyway) for its label and the bytes of image/class/synset, else of
+ * image/class/text; nclasses is the largest label + 1, and class_name(i)
+ * is NULL for a label no record has.  The TFRecord list is given only
+ * when it can be trusted -- every labeled record named, one name per
+ * label, one of the two keys throughout, labels below 2^20 -- and is
+ * otherwise empty, with bfs_source_classes_note saying why.  Not with
+ * --label-key none, nor for tar shards (0).  Pairs are stored with the
+ * shard's index (index_put), so a remount has them without a scan. */
 size_t bfs_source_nclasses(const bfs_source *s);
 const char *bfs_source_class_name(const bfs_source *s, size_t i);
+/* Where the class names came from: "folder names", "image/class/synset",
+ * "image/class/text", or NULL when there are none. */
+const char *bfs_source_classes_from(const bfs_source *s);
+/* Why a TFRecord source has no class names although labels were read
+ * ("label 5 has two names in image/class/synset", "12 of 500 labeled
+ * records have no image/class/synset", "the records have no ..."), or
+ * NULL.  Valid while s lives. */
+const char *bfs_source_classes_note(const bfs_source *s);
 
 /* Problems found while indexing: n of them; text valid while s lives. */
 size_t bfs_source_nscan_errors(const bfs_source *s);

@@ -79,6 +79,28 @@ typedef struct {
 	int (*wants)(void *ctx);
 	/* Wait until every offer made before has called its done. */
 	void (*flush)(void *ctx);
+	/* get without the copy, for a sample the engine reads from once and
+	 * keeps nothing of (a RandomResizedCrop copy it crops and resizes):
+	 * 0 and *data pointing at the *len stored bytes, checked as get
+	 * checks them (the CRC), with *shape and *label.  The bytes are the
+	 * store's, read-only.  They stay valid and unchanged -- whatever
+	 * another thread or process stores, replaces or clears meanwhile --
+	 * until the same thread calls put_view(reader), or asks the reader
+	 * again (get or get_view), or destroys it: at most one view per
+	 * reader.  A view may pin the store's storage (an open read
+	 * transaction, a read-held lock), so the engine holds it for one
+	 * sample only, and while it holds it it does not wait (on a
+	 * condition, on memory, on the store) or call the store from that
+	 * thread; put_view comes before any of those.  Errors as get
+	 * (-ENOENT, BFS_E_CRC: the copy is dropped, decode again and count
+	 * it, anything else a miss; never -ENOBUFS); on error no view is
+	 * held and *data, *shape, *label are untouched.  Both NULL: the
+	 * store has no views, and the engine uses get. */
+	int (*get_view)(void *reader, const bfs_sample_identity *id, const void **data,
+			size_t *len, bfs_store_shape *shape, int64_t *label);
+	/* Give back reader's view, if it holds one (after it, the bytes
+	 * may change or go).  The thread that got it. */
+	void (*put_view)(void *reader);
 } bfs_store;
 
 #endif

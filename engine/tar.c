@@ -19,8 +19,11 @@
 
 #include "engine/error.h"
 #include "engine/filekind.h"
+#include "engine/label.h"
+#include "engine/reader.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,7 +34,7 @@
 /* After a member this large, the next header is fetched with a small pread
  * rather than a chunk that would mostly hold image bytes. */
 #define BIG_MEMBER (16u * 1024)
-/* A .cls member longer than this is not a label. */
+/* A .cls or .txt member longer than this is not a label. */
 #define MAX_CLS 256
 
 /* Header field offsets and sizes (POSIX.1-1988 ustar, GNU). */
@@ -351,73 +354,44 @@ static int split_key(const char *name, size_t n, size_t *keylen,
 	return 1;
 }
 
+/* The image members: WebDataset's image extensions that batchfs reads
+ * (which of the formats it is comes from the bytes, not the name); gif
+ * too, so that a GIF sample is refused by name rather than passed over. */
 static int is_image_ext(const char *e)
 {
-	return !strcasecmp(e, "jpg") || !strcasecmp(e, "jpeg");
+	return !strcasecmp(e, "jpg") || !strcasecmp(e, "jpeg") ||
+	       !strcasecmp(e, "png") || !strcasecmp(e, "webp") ||
+	       !strcasecmp(e, "gif");
 }
 
-static int is_space(uint8_t c)
+/* The members a label may come from. */
+enum { LBL_CLS, LBL_TXT, LBL_JSON, LBL_KINDS };
+static const char *const lbl_ext[LBL_KINDS] = { "cls", "txt", "json" };
+
+static int label_kind(const char *e)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
-	       c == '\f';
-}
-
-/* ASCII decimal int64 with optional sign and surrounding whitespace. */
-static int parse_label(const uint8_t *p, size_t n, int64_t *out)
-{
-	size_t i = 0;
-	int neg = 0, digits = 0;
-	uint64_t v = 0, lim;
-
-	while (i < n && is_space(p[i]))
-		i++;
-	if (i < n && (p[i] == '+' || p[i] == '-'))
-		neg = p[i++] == '-';
-	lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-	for (; i < n && p[i] >= '0' && p[i] <= '9'; i++, digits++) {
-		uint64_t d = (uint64_t)(p[i] - '0');
-
-		if (v > (lim - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	while (i < n && is_space(p[i]))
-		i++;
-	if (!digits || i != n)
-		return -1;
-	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
-	return 0;
+	for (int k = 0; k < LBL_KINDS; k++)
+		if (!strcasecmp(e, lbl_ext[k]))
+			return k;
+	return -1;
 }
 
 /* ------------------------------------------------------------------ */
 /* Buffered preads                                                     */
 
 typedef struct {
-	int fd;
+	const bfs_reader *src;
 	uint64_t size;
 	uint8_t *buf;   /* CHUNK bytes */
 	uint64_t boff;  /* file offset of buf[0] */
 	size_t blen;    /* valid bytes in buf */
+	char why[BFS_ERRMSG_MAX]; /* what src said of a failed read, or "" */
 } reader;
 
-static int pread_full(int fd, void *p, size_t n, uint64_t off)
+static int pread_full(reader *r, void *p, size_t n, uint64_t off)
 {
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t k = pread(fd, (uint8_t *)p + got, n - got,
-				  (off_t)(off + got));
-
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (k == 0)
-			return -EIO; /* shorter than the size we were given */
-		got += (size_t)k;
-	}
-	return 0;
+	r->why[0] = '\0';
+	return r->src->pread(r->src->ctx, p, n, off, r->why);
 }
 
 /* Point *out at the len bytes at pos (len <= CHUNK, pos + len <= size). */
@@ -442,7 +416,7 @@ static int read_at(reader *r, uint64_t pos, size_t len, int small,
 	 * that comes back short is the only sign that the file shrank, and
 	 * it must come before any sample whose image lies in the lost part
 	 * is reported. */
-	if ((err = pread_full(r->fd, r->buf, want, pos)))
+	if ((err = pread_full(r, r->buf, want, pos)))
 		return err;
 	r->boff = pos;
 	r->blen = want;
@@ -471,7 +445,7 @@ static int read_into(reader *r, uint64_t pos, size_t n, str *s)
 		s->p = q;
 		s->cap = n + 1;
 	}
-	if ((err = pread_full(r->fd, s->p, n, pos)))
+	if ((err = pread_full(r, s->p, n, pos)))
 		return err;
 	s->p[n] = '\0';
 	s->len = n;
@@ -502,15 +476,19 @@ typedef struct {
 typedef struct {
 	int active;             /* a KEY is in progress */
 	str key;
-	unsigned images, cls;   /* members of each kind seen */
+	unsigned images;        /* image members seen */
 	str img_name;
 	uint64_t img_off, img_len, img_member, img_hdr;
 	int img_sparse;
-	int64_t label;
-	int cls_err;            /* the first .cls did not parse */
-	uint64_t cls_len;
-	int bad_link;           /* its image or .cls is a hard link to a
-				 * name no earlier member has: */
+	struct {
+		unsigned count; /* members of this kind seen */
+		int status;     /* of the first: 0 (value holds its label) or
+				 * BFS_E_CORRUPT/BFS_E_NOKEY with why */
+		int64_t value;
+		char why[200];  /* what is wrong with it, after its name */
+	} lbl[LBL_KINDS];
+	int bad_link;           /* its image or label member is a hard link
+				 * to a name no earlier member has: */
 	str bad_link_msg;       /* what to say */
 } group;
 
@@ -518,6 +496,8 @@ typedef struct {
 	reader r;
 	bfs_tar_scan_fn fn;
 	void *ctx;
+	const char *json_key;   /* the label is this member of KEY.json; NULL:
+				 * KEY.cls, else KEY.txt */
 	pending x;
 	group g;
 	str name;               /* the member being looked at */
@@ -544,7 +524,7 @@ static int flush(scan *sc, int damaged)
 {
 	group *g = &sc->g;
 	bfs_tar_sample s;
-	int rc;
+	int rc, lk;
 
 	if (!g->active)
 		return 0;
@@ -561,38 +541,44 @@ static int flush(scan *sc, int damaged)
 	s.status = 0;
 	s.msg = sc->msg;
 	sc->msg[0] = '\0';
+	lk = sc->json_key ? LBL_JSON : g->lbl[LBL_CLS].count ? LBL_CLS
+	     : g->lbl[LBL_TXT].count ? LBL_TXT : -1;
 	if (g->img_sparse) {
 		s.status = BFS_E_FORMAT;
 		bfs_seterr(sc->msg, "member %.300s is a sparse file, which "
-			   "cannot hold a JPEG", s.name);
+			   "cannot hold an image", s.name);
 	} else if (g->images > 1) {
 		s.status = BFS_E_CORRUPT;
 		bfs_seterr(sc->msg, "sample %.300s has %u image members",
 			   s.key, g->images);
-	} else if (g->cls > 1) {
+	} else if (lk >= 0 && g->lbl[lk].count > 1) {
 		s.status = BFS_E_CORRUPT;
-		bfs_seterr(sc->msg, "sample %.300s has %u .cls members",
-			   s.key, g->cls);
+		bfs_seterr(sc->msg, "sample %.300s has %u .%s members",
+			   s.key, g->lbl[lk].count, lbl_ext[lk]);
 	} else if (g->bad_link) {
 		s.status = BFS_E_CORRUPT;
 		bfs_seterr(sc->msg, "%s", str_c(&g->bad_link_msg));
-	} else if (!g->cls) {
+	} else if (lk < 0 || !g->lbl[lk].count) {
 		s.status = BFS_E_NOKEY;
-		bfs_seterr(sc->msg, damaged
-			   ? "member %.300s has no .cls before the damaged "
-			     "part of the archive"
-			   : "member %.300s has no .cls", s.name);
-	} else if (g->cls_err) {
-		s.status = BFS_E_CORRUPT;
-		if (g->cls_len > MAX_CLS)
-			bfs_seterr(sc->msg, "%.300s.cls is %llu bytes, not a "
-				   "class label", s.key,
-				   (unsigned long long)g->cls_len);
+		if (sc->json_key)
+			bfs_seterr(sc->msg, "member %.300s has no .json%s (the "
+				   "label is its member \"%.100s\", as "
+				   "--label-key says)", s.name, damaged
+				   ? " before the damaged part of the archive"
+				   : "", sc->json_key);
 		else
-			bfs_seterr(sc->msg, "%.300s.cls is not a decimal "
-				   "class label", s.key);
+			bfs_seterr(sc->msg, damaged
+				   ? "member %.300s has no .cls or .txt before "
+				     "the damaged part of the archive"
+				   : "member %.300s has no .cls or .txt (for a "
+				     "label in its .json, name its key with "
+				     "--label-key)", s.name);
+	} else if (g->lbl[lk].status) {
+		s.status = g->lbl[lk].status;
+		bfs_seterr(sc->msg, "%.300s.%s %s", s.key, lbl_ext[lk],
+			   g->lbl[lk].why);
 	} else {
-		s.label = g->label;
+		s.label = g->lbl[lk].value;
 	}
 	if (sc->mute) {
 		sc->mute--; /* reported before the scan started over */
@@ -613,7 +599,7 @@ static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
 	const char *name = str_c(&sc->name);
 	const char *ext;
 	size_t keylen;
-	int err;
+	int err, lk;
 
 	if (!split_key(name, sc->name.len, &keylen, &ext))
 		return 0;
@@ -629,13 +615,16 @@ static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
 		if ((err = str_set(&g->key, name, keylen)))
 			return err;
 		g->active = 1;
-		g->images = g->cls = 0;
-		g->cls_err = 0;
+		g->images = 0;
+		memset(g->lbl, 0, sizeof(g->lbl));
 		g->bad_link = 0;
-		g->label = -1;
 	}
-	if (bad_link && (is_image_ext(ext) || !strcasecmp(ext, "cls"))) {
-		int first = is_image_ext(ext) ? g->images == 0 : g->cls == 0;
+	lk = label_kind(ext);
+	if (lk >= 0 && (sc->json_key ? lk != LBL_JSON : lk == LBL_JSON))
+		lk = -1; /* not where this mount's labels come from */
+	if (bad_link && (is_image_ext(ext) || lk >= 0)) {
+		int first = is_image_ext(ext) ? g->images == 0
+					      : g->lbl[lk].count == 0;
 
 		if (first && !g->bad_link) {
 			char m[BFS_ERRMSG_MAX];
@@ -658,20 +647,44 @@ static int member(scan *sc, uint64_t off, uint64_t len, uint64_t index,
 			g->img_hdr = hdr;
 			g->img_sparse = sparse;
 		}
-	} else if (!strcasecmp(ext, "cls")) {
-		if (g->cls++ == 0) {
-			const uint8_t *p;
+	} else if (lk >= 0 && g->lbl[lk].count++ == 0) {
+		uint64_t most = lk == LBL_JSON ? BFS_TAR_MAX_JSON : MAX_CLS;
+		const uint8_t *p;
 
-			g->cls_len = len;
-			g->cls_err = 1;
-			if (!bad_link && len <= MAX_CLS) {
-				if ((err = read_at(&sc->r, off, (size_t)len, 1,
-						   &p)))
-					return err;
-				if (!sparse && !parse_label(p, (size_t)len,
-							    &g->label))
-					g->cls_err = 0;
-			}
+		g->lbl[lk].status = BFS_E_CORRUPT;
+		if (bad_link)
+			return 0; /* said by bad_link_msg */
+		if (sparse) {
+			snprintf(g->lbl[lk].why, sizeof(g->lbl[lk].why),
+				 "is a sparse file, not a label");
+			return 0;
+		}
+		if (len > most) {
+			snprintf(g->lbl[lk].why, sizeof(g->lbl[lk].why),
+				 "is %llu bytes, %s", (unsigned long long)len,
+				 lk == LBL_JSON ? "more than a label's .json "
+				 "may have (64 KiB)" : "not a class label");
+			return 0;
+		}
+		if ((err = read_at(&sc->r, off, (size_t)len, 1, &p)))
+			return err;
+		if (lk != LBL_JSON) {
+			if (!bfs_label_parse_decimal(p, (size_t)len,
+						     &g->lbl[lk].value))
+				g->lbl[lk].status = 0;
+			else
+				snprintf(g->lbl[lk].why, sizeof(g->lbl[lk].why),
+					 "is not a decimal class label");
+		} else {
+			char why[BFS_ERRMSG_MAX];
+
+			g->lbl[lk].status = bfs_label_json(p, (size_t)len,
+							   sc->json_key,
+							   &g->lbl[lk].value,
+							   why);
+			if (g->lbl[lk].status)
+				snprintf(g->lbl[lk].why, sizeof(g->lbl[lk].why),
+					 "%s", why);
 		}
 	}
 	return 0;
@@ -801,6 +814,15 @@ static int link_name(scan *sc, const uint8_t *h)
 int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 		 char *errmsg)
 {
+	bfs_reader src = bfs_reader_fd(fd);
+
+	return bfs_tar_scan_reader(&src, file_size, NULL, fn, ctx, errmsg);
+}
+
+int bfs_tar_scan_reader(const bfs_reader *src, uint64_t file_size,
+			const bfs_tar_opts *opts, bfs_tar_scan_fn fn,
+			void *ctx, char *errmsg)
+{
 	scan *sc;
 	uint64_t pos = 0, index = 0;
 	int small = 0, err = 0, damaged = 0;
@@ -810,8 +832,9 @@ int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 	sc = calloc(1, sizeof(*sc));
 	if (!sc)
 		return -ENOMEM;
-	sc->r.fd = fd;
+	sc->r.src = src;
 	sc->r.size = file_size;
+	sc->json_key = opts && opts->json_key ? opts->json_key : NULL;
 	sc->fn = fn;
 	sc->ctx = ctx;
 	sc->r.buf = malloc(CHUNK);
@@ -1117,9 +1140,10 @@ read_error:
 	 * reported: its image may lie in the part that is gone. */
 	bfs_seterr(errmsg, "member %llu at offset %llu: %s",
 		   (unsigned long long)index, (unsigned long long)pos,
-		   err == -EIO ? "the file is shorter than when the scan "
-				 "began (changed while being read?)"
-			       : strerror(-err));
+		   sc->r.why[0] ? sc->r.why
+		   : err == -EIO ? "the file is shorter than when the scan "
+				   "began (changed while being read?)"
+				 : strerror(-err));
 	goto out;
 stop:
 	/* The sample in progress is whole when its image member is. */

@@ -11,9 +11,16 @@
  * top level are ignored, as WebDataset ignores them.  Members of one sample
  * are adjacent; a KEY that comes back after another KEY starts a new sample.
  *
- * Of each sample batchfs uses the image member (extension jpg or jpeg, any
- * case) and the label member (cls, any case: ASCII decimal, surrounding
- * whitespace allowed); everything else (txt, json, ...) is skipped.
+ * Of each sample batchfs uses the image member (extension jpg, jpeg, png,
+ * webp or gif, any case: WebDataset's image extensions that batchfs
+ * decodes, and gif so that a GIF is refused by name; which format an image
+ * is comes from its bytes) and one label member (any case):
+ *   - by default KEY.cls, or when the sample has none KEY.txt: an ASCII
+ *     decimal int64, surrounding whitespace allowed (bfs_label_parse_decimal);
+ *   - with bfs_tar_opts.json_key, KEY.json: the integer member of that name
+ *     of the JSON object it holds (bfs_label_json); .cls and .txt are then
+ *     skipped.
+ * Everything else is skipped.
  *
  * Formats read: POSIX ustar (with the prefix field), GNU tar (long names
  * 'L', long link names 'K', base-256 numbers), pax (extended headers 'x'
@@ -35,7 +42,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/reader.h"
+
 #define BFS_TAR_BLOCK 512
+
+/* A .json label member larger than this is a bad label (BFS_E_CORRUPT),
+ * never read. */
+#define BFS_TAR_MAX_JSON (64u * 1024)
 
 /* A long name ('L'), long link name ('K') or pax header ('x') larger than
  * this is refused with BFS_E_CORRUPT rather than read into memory. */
@@ -58,14 +71,22 @@ typedef struct {
 				 * its first extension header, if any) */
 	int status;             /* 0, or a bad sample that keeps its slot
 				 * and must fail when read:
-				 *   BFS_E_NOKEY   no KEY.cls in the sample
-				 *                 (for unlabeled data the
+				 *   BFS_E_NOKEY   no label member in the
+				 *                 sample (no .cls nor .txt;
+				 *                 with json_key no .json, or
+				 *                 a .json without that key;
+				 *                 for unlabeled data the
 				 *                 caller may accept it);
-				 *   BFS_E_CORRUPT the .cls is not a decimal
-				 *                 int64, is over 256 bytes,
-				 *                 or the sample has two
-				 *                 image or two .cls members;
-				 *                 or its image or .cls is a
+				 *   BFS_E_CORRUPT the .cls or .txt is not a
+				 *                 decimal int64 or is over 256
+				 *                 bytes; the .json is not a
+				 *                 JSON object, is over
+				 *                 BFS_TAR_MAX_JSON, or its
+				 *                 value is not an integer;
+				 *                 the sample has two image
+				 *                 members, or two of the label
+				 *                 member used;
+				 *                 or its image or label is a
 				 *                 hard link to a name no
 				 *                 earlier member has
 				 *                 ("member b.jpg is a hard
@@ -133,6 +154,24 @@ typedef int (*bfs_tar_scan_fn)(void *ctx, const bfs_tar_sample *s);
  */
 int bfs_tar_scan(int fd, uint64_t file_size, bfs_tar_scan_fn fn, void *ctx,
 		 char *errmsg);
+
+/* How labels are read (NULL: the defaults). */
+typedef struct {
+	const char *json_key;   /* NULL: KEY.cls, else KEY.txt; else the label
+				 * is this member of KEY.json (--label-key) */
+} bfs_tar_opts;
+
+/*
+ * The same scan over any byte source (src holds file_size bytes; for a
+ * .tar.gz shard its uncompressed bytes, gzindex.h), with label options
+ * (opts may be NULL).  bfs_tar_scan(fd, ...) is this with a plain-file
+ * reader and NULL opts.  A read that src fails with a message of its own
+ * (a damaged gzip stream) ends the scan with that message after the member
+ * index and offset.
+ */
+int bfs_tar_scan_reader(const bfs_reader *src, uint64_t file_size,
+			const bfs_tar_opts *opts, bfs_tar_scan_fn fn,
+			void *ctx, char *errmsg);
 
 /*
  * Format detection: 1 if `first512` (the first `len` bytes of a file) is a

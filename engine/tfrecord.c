@@ -12,6 +12,7 @@
 #include "engine/crc32c.h"
 #include "engine/error.h"
 #include "engine/filekind.h"
+#include "engine/reader.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -59,18 +60,20 @@ static inline uint32_t masked_crc(const void *p, size_t n)
 }
 
 typedef struct {
-	int fd;
+	const bfs_reader *src;
 	uint64_t size;
 	uint8_t *buf;   /* SCAN_CHUNK bytes */
 	uint64_t boff;  /* file offset of buf[0] */
 	size_t blen;    /* valid bytes in buf */
+	char why[BFS_ERRMSG_MAX]; /* what src said of a failed read, or "" */
 } reader;
 
 /* Point *h at the 12 header bytes at pos (pos + 12 <= r->size), reading a
  * small or a full chunk when they are not buffered. */
 static int header_at(reader *r, uint64_t pos, int small, const uint8_t **h)
 {
-	size_t want, got = 0;
+	size_t want, got;
+	int err;
 
 	if (pos >= r->boff && r->blen >= BFS_TFRECORD_HEADER &&
 	    pos - r->boff <= r->blen - BFS_TFRECORD_HEADER) {
@@ -81,19 +84,10 @@ static int header_at(reader *r, uint64_t pos, int small, const uint8_t **h)
 	if (want > r->size - pos)
 		want = (size_t)(r->size - pos);
 	r->blen = 0;
-	while (got < want) {
-		ssize_t n = pread(r->fd, r->buf + got, want - got,
-				  (off_t)(pos + got));
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO; /* shorter than the size we were given */
-		got += (size_t)n;
-	}
+	r->why[0] = '\0';
+	if ((err = r->src->pread(r->src->ctx, r->buf, want, pos, r->why)))
+		return err;
+	got = want;
 	r->boff = pos;
 	r->blen = got;
 	*h = r->buf;
@@ -103,7 +97,15 @@ static int header_at(reader *r, uint64_t pos, int small, const uint8_t **h)
 int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 		      void *ctx, char *errmsg)
 {
-	reader r = { .fd = fd, .size = file_size };
+	bfs_reader src = bfs_reader_fd(fd);
+
+	return bfs_tfrecord_scan_reader(&src, file_size, fn, ctx, errmsg);
+}
+
+int bfs_tfrecord_scan_reader(const bfs_reader *src, uint64_t file_size,
+			     bfs_tfrecord_scan_fn fn, void *ctx, char *errmsg)
+{
+	reader r = { .src = src, .size = file_size };
 	uint64_t pos = 0, idx = 0;
 	int small = 0, err = 0;
 
@@ -202,6 +204,16 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 			err = BFS_E_TRUNCATED;
 			break;
 		}
+		/* what the buffer holds of the payload (it may have moved to
+		 * the next header to prove this one's length) */
+		e.data = NULL;
+		e.data_len = 0;
+		if (e.offset >= r.boff && e.offset < r.boff + r.blen) {
+			uint64_t have = r.boff + r.blen - e.offset;
+
+			e.data = r.buf + (e.offset - r.boff);
+			e.data_len = (size_t)(have < len ? have : len);
+		}
 		if ((err = fn(ctx, &e)))
 			break;
 		small = len >= BIG_RECORD;
@@ -214,9 +226,10 @@ int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 io_error:
 	bfs_seterr(errmsg, "record %llu at offset %llu: %s",
 		   (unsigned long long)idx, (unsigned long long)pos,
-		   err == -EIO ? "file is shorter than its size (changed "
-				 "while scanning?)"
-			       : bfs_strerror(err));
+		   r.why[0] ? r.why
+		   : err == -EIO ? "file is shorter than its size (changed "
+				   "while scanning?)"
+				 : bfs_strerror(err));
 	free(r.buf);
 	return err;
 }

@@ -12,7 +12,10 @@
 #ifndef BFS_TFRECORD_H
 #define BFS_TFRECORD_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "engine/reader.h"
 
 /* Bytes of framing around each payload: 12 before it, 4 after it. */
 #define BFS_TFRECORD_HEADER 12
@@ -25,6 +28,11 @@ typedef struct {
 			  * length was proven by the next header validating
 			  * (or the record ending exactly at EOF) -- a bad
 			  * record that keeps its slot */
+	const uint8_t *data; /* the payload's first data_len bytes, as far as
+			  * the scan has read them anyway (0 <= data_len <=
+			  * length; data may be NULL when data_len is 0): a
+			  * caller may look into the record without a read */
+	size_t data_len;
 } bfs_tfrecord_entry;
 
 /* Called once per record, in file order.  `e` is valid only during the
@@ -57,6 +65,15 @@ typedef int (*bfs_tfrecord_scan_fn)(void *ctx, const bfs_tfrecord_entry *e);
  */
 int bfs_tfrecord_scan(int fd, uint64_t file_size, bfs_tfrecord_scan_fn fn,
 		      void *ctx, char *errmsg);
+
+/*
+ * The same scan over any byte source: `src` holds file_size bytes (for a
+ * gzip shard, its uncompressed bytes, gzindex.h).  A read that src fails
+ * with a message of its own (a damaged gzip stream) ends the scan with
+ * that message after the record index and offset.
+ */
+int bfs_tfrecord_scan_reader(const bfs_reader *src, uint64_t file_size,
+			     bfs_tfrecord_scan_fn fn, void *ctx, char *errmsg);
 
 /*
  * Check a payload against the masked CRC stored after it: buf holds

@@ -9,6 +9,9 @@
 #define BFS_VERSION_H
 
 #define BFS_VERSION "0.1.0"
-#define BFS_FORMAT_VERSION 1
+/* 2: PNG and WebP samples; WebDataset labels from .txt and .json (an older
+ * cache could hold a tar sample labelled from its .cls where --label-key
+ * now reads its .json) */
+#define BFS_FORMAT_VERSION 2
 
 #endif

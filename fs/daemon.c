@@ -5,6 +5,7 @@
  */
 #include "fs/daemon.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,12 +28,42 @@
 
 /* ---- start-up --------------------------------------------------------- */
 
+/* Progress shown on this process's terminal without its newline yet (a
+ * line that the next one overwrites).  Only the thread that starts the
+ * mount shows progress and the start's result. */
+static int progress_open;
+
+/* A progress line on stderr: on a terminal, overwriting the last one
+ * ("\r", erase to the end); elsewhere a line of its own. */
+static void show_progress(const char *text)
+{
+	if (isatty(STDERR_FILENO)) {
+		fprintf(stderr, "\r%s\033[K", text);
+		progress_open = 1;
+	} else {
+		fprintf(stderr, "%s\n", text);
+	}
+	fflush(stderr);
+}
+
+/* End a progress line left open, before anything else is printed. */
+static void end_progress(void)
+{
+	if (progress_open)
+		fputc('\n', stderr);
+	progress_open = 0;
+}
+
+/* The parent's side of the handshake: lines "P<progress>", then one
+ * "0<message>" (ready) or "1<message>" (failed).  Progress is shown only
+ * on a terminal: a script or mount(8) that reads stderr gets the result
+ * alone. */
 int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
 		   void *ctx)
 {
-	char buf[4096];
+	char buf[8192];
 	size_t got = 0;
-	int pfd[2];
+	int pfd[2], tty = isatty(STDERR_FILENO), wst = 0;
 	pid_t pid;
 
 	if (foreground)
@@ -55,27 +86,44 @@ int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
 	}
 	close(pfd[1]);
 	for (;;) {
-		ssize_t r = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
+		char *nl;
+		ssize_t r;
 
+		/* every complete line: progress is shown, a result ends it */
+		while ((nl = memchr(buf, '\n', got))) {
+			*nl = '\0';
+			if (buf[0] == '0' || buf[0] == '1')
+				goto result;
+			if (buf[0] == 'P' && tty)
+				show_progress(buf + 1);
+			got -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, got);
+		}
+		if (got == sizeof(buf) - 1) {
+			buf[got] = '\0'; /* an overlong line: keep what came */
+			break;
+		}
+		r = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
+		if (r <= 0) {
+			buf[got] = '\0';
 			break;
+		}
 		got += (size_t)r;
-		if (got == sizeof(buf) - 1)
-			break;
 	}
-	close(pfd[0]);
-	buf[got] = '\0';
-	if (got == 0) {
-		int wst = 0;
-
+	if (got == 0 || (buf[0] != '0' && buf[0] != '1')) {
+		close(pfd[0]);
+		end_progress();
 		waitpid(pid, &wst, 0);
 		fprintf(stderr, "batchfs: the daemon exited during start-up (%s %d)\n",
 			WIFSIGNALED(wst) ? "signal" : "status",
 			WIFSIGNALED(wst) ? WTERMSIG(wst) : WEXITSTATUS(wst));
 		return 1;
 	}
+result:
+	close(pfd[0]);
+	end_progress();
 	if (buf[0] == '0') {
 		printf("%s\n", buf + 1);
 		return 0;
@@ -85,7 +133,8 @@ int bfs_daemon_run(int foreground, int (*serve)(void *ctx, int notify_fd),
 	return 1;
 }
 
-/* The parent reads "0message" (ready) or "1message". */
+/* The parent reads "0message\n" (ready) or "1message\n"; the message
+ * holds no newline (escaped). */
 void bfs_daemon_notify(int fd, int ok, const char *raw)
 {
 	char buf[4096], msg[4000];
@@ -94,18 +143,35 @@ void bfs_daemon_notify(int fd, int ok, const char *raw)
 	/* names from the shards reach a terminal here: no control bytes */
 	bfs_log_escape(raw, msg, sizeof(msg));
 	if (fd < 0) {
+		end_progress();
 		fprintf(ok ? stdout : stderr, "%s\n", msg);
 		fflush(NULL);
 		return;
 	}
-	n = snprintf(buf, sizeof(buf), "%c%s", ok ? '0' : '1', msg);
-	if (n > 0 && write(fd, buf, (size_t)n < sizeof(buf) ? (size_t)n
-							    : sizeof(buf) - 1) < 0)
+	n = snprintf(buf, sizeof(buf), "%c%s\n", ok ? '0' : '1', msg);
+	if (n >= (int)sizeof(buf)) {
+		n = (int)sizeof(buf) - 1;
+		buf[n - 1] = '\n';
+	}
+	if (n > 0 && write(fd, buf, (size_t)n) < 0)
 		return;
 }
 
-/* The mount itself; runs in the daemon (or in the foreground).  Reports to
- * notify_fd (-1 in the foreground) and returns the exit status. */
+void bfs_daemon_progress(int fd, const char *raw)
+{
+	char buf[512], msg[480];
+	int n;
+
+	bfs_log_escape(raw, msg, sizeof(msg));
+	if (fd < 0) {
+		show_progress(msg);
+		return;
+	}
+	n = snprintf(buf, sizeof(buf), "P%s\n", msg);
+	if (n > 0 && (size_t)n < sizeof(buf) && write(fd, buf, (size_t)n) < 0)
+		return; /* the parent is gone: nobody to show it to */
+}
+
 void bfs_daemon_detach(int notify_fd)
 {
 	int null;
@@ -210,6 +276,17 @@ int bfs_daemon_watch(void (*stop)(void *ctx), void *ctx, bfs_watch **out)
 	return 0;
 }
 
+void bfs_daemon_request_stop(bfs_watch *w)
+{
+	char c = (char)SIGTERM;
+
+	if (!w)
+		return;
+	if (write(stop_pipe[1], &c, 1) < 0) {
+		/* full: a stop is already on its way */
+	}
+}
+
 void bfs_daemon_unwatch(bfs_watch *w)
 {
 	struct sigaction sa;
@@ -309,12 +386,169 @@ static int watch_pid(pid_t pid)
 	return fd;
 }
 
-int bfs_daemon_unmount(const char *path)
+/* ---- who holds a mount ---------------------------------------------- */
+
+/* Does the mapping line of /proc/PID/maps lie on device devno ("MAJ:MIN",
+ * decimal as mountinfo writes it; maps writes hex)? */
+static int maps_on_dev(const char *line, unsigned maj, unsigned min)
 {
-	char mountpoint[PATH_MAX];
+	unsigned a, b;
+
+	/* address perms offset dev inode path */
+	return sscanf(line, "%*s %*s %*s %x:%x", &a, &b) == 2 && a == maj &&
+	       b == min;
+}
+
+/* Is link (a readlink of /proc/PID/cwd or root) mountpoint or below it? */
+static int path_under(const char *link, const char *mountpoint)
+{
+	size_t n = strlen(mountpoint);
+
+	return strncmp(link, mountpoint, n) == 0 &&
+	       (link[n] == '\0' || link[n] == '/');
+}
+
+/* What process pid holds of the mount (mount ID mnt_id, device maj:min,
+ * at mountpoint), as a phrase, or NULL.  Only /proc is read: readlink of
+ * its cwd and root, the mnt_id of each open file in fdinfo, the devices
+ * of its mappings; nothing on the mount itself is touched, so a daemon
+ * that does not answer cannot hang the search. */
+static const char *what_holds(long pid, int mnt_id, unsigned maj,
+			      unsigned min, const char *mountpoint)
+{
+	char path[64], link[PATH_MAX], line[PATH_MAX + 128];
+	struct dirent *de;
+	const char *what = NULL;
+	ssize_t n;
+	DIR *d;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/fdinfo", pid);
+	if (mnt_id >= 0 && (d = opendir(path))) {
+		while (!what && (de = readdir(d))) {
+			char info[96];
+
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(info, sizeof(info), "/proc/%ld/fdinfo/%s", pid,
+				 de->d_name);
+			if (!(f = fopen(info, "re")))
+				continue;
+			while (fgets(line, sizeof(line), f)) {
+				int id;
+
+				if (sscanf(line, "mnt_id: %d", &id) == 1) {
+					if (id == mnt_id)
+						what = "an open file";
+					break;
+				}
+			}
+			fclose(f);
+		}
+		closedir(d);
+	}
+	if (what)
+		return what;
+	snprintf(path, sizeof(path), "/proc/%ld/maps", pid);
+	if ((f = fopen(path, "re"))) {
+		while (!what && fgets(line, sizeof(line), f))
+			if (maps_on_dev(line, maj, min))
+				what = "a mapped file";
+		fclose(f);
+	}
+	if (what)
+		return what;
+	snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+	if ((n = readlink(path, link, sizeof(link) - 1)) > 0) {
+		link[n] = '\0';
+		if (path_under(link, mountpoint))
+			return "its working directory";
+	}
+	snprintf(path, sizeof(path), "/proc/%ld/root", pid);
+	if ((n = readlink(path, link, sizeof(link) - 1)) > 0) {
+		link[n] = '\0';
+		if (path_under(link, mountpoint))
+			return "its root directory";
+	}
+	return NULL;
+}
+
+int bfs_daemon_holders(const char *mountpoint, long skip, char *out,
+		       size_t cap)
+{
+	char devno[64] = "";
+	unsigned maj = ~0u, min = ~0u;
+	int mnt_id, found = 0;
+	size_t len = 0;
+	struct dirent *de;
+	DIR *d;
+
+	out[0] = '\0';
+	if (!bfs_host_find_mount(mountpoint, devno, sizeof(devno)))
+		return 0;
+	mnt_id = bfs_host_mount_id(mountpoint);
+	if (sscanf(devno, "%u:%u", &maj, &min) != 2)
+		maj = min = ~0u;
+	if (!(d = opendir("/proc")))
+		return 0;
+	while ((de = readdir(d))) {
+		char path[64], comm[64] = "?", esc[256];
+		const char *what;
+		long pid;
+		FILE *f;
+		char *end;
+
+		pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == (long)getpid() || pid == skip)
+			continue;
+		if (!(what = what_holds(pid, mnt_id, maj, min, mountpoint)))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		if ((f = fopen(path, "re"))) {
+			if (fgets(comm, sizeof(comm), f))
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(f);
+		}
+		found++;
+		if (found <= 8 && len < cap) {
+			/* a process name is anyone's choice: no control bytes */
+			int w = snprintf(out + len, cap - len, "%s%s (pid %ld: %s)",
+					 len ? ", " : "",
+					 bfs_log_escape(comm, esc, sizeof(esc)),
+					 pid, what);
+
+			len += w > 0 ? (size_t)w : 0;
+		}
+	}
+	closedir(d);
+	if (found > 8 && len < cap)
+		snprintf(out + len, cap - len, " and %d more", found - 8);
+	return found;
+}
+
+/* ---- unmount --------------------------------------------------------- */
+
+/* The unmount failed with EBUSY: say who holds it. */
+static void say_busy(const char *mountpoint, pid_t daemon)
+{
+	char who[2048];
+
+	if (bfs_daemon_holders(mountpoint, (long)daemon, who, sizeof(who)))
+		fprintf(stderr,
+			"batchfs: %s is busy: held by %s; end or move them, or detach it now with 'batchfs unmount --lazy %s'\n",
+			mountpoint, who, mountpoint);
+	else
+		fprintf(stderr,
+			"batchfs: %s is busy (no process of this user is seen holding it; as root, 'batchfs unmount' names them); 'batchfs unmount --lazy %s' detaches it now\n",
+			mountpoint, mountpoint);
+}
+
+int bfs_daemon_unmount(const char *path, int lazy)
+{
+	char mountpoint[PATH_MAX], who[2048] = "";
 	struct pollfd pf = { .fd = -1, .events = POLLIN };
 	pid_t pid, daemon;
-	int wst = 0, rc = 0, err;
+	int wst = 0, rc = 0, err, held = 0;
 
 	if ((err = bfs_host_resolve(path, mountpoint, sizeof(mountpoint))) ||
 	    !bfs_host_is_mountpoint(mountpoint)) {
@@ -323,17 +557,26 @@ int bfs_daemon_unmount(const char *path)
 	}
 	daemon = daemon_pid(mountpoint);
 	pf.fd = watch_pid(daemon);
+	/* after a lazy unmount the holders are no longer found by path */
+	if (lazy)
+		held = bfs_daemon_holders(mountpoint, (long)daemon, who,
+					  sizeof(who));
 	if (geteuid() == 0) {
 		/* EBUSY for an instant is possible while the daemon looks up a
 		 * batch it is about to push (push_file); a mount someone holds
 		 * open stays busy and fails after the retries. */
 		err = 0;
 		for (int i = 0; i < 20; i++) {
-			if (umount2(mountpoint, 0) == 0)
+			if (umount2(mountpoint, lazy ? MNT_DETACH : 0) == 0)
 				goto wait;
 			if ((err = errno) != EBUSY)
 				break;
 			usleep(50 * 1000);
+		}
+		if (err == EBUSY) {
+			say_busy(mountpoint, daemon);
+			rc = 1;
+			goto out;
 		}
 		if (err != EPERM) {
 			fprintf(stderr, "batchfs: unmount %s: %s\n", mountpoint,
@@ -344,18 +587,36 @@ int bfs_daemon_unmount(const char *path)
 	}
 	pid = fork();
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", mountpoint,
-		       (char *)NULL);
+		if (lazy)
+			execlp("fusermount3", "fusermount3", "-u", "-z", mountpoint,
+			       (char *)NULL);
+		else
+			execlp("fusermount3", "fusermount3", "-u", mountpoint,
+			       (char *)NULL);
 		perror("batchfs: fusermount3");
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &wst, 0) < 0 || !WIFEXITED(wst) ||
 	    WEXITSTATUS(wst) != 0) {
-		fprintf(stderr, "batchfs: unmount %s failed\n", mountpoint);
+		if (!lazy && bfs_host_is_mountpoint(mountpoint) &&
+		    bfs_daemon_holders(mountpoint, (long)daemon, who, sizeof(who)))
+			say_busy(mountpoint, daemon);
+		else
+			fprintf(stderr, "batchfs: unmount %s failed\n", mountpoint);
 		rc = 1;
 		goto out;
 	}
 wait:
+	if (lazy) {
+		/* Detached: the daemon ends when the last holder lets go,
+		 * which may be never; wait only briefly. */
+		if (pf.fd >= 0 && poll(&pf, 1, held ? 500 : 2000) == 0)
+			printf("batchfs: %s is detached; its daemon (pid %ld) exits once %s let%s go\n",
+			       mountpoint, (long)daemon,
+			       held ? who : "the processes that hold it",
+			       held == 1 ? "s" : "");
+		goto out;
+	}
 	for (int i = 0; i < 100 && bfs_host_is_mountpoint(mountpoint); i++)
 		usleep(50 * 1000);
 	/* Return once the daemon is gone: its last batches are in the cache

@@ -6,10 +6,13 @@
 #include "fs/files.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include <turbojpeg.h>
 
@@ -37,7 +40,17 @@ static void files_warn(const bfs_files *f, const char *fmt, ...)
 
 static uint64_t batch_id(const bfs_files *f, const bfs_node *n)
 {
-	return (uint64_t)n->epoch * bfs_engine_batches_per_epoch(f->eng) + n->batch;
+	return bfs_ns_batch_id(f->shape, n);
+}
+
+/* "rank 3 " in messages of a mount of several ranks, else "". */
+static const char *rank_words(const bfs_files *f, const bfs_node *n,
+			      char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	if (f->shape->ranks)
+		snprintf(buf, cap, "rank %u ", n->rank);
+	return buf;
 }
 
 size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
@@ -54,6 +67,35 @@ size_t bfs_files_npy_header(const bfs_files *f, const bfs_node *n, char *hdr,
 	}
 	*data_len = (size_t)count * bfs_engine_batch_sample_bytes(f->eng, id);
 	return bfs_engine_npy_header(f->eng, id, hdr, cap);
+}
+
+/* ---- class names ------------------------------------------------------ */
+
+/* Labels as batches hold them are the source's plus --label-offset, so
+ * the class list is indexed by that: classes[l] names label l. */
+#define MAX_SERVED_CLASSES (1u << 21)
+
+/* How many labels the list covers (0: none), as served. */
+static size_t served_classes(const bfs_files *f)
+{
+	int64_t off = bfs_engine_options(f->eng)->label_offset, top;
+	size_t n = bfs_source_nclasses(f->src);
+
+	if (!n || __builtin_add_overflow((int64_t)n - 1, off, &top) || top < 0 ||
+	    (uint64_t)top >= MAX_SERVED_CLASSES)
+		return 0;
+	return (size_t)top + 1;
+}
+
+/* The name of served label l, or NULL (no record has it). */
+static const char *class_of(const bfs_files *f, int64_t l)
+{
+	int64_t raw;
+
+	if (__builtin_sub_overflow(l, bfs_engine_options(f->eng)->label_offset,
+				   &raw) || raw < 0)
+		return NULL;
+	return bfs_source_class_name(f->src, (size_t)raw);
 }
 
 /* ---- dataset.json ----------------------------------------------------- */
@@ -202,22 +244,44 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_str(&j, "resize",
 		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
 	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
+	bfs_json_bool(&j, "shuffle", eo->shuffle);
 	if (eo->shuffle) {
-		bfs_json_str(&j, "shuffle", "stateless permutation per (seed, epoch)");
 		bfs_json_u64(&j, "seed", eo->seed);
+		bfs_json_str(&j, "shuffle_rule",
+			     "epoch e is a stateless permutation of (seed, e)");
 	} else {
-		bfs_json_bool(&j, "shuffle", 0);
+		bfs_json_null(&j, "seed");
 	}
-	bfs_json_u64(&j, "rank", eo->rank);
+	if (f->shape->ranks) { /* --ranks: rank-R/ for each of them */
+		bfs_json_open(&j, "ranks", '[');
+		for (uint32_t r = 0; r < f->shape->ranks; r++)
+			bfs_json_u64(&j, NULL, f->shape->rank0 + r);
+		bfs_json_close(&j, ']');
+	} else {
+		bfs_json_u64(&j, "rank", eo->rank);
+	}
 	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
 	bfs_json_str(&j, "image_key",
 		     f->image_key ? f->image_key : "image/encoded");
 	bfs_json_str(&j, "label_key",
 		     f->label_key ? f->label_key : "image/class/label");
-	bfs_json_open(&j, "classes", '[');
-	for (size_t i = 0; i < bfs_source_nclasses(f->src); i++)
-		bfs_json_str(&j, NULL, bfs_source_class_name(f->src, i));
-	bfs_json_close(&j, ']');
+	{
+		size_t n = served_classes(f);
+		const char *note = bfs_source_classes_note(f->src);
+
+		/* classes[l] names label l as the batches hold it; null for a
+		 * label no record has */
+		bfs_json_open(&j, "classes", '[');
+		for (size_t i = 0; i < n; i++)
+			bfs_json_str(&j, NULL, class_of(f, (int64_t)i));
+		bfs_json_close(&j, ']');
+		bfs_json_str(&j, "classes_from",
+			     n ? bfs_source_classes_from(f->src) : NULL);
+		if (!n && bfs_source_nclasses(f->src))
+			note = "--label-offset puts every label outside 0..2^21";
+		if (note)
+			bfs_json_str(&j, "classes_note", note);
+	}
 	bfs_json_str(&j, "on_error",
 		     eo->on_error == BFS_ON_ERROR_SKIP ? "skip" : "fail");
 	bfs_json_u64(&j, "max_pixels", eo->max_pixels);
@@ -239,12 +303,23 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_str(&j, "cache", "none");
 	}
 	bfs_json_str(&j, "fingerprint", f->fingerprint);
-	bfs_json_open(&j, "files", '{');
-	bfs_json_str(&j, "images", "epoch-NNNN/batch-NNNNNN.npy");
-	bfs_json_str(&j, "labels", "epoch-NNNN/batch-NNNNNN.labels.npy");
-	bfs_json_str(&j, "provenance", "epoch-NNNN/batch-NNNNNN.index.json");
-	bfs_json_str(&j, "preview", "epoch-NNNN/batch-NNNNNN.preview.jpg");
-	bfs_json_close(&j, '}');
+	{
+		const char *rd = f->shape->ranks ? "rank-R/" : "";
+		char p[4][64];
+
+		snprintf(p[0], sizeof(p[0]), "%sepoch-NNNN/batch-NNNNNN.npy", rd);
+		snprintf(p[1], sizeof(p[1]), "%sepoch-NNNN/batch-NNNNNN.labels.npy", rd);
+		snprintf(p[2], sizeof(p[2]), "%sepoch-NNNN/batch-NNNNNN.index.json", rd);
+		snprintf(p[3], sizeof(p[3]), "%sepoch-NNNN/batch-NNNNNN.preview.jpg", rd);
+		bfs_json_open(&j, "files", '{');
+		bfs_json_str(&j, "images", p[0]);
+		bfs_json_str(&j, "labels", p[1]);
+		bfs_json_str(&j, "provenance", p[2]);
+		bfs_json_str(&j, "preview", p[3]);
+		if (f->shape->hold)
+			bfs_json_str(&j, "hold", "hold");
+		bfs_json_close(&j, '}');
+	}
 	bfs_json_close(&j, '}');
 	return bfs_json_take(&j, buf, len);
 }
@@ -277,6 +352,8 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 	err = wait_batch(f, reader, id, &b, msg);
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
+	if (f->shape->ranks)
+		bfs_json_u64(&j, "rank", n->rank);
 	bfs_json_u64(&j, "epoch", n->epoch);
 	bfs_json_u64(&j, "batch", n->batch);
 	bfs_json_u64(&j, "count", count);
@@ -363,7 +440,8 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 	uint64_t id = batch_id(f, n);
 	char msg[BFS_ERRMSG_MAX] = "";
 	const char **names = NULL;
-	size_t ncls = bfs_source_nclasses(f->src);
+	char *numbers = NULL;     /* the labels no name is known for */
+	size_t ncls = served_classes(f);
 	bfs_preview_opts po = { 0 };
 	unsigned char *jpeg = NULL;
 	unsigned long jlen = 0;
@@ -373,9 +451,18 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 	err = wait_batch(f, reader, id, &b, msg);
 	if (err)
 		return -EIO;
-	if (ncls && (names = calloc(ncls + 1, sizeof(*names)))) {
-		for (size_t c = 0; c < ncls; c++)
-			names[c] = bfs_source_class_name(f->src, c);
+	if (ncls && (names = calloc(ncls + 1, sizeof(*names))) &&
+	    (numbers = malloc(ncls * 21))) {
+		/* a NULL-ended list: a label without a name shows its number */
+		for (size_t c = 0; c < ncls; c++) {
+			if (!(names[c] = class_of(f, (int64_t)c))) {
+				snprintf(numbers + c * 21, 21, "%zu", c);
+				names[c] = numbers + c * 21;
+			}
+		}
+	} else {
+		free(names);
+		names = NULL;
 	}
 	bfs_engine_epoch_shape(f->eng, n->epoch, &po.h, &po.w);
 	po.dtype = eo->dtype;
@@ -387,9 +474,13 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 				 names, bfs_batch_count(b), &jpeg, &jlen, msg);
 	bfs_engine_put(f->eng, b);
 	free(names);
+	free(numbers);
 	if (err) {
-		files_warn(f, "preview of epoch %u batch %llu: %s", n->epoch,
-			  (unsigned long long)n->batch, msg);
+		char rw[32];
+
+		files_warn(f, "preview of %sepoch %u batch %llu: %s",
+			   rank_words(f, n, rw, sizeof(rw)), n->epoch,
+			   (unsigned long long)n->batch, msg);
 		return err == -ENOMEM ? -ENOMEM : -EIO;
 	}
 	/* copy into malloc'd memory: the caller releases it with free() */
@@ -405,6 +496,37 @@ int bfs_files_preview_jpg(const bfs_files *f, uint64_t reader, const bfs_node *n
 }
 
 /* ---- stats.json ------------------------------------------------------- */
+
+/* Has reader process pid gone (exited, or a zombie nobody reaped yet)?
+ * The pid is the one FUSE gave the daemon, in its own pid namespace. */
+static int reader_gone(uint64_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	int gone = 0;
+
+	if (pid == 0 || pid > INT32_MAX)
+		return 0; /* not a process we can ask about */
+	if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%llu/stat", (unsigned long long)pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	/* "pid (comm) S ...": the state follows the last ')' */
+	if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) && p[1] == ' ')
+		gone = p[2] == 'Z' || p[2] == 'X';
+	fclose(f);
+	return gone;
+}
+
+static double seconds_since(const struct timespec *t0, clockid_t clk)
+{
+	struct timespec now;
+
+	clock_gettime(clk, &now);
+	return (double)(now.tv_sec - t0->tv_sec) +
+	       (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+}
 
 int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 {
@@ -425,7 +547,17 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 
 	bfs_json_init(&j);
 	bfs_json_open(&j, NULL, '{');
+	{
+		struct timespec zero = { 0, 0 };
+
+		/* when this snapshot was taken (Unix time, seconds) */
+		bfs_json_fixed(&j, "timestamp",
+			       seconds_since(&zero, CLOCK_REALTIME), 3);
+		bfs_json_fixed(&j, "uptime_seconds",
+			       seconds_since(&f->started, CLOCK_MONOTONIC), 3);
+	}
 	bfs_json_u64(&j, "batches_served", st.batches_served);
+	bfs_json_u64(&j, "samples_served", st.samples_served);
 	bfs_json_u64(&j, "batches_produced", st.batches_produced);
 	bfs_json_u64(&j, "batches_pushed", st.batches_delivered);
 	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
@@ -496,9 +628,20 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_open(&j, "readers", '[');
 	for (unsigned r = 0; r < st.nreaders; r++) {
 		const bfs_reader_stats *rs = &st.readers[r];
+		uint64_t per = bfs_engine_batches_per_epoch(f->eng);
 
+		if (reader_gone(rs->reader))
+			continue;
 		bfs_json_open(&j, NULL, '{');
 		bfs_json_u64(&j, "pid", rs->reader);
+		if (rs->last_batch != UINT64_MAX && per) {
+			/* where it is: the batch it moved to last */
+			bfs_json_u64(&j, "epoch", rs->last_batch / per);
+			bfs_json_u64(&j, "batch", rs->last_batch % per);
+		} else {
+			bfs_json_null(&j, "epoch");
+			bfs_json_null(&j, "batch");
+		}
 		bfs_json_u64(&j, "depth", rs->depth);
 		bfs_json_f64(&j, "batches_per_second", rs->batches_per_s);
 		bfs_json_u64(&j, "batches", rs->batches);

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cache/cache.h"
 #include "engine/engine.h"
@@ -33,6 +34,8 @@ typedef struct {
 
 /* What the files are made of; everything must outlive the calls. */
 typedef struct {
+	const bfs_ns_shape *shape; /* the namespace: which ranks, epochs and
+				    * batches the nodes name */
 	bfs_source *src;
 	bfs_engine *eng;
 	bfs_cache *cache;          /* NULL: none */
@@ -40,6 +43,8 @@ typedef struct {
 	const char *image_key;     /* as asked for; NULL: the defaults */
 	const char *label_key;
 	const char *fingerprint;   /* bfs_engine_fingerprint of the engine */
+	struct timespec started;   /* CLOCK_MONOTONIC when the mount started
+				    * (stats.json's uptime_seconds) */
 	/* Fills *io for stats.json; may be NULL (all zero). */
 	void (*io)(void *ctx, bfs_files_io *io);
 	/* Told why a preview could not be drawn (the call only says -EIO);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pwd.h>
 #include <linux/capability.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -103,7 +104,7 @@ int bfs_host_absolute(const char *path, char *out, size_t cap)
  * with its device number "MAJ:MIN" copied to devno (cap bytes) when devno
  * is not NULL.  Mounts stacked on one path are listed in mount order, so
  * the last match is the one a path lookup reaches. */
-int bfs_host_find_mount(const char *path, char *devno, size_t cap)
+static int find_mount(const char *path, char *devno, size_t cap, int *mnt_id)
 {
 	char real[PATH_MAX], line[4 * PATH_MAX];
 	FILE *f;
@@ -115,6 +116,7 @@ int bfs_host_find_mount(const char *path, char *devno, size_t cap)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *save = NULL, *dev = NULL, *tok = strtok_r(line, " ", &save);
+		int id = tok ? atoi(tok) : -1;
 
 		for (int field = 1; tok && field < 5; field++) {
 			tok = strtok_r(NULL, " ", &save);
@@ -128,10 +130,24 @@ int bfs_host_find_mount(const char *path, char *devno, size_t cap)
 			found = 1;
 			if (devno)
 				snprintf(devno, cap, "%s", dev);
+			if (mnt_id)
+				*mnt_id = id;
 		}
 	}
 	fclose(f);
 	return found;
+}
+
+int bfs_host_find_mount(const char *path, char *devno, size_t cap)
+{
+	return find_mount(path, devno, cap, NULL);
+}
+
+int bfs_host_mount_id(const char *path)
+{
+	int id = -1;
+
+	return find_mount(path, NULL, 0, &id) ? id : -1;
 }
 
 int bfs_host_is_mountpoint(const char *path)
@@ -183,19 +199,29 @@ FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 			char *why, size_t why_cap)
 {
 	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], pwbuf[4096];
+	struct passwd pw, *res = NULL;
 	FILE *f;
 	int err;
 
 	why[0] = '\0';
+	/* no HOME (a systemd unit, mount(8)): the user's home directory */
+	if (!(home && home[0] == '/') &&
+	    getpwuid_r(getuid(), &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res &&
+	    res->pw_dir && res->pw_dir[0] == '/')
+		home = res->pw_dir;
 	if (log_path) {
 		snprintf(path, cap, "%s", log_path);
 	} else {
 		if (state && state[0] == '/')
 			snprintf(dir, sizeof(dir), "%s/batchfs", state);
-		else
-			snprintf(dir, sizeof(dir), "%s/.local/state/batchfs",
-				 home && home[0] == '/' ? home : "/tmp");
+		else if (home && home[0] == '/')
+			snprintf(dir, sizeof(dir), "%s/.local/state/batchfs", home);
+		else {
+			snprintf(why, why_cap,
+				 "no home directory (set HOME or XDG_STATE_HOME, or pass --log)");
+			return NULL;
+		}
 		if ((err = mkdir_p(dir))) {
 			snprintf(why, why_cap, "cannot create %s: %s", dir,
 				 strerror(-err));

@@ -30,6 +30,9 @@ int bfs_host_absolute(const char *path, char *out, size_t cap);
  * is not NULL; 0 if none. */
 int bfs_host_find_mount(const char *path, char *devno, size_t cap);
 int bfs_host_is_mountpoint(const char *path);
+/* The mount ID (mountinfo's first field, /proc/PID/fdinfo's mnt_id) of
+ * the topmost mount on path, or -1 when there is none. */
+int bfs_host_mount_id(const char *path);
 
 /* Raise the mount's bdi read_ahead_kb to 1 MiB (the kernel splits reads
  * into requests of that size, 128 KiB by default: a 19 MB batch was ~150
@@ -38,9 +41,10 @@ int bfs_host_is_mountpoint(const char *path);
 void bfs_host_raise_readahead(const char *mountpoint);
 
 /* Open the log for appending, line-buffered: log_path, or by default
- * $XDG_STATE_HOME/batchfs/batchfs.log (~/.local/state/... when unset),
- * creating every missing directory.  *path gets the file's name.  NULL
- * with *why saying why when it cannot be had. */
+ * $XDG_STATE_HOME/batchfs/batchfs.log (~/.local/state/... when unset;
+ * without HOME, the home directory in the password database), creating
+ * every missing directory.  *path gets the file's name.  NULL with *why
+ * saying why when it cannot be had. */
 FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 			char *why, size_t why_cap);
 

@@ -66,6 +66,8 @@ static void putf(bfs_json *j, const char *fmt, ...)
 
 static void indent(bfs_json *j)
 {
+	if (j->compact)
+		return;
 	put(j, "\n", 1);
 	for (int i = 0; i < j->depth; i++)
 		put(j, "  ", 2);
@@ -108,7 +110,7 @@ static void member(bfs_json *j, const char *key)
 {
 	if (j->depth > 0) {
 		if (!j->first)
-			put(j, ",", 1);
+			put(j, j->compact ? ", " : ",", j->compact ? 2 : 1);
 		indent(j);
 	}
 	j->first = 0;
@@ -163,6 +165,15 @@ void bfs_json_f64(bfs_json *j, const char *key, double v)
 		put(j, "null", 4);
 	else
 		putf(j, "%.6g", v);
+}
+
+void bfs_json_fixed(bfs_json *j, const char *key, double v, int decimals)
+{
+	member(j, key);
+	if (v != v || v > 1e300 || v < -1e300)
+		put(j, "null", 4);
+	else
+		putf(j, "%.*f", decimals, v);
 }
 
 void bfs_json_bool(bfs_json *j, const char *key, int v)

@@ -34,6 +34,7 @@ typedef struct {
 	int oom;       /* an allocation failed; buf is then unusable */
 	int first;     /* no member written yet at this level */
 	int depth;
+	int compact;   /* set after init: all on one line (JSON lines) */
 } bfs_json;
 
 void bfs_json_init(bfs_json *j);
@@ -48,7 +49,10 @@ void bfs_json_close(bfs_json *j, char bracket);
 void bfs_json_str(bfs_json *j, const char *key, const char *v);
 void bfs_json_u64(bfs_json *j, const char *key, uint64_t v);
 void bfs_json_i64(bfs_json *j, const char *key, int64_t v);
-void bfs_json_f64(bfs_json *j, const char *key, double v);
+void bfs_json_f64(bfs_json *j, const char *key, double v);  /* %.6g */
+/* v with exactly `decimals` digits after the point (a timestamp); NaN and
+ * infinities as null. */
+void bfs_json_fixed(bfs_json *j, const char *key, double v, int decimals);
 void bfs_json_bool(bfs_json *j, const char *key, int v);
 void bfs_json_null(bfs_json *j, const char *key);
 

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -388,20 +390,30 @@ const struct fuse_lowlevel_ops *bfs_ll_ops(size_t *size)
 
 /* Make the kernel look up node n (so that it knows the inode, and a
  * reader's open of the name needs no LOOKUP): a stat() through the mount,
- * answered by a loop thread. */
+ * answered by a loop thread.  The stat goes through a private clone of
+ * the mount (open_tree), where we may make one (CAP_SYS_ADMIN): a walk
+ * that waits on its LOOKUP then holds no reference on the mount the user
+ * sees, so an umount(8) at that instant does not fail with EBUSY.  Should
+ * the mount go while the clone is held, closing it lets the file system
+ * end as the umount asked. */
 static int look_up(bfs_ll *ll, const bfs_node *n)
 {
-	const bfs_ns_shape *shape = bfs_view_shape(ll->view);
-	bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = n->epoch };
-	char path[PATH_MAX + 64], name[64], ename[64];
+	char path[PATH_MAX + 128], rel[128];
 	struct stat st;
+	int tree, rc;
 
-	if (bfs_ns_name(shape, &ep, ename, sizeof(ename)) < 0 ||
-	    bfs_ns_name(shape, n, name, sizeof(name)) < 0)
+	if (bfs_ns_path(bfs_view_shape(ll->view), n, rel, sizeof(rel)) < 0)
 		return -ENAMETOOLONG;
-	snprintf(path, sizeof(path), "%s/%s/%s", ll->root, ename, name);
-	if (stat(path, &st) != 0)
-		return -errno;
+	tree = open_tree(AT_FDCWD, ll->root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree >= 0) {
+		rc = fstatat(tree, rel, &st, 0) != 0 ? -errno : 0;
+		close(tree);
+	} else {
+		snprintf(path, sizeof(path), "%s/%s", ll->root, rel);
+		rc = stat(path, &st) != 0 ? -errno : 0;
+	}
+	if (rc)
+		return rc;
 	if ((uint64_t)st.st_ino != bfs_view_ino(ll->view, n))
 		return -ESTALE; /* something else is mounted there now */
 	return 0;

@@ -8,17 +8,51 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
 static FILE *log_file;
+static int log_syslog;       /* lines go to syslog(3) instead */
 static int log_max = BFS_LOG_INFO;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void bfs_log_init(FILE *f, int max_level)
 {
 	log_file = f;
+	log_syslog = 0;
 	log_max = max_level;
+}
+
+/* Is there a syslog daemon to hear us: a socket at /dev/log that accepts
+ * a datagram connection?  (Without one glibc drops every line.) */
+static int syslog_listens(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX, .sun_path = "/dev/log" };
+	struct stat st;
+	int fd, ok;
+
+	if (stat(a.sun_path, &st) != 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return 0;
+	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return ok;
+}
+
+int bfs_log_init_syslog(int max_level)
+{
+	if (!syslog_listens())
+		return -1;
+	openlog("batchfs", LOG_PID | LOG_NDELAY, LOG_DAEMON);
+	log_file = NULL;
+	log_syslog = 1;
+	log_max = max_level;
+	return 0;
 }
 
 void bfs_log(int level, const char *fmt, ...)
@@ -32,6 +66,15 @@ void bfs_log(int level, const char *fmt, ...)
 
 	if (level > log_max)
 		return;
+	if (log_syslog) {
+		static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
+					    LOG_DEBUG };
+
+		va_start(ap, fmt);
+		vsyslog(prio[level], fmt, ap);
+		va_end(ap);
+		return;
+	}
 	t = time(NULL);
 	localtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &tm);

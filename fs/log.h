@@ -14,7 +14,14 @@ enum { BFS_LOG_ERROR, BFS_LOG_WARN, BFS_LOG_INFO, BFS_LOG_DEBUG };
  * Call before starting threads. */
 void bfs_log_init(FILE *f, int max_level);
 
-/* One line "batchfs[pid] LEVEL: message".  Thread-safe. */
+/* Send log lines to syslog(3) instead (facility daemon, ident batchfs,
+ * with the pid), for a daemon whose log file cannot be opened.  0, or -1
+ * (nothing changed) when nothing listens on /dev/log.  Call before
+ * starting threads. */
+int bfs_log_init_syslog(int max_level);
+
+/* One line "batchfs[pid] LEVEL: message" (syslog adds its own stamp and
+ * pid).  Thread-safe. */
 void bfs_log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -1,10 +1,13 @@
 /*
- * main.c - the batchfs command line: mount, unmount, inspect, mkshards.
+ * main.c - the batchfs command line: mount, unmount, status, inspect,
+ * mkshards, cache; and mount(8)'s helper when called as mount.batchfs or
+ * mount.fuse.batchfs (fs/mounthelper.c turns its arguments into a mount).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,8 @@
 #include "fs/cachecmd.h"
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
+#include "fs/mounthelper.h"
+#include "fs/status.h"
 
 static const char usage_top[] =
 	"usage: batchfs COMMAND [options]\n"
@@ -27,10 +32,11 @@ static const char usage_top[] =
 	"commands:\n"
 	"  mount SHARD_DIR MOUNTPOINT   serve SHARD_DIR as batch files\n"
 	"  unmount MOUNTPOINT           unmount (fusermount3 -u works too)\n"
+	"  status MOUNTPOINT            what a mount is doing (--watch, --json)\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
 	"  cache stats|verify|clear     the preprocessed-sample cache\n"
-	"  version                      print the version\n"
+	"  version, -V, --version       print the version\n"
 	"\n"
 	"Run 'batchfs COMMAND --help' for a command's options.\n";
 
@@ -103,6 +109,14 @@ static const char usage_mount[] =
 	"                       it every epoch is in file order\n"
 	"  --rank R --world W   this rank's slice, as PyTorch's\n"
 	"                       DistributedSampler(drop_last=True)\n"
+	"  --ranks A-B          with --world W: one mount for ranks A..B (a\n"
+	"                       node's local ranks), each in MNT/rank-R/, the\n"
+	"                       same bytes as --rank R; one set of threads,\n"
+	"                       memory and cache for all of them\n"
+	"  --hold SECONDS       MNT/hold exists; the mount unmounts itself once\n"
+	"                       the last open of it is closed (a process that\n"
+	"                       exits or is killed closes its files), or when\n"
+	"                       nobody opened it within SECONDS (0: no limit)\n"
 	"  --drop-remainder     leave out the last, partial batch\n"
 	"  --log FILE           daemon log (default\n"
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
@@ -122,9 +136,43 @@ static const char usage_mount[] =
 	"  -h, --help           this help\n";
 
 static const char usage_unmount[] =
-	"usage: batchfs unmount MOUNTPOINT\n"
+	"usage: batchfs unmount [--lazy] MOUNTPOINT\n"
 	"\n"
-	"Unmounts a batchfs mount and waits until it is gone.\n";
+	"Unmounts a batchfs mount and waits until its daemon is gone.  A mount\n"
+	"that processes still hold is not unmounted: they are named.\n"
+	"\n"
+	"  -l, --lazy   detach it now; the daemon exits once the last process\n"
+	"               holding it lets go (not waited for)\n"
+	"  -h, --help   this help\n";
+
+/* A usage error of `batchfs CMD`: one line, and where the help is. */
+static int usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static int usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "batchfs%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "; see 'batchfs%s%s --help'\n", cmd ? " " : "",
+		cmd ? cmd : "");
+	return 2;
+}
+
+/* getopt_long's '?' (unknown) or ':' (missing value), with opterr 0. */
+static int bad_option(const char *cmd, int c, char **argv)
+{
+	const char *arg = argv[optind - 1];
+
+	if (c == ':')
+		return usage_error(cmd, "%s needs a value", arg);
+	if (optopt && optopt < 256 && arg[0] == '-' && arg[1] != '-')
+		return usage_error(cmd, "unknown option '-%c'", optopt);
+	return usage_error(cmd, "unknown option '%s'", arg);
+}
 
 /* "64M", "1G", "1000": sizes and counts with binary suffixes. */
 static int parse_size(const char *s, uint64_t *out)
@@ -240,8 +288,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_ALLOW, O_MEM, O_SHUFFLE, O_EPOCHS, O_RANK, O_WORLD,
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
 	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
-	       O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES, O_DECODE_SCALE, O_SCHEDULE,
-	       O_DECODE_WHOLE };
+	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
+	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -265,6 +313,8 @@ static int cmd_mount(int argc, char **argv)
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "rank", required_argument, 0, O_RANK },
 		{ "world", required_argument, 0, O_WORLD },
+		{ "ranks", required_argument, 0, O_RANKS },
+		{ "hold", required_argument, 0, O_HOLD },
 		{ "label-offset", required_argument, 0, O_LABEL_OFFSET },
 		{ "cache-size", required_argument, 0, O_CACHE_SIZE },
 		{ "resize", required_argument, 0, O_RESIZE },
@@ -285,7 +335,7 @@ static int cmd_mount(int argc, char **argv)
 	bfs_mount_opts o = { 0 };
 	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
-	int c, rc;
+	int c, rc, rank_given = 0;
 
 	o.engine.batch = 32;
 	o.engine.height = o.engine.width = 224;
@@ -295,7 +345,8 @@ static int cmd_mount(int argc, char **argv)
 	o.engine.std[0] = o.engine.std[1] = o.engine.std[2] = 1.0f;
 	o.cache = NULL; /* the default directory */
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "hfdo:", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":hfdo:", lo, NULL)) != -1) {
 		switch (c) {
 		case O_BATCH:
 			if (parse_uint(optarg, 1, 65536, &o.engine.batch))
@@ -450,6 +501,29 @@ static int cmd_mount(int argc, char **argv)
 		case O_RANK:
 			if (parse_uint(optarg, 0, 1u << 20, &o.engine.rank))
 				return bad("--rank", optarg, "0..world-1");
+			rank_given = 1;
+			break;
+		case O_RANKS: {
+			const char *dash = strchr(optarg, '-');
+			size_t la = dash ? (size_t)(dash - optarg) : strlen(optarg);
+			unsigned lo, hi;
+			char a[16];
+
+			if (la == 0 || la >= sizeof(a))
+				return bad("--ranks", optarg, "A-B with A <= B, or A");
+			memcpy(a, optarg, la);
+			a[la] = '\0';
+			if (parse_uint(a, 0, 1u << 20, &lo) ||
+			    parse_uint(dash ? dash + 1 : a, 0, 1u << 20, &hi) || hi < lo)
+				return bad("--ranks", optarg, "A-B with A <= B, or A");
+			o.engine.rank = lo;
+			o.engine.ranks = hi - lo + 1;
+			break;
+		}
+		case O_HOLD:
+			if (parse_uint(optarg, 0, 1u << 30, &o.hold_wait))
+				return bad("--hold", optarg, "seconds to wait for the first holder (0: no limit)");
+			o.hold = 1;
 			break;
 		case O_WORLD:
 			if (parse_uint(optarg, 1, 1u << 20, &o.engine.world))
@@ -535,12 +609,26 @@ static int cmd_mount(int argc, char **argv)
 			fputs(usage_mount, stdout);
 			return 0;
 		default:
-			fputs(usage_mount, stderr);
-			return 2;
+			free(fuse_opts);
+			return bad_option("mount", c, argv);
 		}
 	}
 	if (argc - optind != 2) {
-		fputs(usage_mount, stderr);
+		free(fuse_opts);
+		if (argc - optind < 2)
+			return usage_error("mount", "needs SHARD_DIR and MOUNTPOINT");
+		return usage_error("mount", "too many arguments ('%s')",
+				   argv[optind + 2]);
+	}
+	if (o.engine.ranks && rank_given) {
+		fprintf(stderr, "batchfs mount: --rank and --ranks exclude each other\n");
+		return 2;
+	}
+	if (o.engine.ranks &&
+	    o.engine.rank + o.engine.ranks > (o.engine.world ? o.engine.world : 1)) {
+		fprintf(stderr, "batchfs mount: --ranks %u-%u must be below --world %u\n",
+			o.engine.rank, o.engine.rank + o.engine.ranks - 1,
+			o.engine.world ? o.engine.world : 1);
 		return 2;
 	}
 	/* after --size, which a schedule from epoch 0 replaces */
@@ -582,21 +670,41 @@ static int cmd_mount(int argc, char **argv)
 
 static int cmd_unmount(int argc, char **argv)
 {
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		fputs(usage_unmount, stdout);
-		return 0;
+	static const struct option lo[] = {
+		{ "lazy", no_argument, 0, 'l' },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 }
+	};
+	int c, lazy = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":lh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			lazy = 1;
+			break;
+		case 'h':
+			fputs(usage_unmount, stdout);
+			return 0;
+		default:
+			return bad_option("unmount", c, argv);
+		}
 	}
-	if (argc != 2) {
-		fputs(usage_unmount, stderr);
-		return 2;
-	}
-	return bfs_daemon_unmount(argv[1]);
+	if (argc - optind < 1)
+		return usage_error("unmount", "needs MOUNTPOINT");
+	if (argc - optind > 1)
+		return usage_error("unmount", "too many arguments ('%s')",
+				   argv[optind + 1]);
+	return bfs_daemon_unmount(argv[optind], lazy);
 }
 
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : NULL;
 
+	if (bfs_mounthelper_called(argv[0]))
+		return bfs_mounthelper_main(argc, argv, cmd_mount);
 	if (!cmd) {
 		fputs(usage_top, stderr);
 		return 2;
@@ -605,7 +713,8 @@ int main(int argc, char **argv)
 		fputs(usage_top, stdout);
 		return 0;
 	}
-	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version") ||
+	    !strcmp(cmd, "-V")) {
 		printf("batchfs %s (output format %d)\n", BFS_VERSION,
 		       BFS_FORMAT_VERSION);
 		return 0;
@@ -614,12 +723,15 @@ int main(int argc, char **argv)
 		return cmd_mount(argc - 1, argv + 1);
 	if (!strcmp(cmd, "unmount") || !strcmp(cmd, "umount"))
 		return cmd_unmount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "status"))
+		return bfs_status_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "inspect"))
 		return bfs_inspect_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "mkshards"))
 		return bfs_mkshards_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "cache"))
 		return bfs_cachecmd_main(argc - 1, argv + 1);
-	fprintf(stderr, "batchfs: unknown command '%s'\n\n%s", cmd, usage_top);
-	return 2;
+	if (cmd[0] == '-')
+		return usage_error(NULL, "unknown option '%s'", cmd);
+	return usage_error(NULL, "unknown command '%s'", cmd);
 }

@@ -33,7 +33,7 @@
 #define MAX_JPEG_BYTES (512u << 20) /* larger files are skipped */
 
 static const char usage_text[] =
-	"usage: batchfs mkshards JPEG_DIR OUT_DIR [--per-shard N] [--prefix P] [--quiet]\n"
+	"usage: batchfs mkshards JPEG_DIR OUT_DIR [--per-shard N] [--prefix P] [--force] [--quiet]\n"
 	"\n"
 	"Pack JPEGs into TFRecord shards of tf.train.Example records with the\n"
 	"ImageNet keys (image/encoded, image/format, image/class/label,\n"
@@ -44,6 +44,9 @@ static const char usage_text[] =
 	"  OUT_DIR          where P-00000-of-0000N.tfrecord go (created if missing)\n"
 	"  --per-shard N    records per shard (default 1024)\n"
 	"  --prefix P       shard name prefix (default train)\n"
+	"  --force          replace the P-*-of-*.tfrecord shards of an earlier run\n"
+	"                   in OUT_DIR (without it such a rerun is refused: a mount\n"
+	"                   would count the old shards with the new ones)\n"
 	"  --quiet          no progress output\n"
 	"  --help           this text\n"
 	"\n"
@@ -64,6 +67,7 @@ typedef struct {
 	const char *in, *out, *prefix;
 	long per_shard;
 	int quiet;
+	int force;     /* replace an earlier run's shards */
 } opts;
 
 typedef struct {
@@ -532,29 +536,71 @@ static int publish(job *j)
 	return 0;
 }
 
-/* Warn about shards with our prefix from an earlier run with another count. */
-static void warn_stale(const job *j)
+/* Is name one of ours: PREFIX-NNNNN-of-NNNNN.tfrecord (digits, any count)? */
+static int is_our_shard(const char *name, const char *prefix)
 {
-	char tail[64];
-	size_t plen = strlen(j->o->prefix), stale = 0;
-	DIR *d = opendir(j->o->out);
+	size_t plen = strlen(prefix);
+	const char *p = name + plen;
+	int digits;
+
+	if (strncmp(name, prefix, plen) != 0 || *p++ != '-')
+		return 0;
+	for (digits = 0; *p >= '0' && *p <= '9'; p++)
+		digits++;
+	if (!digits || strncmp(p, "-of-", 4) != 0)
+		return 0;
+	for (p += 4, digits = 0; *p >= '0' && *p <= '9'; p++)
+		digits++;
+	return digits && !strcmp(p, ".tfrecord");
+}
+
+/* The shards of an earlier run in OUT_DIR, sorted, into *out (empty when
+ * there are none or OUT_DIR does not exist yet).  0 or -errno. */
+static int earlier_shards(const opts *o, strvec *out)
+{
+	DIR *d = opendir(o->out);
 	struct dirent *de;
+	int err = 0;
 
 	if (!d)
-		return;
-	snprintf(tail, sizeof(tail), "-of-%05zu.tfrecord", j->nshards);
-	while ((de = readdir(d))) {
-		const char *n = de->d_name;
-
-		if (strncmp(n, j->o->prefix, plen) == 0 && n[plen] == '-' &&
-		    strstr(n + plen, "-of-") && !strstr(n + plen, tail))
-			stale++;
-	}
+		return errno == ENOENT ? 0 : -errno;
+	while (!err && (de = readdir(d)))
+		if (is_our_shard(de->d_name, o->prefix))
+			err = strvec_push(out, de->d_name);
 	closedir(d);
-	if (stale)
-		errf("warning: %s also holds %zu '%s-*-of-*' file(s) from an "
-		     "earlier run; remove them before mounting", j->o->out,
-		     stale, j->o->prefix);
+	if (!err && out->n)
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
+	return err;
+}
+
+/* After --force published the new shards: remove the earlier run's that
+ * the new names did not replace (a run with fewer shards, or another
+ * count in the name).  0, or the first unlink error (said). */
+static int remove_replaced(const job *j, const strvec *old)
+{
+	char tail[64];
+	int err = 0;
+
+	snprintf(tail, sizeof(tail), "-of-%05zu.tfrecord", j->nshards);
+	for (size_t i = 0; i < old->n; i++) {
+		const char *n = old->v[i];
+		const char *t = strstr(n + strlen(j->o->prefix) + 1, "-of-");
+		char *path;
+		unsigned long idx = strtoul(n + strlen(j->o->prefix) + 1, NULL, 10);
+
+		/* rewritten by this run: PREFIX-i-of-N with i < N, N ours */
+		if (t && !strcmp(t, tail) && idx < j->nshards &&
+		    (size_t)(t - n) == strlen(j->o->prefix) + 6)
+			continue;
+		if (!(path = join(j->o->out, n)))
+			return -ENOMEM;
+		if (unlink(path) != 0 && errno != ENOENT && !err) {
+			err = -errno;
+			errf("cannot remove %s: %s", path, strerror(errno));
+		}
+		free(path);
+	}
+	return err;
 }
 
 static int mkdir_p(const char *path)
@@ -590,6 +636,7 @@ static int parse_args(int argc, char **argv, opts *o)
 	o->per_shard = 1024;
 	o->prefix = "train";
 	o->quiet = 0;
+	o->force = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 
@@ -599,6 +646,10 @@ static int parse_args(int argc, char **argv, opts *o)
 		}
 		if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
 			o->quiet = 1;
+			continue;
+		}
+		if (!strcmp(a, "--force") || !strcmp(a, "-f")) {
+			o->force = 1;
 			continue;
 		}
 		if (!strncmp(a, "--per-shard", 11) || !strncmp(a, "--prefix", 8)) {
@@ -657,6 +708,7 @@ int bfs_mkshards_main(int argc, char **argv)
 {
 	opts o;
 	job j;
+	strvec old = {0};
 	struct stat st;
 	int r, err, status = 1;
 
@@ -672,6 +724,18 @@ int bfs_mkshards_main(int argc, char **argv)
 	if (stat(o.in, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		errf("%s is not a directory", o.in);
 		return 1;
+	}
+	/* Refused before any work: a rerun into the same OUT_DIR would leave
+	 * the old shards beside the new ones, and a mount reads them all. */
+	if ((err = earlier_shards(&o, &old))) {
+		errf("cannot read %s: %s", o.out, strerror(-err));
+		goto out;
+	}
+	if (old.n && !o.force) {
+		errf("%s already holds %zu shard(s) of an earlier run (%s%s%s); a mount would count them with the new ones: pass --force to replace them, or choose another OUT_DIR or --prefix",
+		     o.out, old.n, old.v[0], old.n > 1 ? " ... " : "",
+		     old.n > 1 ? old.v[old.n - 1] : "");
+		goto out;
 	}
 	if ((err = collect(&j)))
 		goto out;
@@ -693,15 +757,17 @@ int bfs_mkshards_main(int argc, char **argv)
 	}
 	if ((err = publish(&j)))
 		goto out;
-	warn_stale(&j);
+	if (old.n && (err = remove_replaced(&j, &old)))
+		goto out;
 	if (j.skipped)
 		errf("skipped %llu file(s) that are not JPEGs",
 		     (unsigned long long)j.skipped);
 	if (!o.quiet)
 		printf("wrote %llu records in %zu shard(s) of up to %ld to %s "
-		       "(%zu classes, %.1f MB)\n",
+		       "(%zu classes, %.1f MB)%s\n",
 		       (unsigned long long)j.written, j.nshards, o.per_shard,
-		       o.out, j.nclasses, (double)j.bytes_in / 1e6);
+		       o.out, j.nclasses, (double)j.bytes_in / 1e6,
+		       old.n ? ", replacing the earlier run's shards" : "");
 	status = 0;
 out:
 	if (j.fd >= 0)
@@ -718,5 +784,6 @@ out:
 	for (size_t i = 0; i < j.nclasses; i++)
 		free(j.synsets[i]);
 	free(j.synsets);
+	strvec_free(&old);
 	return status;
 }

@@ -16,6 +16,9 @@
  * it is still ours), the engine destroyed (its workers joined, what it
  * gave the cache flushed), and only then the session, so that no worker
  * can push into a freed session.
+ * With --hold the mount asks for that same stop itself (through the
+ * watcher) when the last open of MNT/hold is released, or when nobody has
+ * opened it within --hold SECONDS (a timer thread, joined after the loop).
  */
 #define FUSE_USE_VERSION 312
 #include "fs/mount.h"
@@ -52,8 +55,19 @@ struct mnt {
 	struct fuse_session *se;
 	bfs_pt *pt;               /* NULL: no passthrough asked for */
 	char devno[64];           /* our mount's MAJ:MIN in mountinfo */
+	int notify_fd;            /* the start-up handshake; -1: foreground */
+	int show_progress;        /* someone sees the indexing progress */
+	double prog_t0, prog_last;/* when indexing began, when last shown */
+	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
+	bfs_watch *watch;         /* set before the loop runs */
+	/* --hold: the wait for a first holder (hold_wait seconds) */
+	pthread_t hold_timer;
+	int hold_timer_on;
+	pthread_mutex_t hold_lock;
+	pthread_cond_t hold_cv;
+	int hold_done;            /* protected by hold_lock: the loop ended */
 };
 
 /* ---- what a person sees ------------------------------------------------ */
@@ -106,6 +120,98 @@ static void on_view_warn(void *ctx, const char *text)
 	    !log_one_more(&m->eio_logged, "failed batch reads"))
 		return;
 	bfs_log(BFS_LOG_WARN, "%s", bfs_log_escape(text, esc, sizeof(esc)));
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The source's progress hook while it indexes: a line like mkshards',
+ * once indexing has taken a while: every 0.1 s on a terminal (each
+ * overwriting the last), every 5 s elsewhere, and a last one when it is
+ * done.  Only numbers: nothing read from the shards. */
+static void on_index_progress(void *ctx, const bfs_source_progress *p)
+{
+	struct mnt *m = ctx;
+	int tty = isatty(STDERR_FILENO);
+	double now = now_s(), el = now - m->prog_t0;
+	char text[256];
+
+	if (!m->show_progress)
+		return;
+	if (p->finished ? !m->prog_shown
+			: el < (tty ? 0.5 : 5.0) ||
+			  now - m->prog_last < (tty ? 0.1 : 5.0))
+		return;
+	snprintf(text, sizeof(text),
+		 "batchfs: %s %zu/%zu %s, %llu %s, %.1f MB/s",
+		 p->finished ? "indexed" : "indexing", p->done, p->total,
+		 p->format == BFS_FORMAT_FOLDER ? "class folders" : "shards",
+		 (unsigned long long)p->records,
+		 p->format == BFS_FORMAT_FOLDER ? "images" : "records",
+		 el > 0 ? (double)p->bytes / el / 1e6 : 0.0);
+	bfs_daemon_progress(m->notify_fd, text);
+	m->prog_shown = 1;
+	m->prog_last = now;
+}
+
+/* ---- --hold ---------------------------------------------------------- */
+
+/* The view's on_released: the last open of MNT/hold was closed (its
+ * process let go, or died and the kernel closed its files).  The mount
+ * ends itself, by the same orderly stop as SIGTERM. */
+static void on_hold_released(void *ctx)
+{
+	struct mnt *m = ctx;
+
+	bfs_log(BFS_LOG_INFO, "the last holder of %s/hold closed it: unmounting",
+		m->o->mountpoint);
+	bfs_daemon_request_stop(m->watch);
+}
+
+/* --hold SECONDS: a mount that nobody has held by then (its starter died
+ * before it could open MNT/hold) ends itself too. */
+static void *hold_timer_main(void *arg)
+{
+	struct mnt *m = arg;
+	struct timespec until;
+	uint64_t now, ever;
+	int done;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += m->o->hold_wait;
+	pthread_mutex_lock(&m->hold_lock);
+	while (!m->hold_done &&
+	       pthread_cond_timedwait(&m->hold_cv, &m->hold_lock, &until) == 0)
+		;
+	done = m->hold_done;
+	pthread_mutex_unlock(&m->hold_lock);
+	if (done)
+		return NULL;
+	bfs_view_holders(m->view, &now, &ever);
+	if (ever == 0) {
+		bfs_log(BFS_LOG_INFO,
+			"nobody opened %s/hold within %u s: unmounting",
+			m->o->mountpoint, m->o->hold_wait);
+		bfs_daemon_request_stop(m->watch);
+	}
+	return NULL;
+}
+
+static void hold_timer_stop(struct mnt *m)
+{
+	if (!m->hold_timer_on)
+		return;
+	pthread_mutex_lock(&m->hold_lock);
+	m->hold_done = 1;
+	pthread_cond_broadcast(&m->hold_cv);
+	pthread_mutex_unlock(&m->hold_lock);
+	pthread_join(m->hold_timer, NULL);
+	m->hold_timer_on = 0;
 }
 
 /* ---- putting the mount together -------------------------------------- */
@@ -209,12 +315,20 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 	const bfs_mount_opts *o = m->o;
 	const struct fuse_lowlevel_ops *ops;
 	struct fuse_session *se;
-	char optstr[1024];
-	size_t size;
+	char optstr[3 * PATH_MAX + 1024], fsname[2 * PATH_MAX];
+	size_t size, n = 0;
 
+	/* fsname: the source, so df and findmnt show what is mounted; in a
+	 * FUSE option string a comma or a backslash is escaped with '\\' */
+	for (const char *c = o->shard_dir; *c && n + 2 < sizeof(fsname); c++) {
+		if (*c == ',' || *c == '\\')
+			fsname[n++] = '\\';
+		fsname[n++] = *c;
+	}
+	fsname[n] = '\0';
 	snprintf(optstr, sizeof(optstr),
-		 "ro,fsname=batchfs,subtype=batchfs,default_permissions%s%s%s",
-		 o->allow_other ? ",allow_other" : "",
+		 "ro,fsname=%s,subtype=batchfs,default_permissions%s%s%s",
+		 fsname, o->allow_other ? ",allow_other" : "",
 		 o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
 	if (fuse_opt_add_arg(args, "batchfs") ||
 	    fuse_opt_add_arg(args, "-o") || fuse_opt_add_arg(args, optstr) ||
@@ -234,7 +348,8 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 static int serve(void *ctx, int notify_fd)
 {
 	const bfs_mount_opts *o = ctx;
-	struct mnt m = { .o = o };
+	struct mnt m = { .o = o, .hold_lock = PTHREAD_MUTEX_INITIALIZER,
+			 .hold_cv = PTHREAD_COND_INITIALIZER };
 	struct fuse_loop_config *loop = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	bfs_watch *watch = NULL;
@@ -250,12 +365,18 @@ static int serve(void *ctx, int notify_fd)
 	/* The engine holds a file lease for an instant (slot files); a lease
 	 * break would raise SIGIO, whose default action ends the process. */
 	signal(SIGIO, SIG_IGN);
+	m.notify_fd = notify_fd;
+	/* the daemon's stderr is still the one `batchfs mount` shows */
+	m.show_progress = notify_fd < 0 || isatty(STDERR_FILENO);
+	m.prog_t0 = now_s();
 	open_cache(&m, cache_why, sizeof(cache_why));
 	if (m.cache) {
 		so.index_get = index_get;
 		so.index_put = index_put;
 		so.index_ctx = m.cache;
 	}
+	so.progress = on_index_progress;
+	so.progress_ctx = &m;
 	if ((err = bfs_source_open(&so, &m.src, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
@@ -293,6 +414,8 @@ static int serve(void *ctx, int notify_fd)
 	vo.gid = getgid();
 	vo.io = on_view_io;
 	vo.warn = on_view_warn;
+	vo.hold = o->hold;
+	vo.on_released = on_hold_released;
 	vo.ctx = &m;
 	if (bfs_view_create(&vo, &m.view)) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
@@ -318,19 +441,49 @@ static int serve(void *ctx, int notify_fd)
 		snprintf(msg, sizeof(msg), "batchfs: cannot install signal handlers");
 		goto fail;
 	}
+	m.watch = watch;
 
 	if (notify_fd >= 0) {
 		logf = bfs_host_open_log(o->log_path, logpath, sizeof(logpath),
 					 log_why, sizeof(log_why));
-		bfs_log_init(logf ? logf : fopen("/dev/null", "we"), BFS_LOG_INFO);
+		if (logf) {
+			bfs_log_init(logf, BFS_LOG_INFO);
+		} else {
+			/* the daemon's stderr is about to be /dev/null */
+			size_t n = strlen(log_why);
+			int sys = bfs_log_init_syslog(BFS_LOG_INFO) == 0;
+
+			snprintf(log_why + n, sizeof(log_why) - n, "; %s",
+				 sys ? "logging to syslog"
+				     : "no syslog either (nothing listens on /dev/log): nothing is logged");
+			if (!sys) /* not on the terminal `mount` shows */
+				bfs_log_init(fopen("/dev/null", "we"), BFS_LOG_INFO);
+		}
 	}
 	{
 		const bfs_engine_opts *e = bfs_engine_options(m.eng);
 
+		char samples[128];
+
+		if (bfs_engine_ranks(m.eng) > 1)
+			snprintf(samples, sizeof(samples),
+				 "ranks %u-%u of %u: %llu of %llu samples each",
+				 e->rank, e->rank + bfs_engine_ranks(m.eng) - 1,
+				 e->world,
+				 (unsigned long long)bfs_engine_epoch_samples(m.eng),
+				 (unsigned long long)bfs_source_count(m.src));
+		else if (e->world > 1)
+			snprintf(samples, sizeof(samples),
+				 "rank %u of %u: %llu of %llu samples", e->rank,
+				 e->world,
+				 (unsigned long long)bfs_engine_epoch_samples(m.eng),
+				 (unsigned long long)bfs_source_count(m.src));
+		else
+			snprintf(samples, sizeof(samples), "%llu samples",
+				 (unsigned long long)bfs_source_count(m.src));
 		snprintf(msg, sizeof(msg),
-			 "batchfs: mounted %s on %s: %llu samples, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
-			 bfs_source_dir(m.src), o->mountpoint,
-			 (unsigned long long)bfs_source_count(m.src),
+			 "batchfs: mounted %s on %s: %s, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
+			 bfs_source_dir(m.src), o->mountpoint, samples,
 			 (unsigned long long)bfs_view_shape(m.view)->batches,
 			 e->batch, bfs_dtype_name(e->dtype), e->height, e->width,
 			 m.cache ? bfs_cache_dir(m.cache) : "none",
@@ -358,6 +511,18 @@ static int serve(void *ctx, int notify_fd)
 				 (unsigned long long)e->max_pixels,
 				 (unsigned long long)(e->mem_bytes >> 20), e->threads);
 		}
+		if (e->ranks) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
+		}
+		if (o->hold) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; unmounts itself when the last open of %s/hold is closed",
+				 o->mountpoint);
+		}
 	}
 	if (notify_fd >= 0)
 		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
@@ -377,7 +542,11 @@ static int serve(void *ctx, int notify_fd)
 		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
 	}
 	bfs_ll_start_pushes(m.ll);
+	if (o->hold && o->hold_wait &&
+	    pthread_create(&m.hold_timer, NULL, hold_timer_main, &m) == 0)
+		m.hold_timer_on = 1;
 	err = fuse_session_loop_mt(m.se, loop);
+	hold_timer_stop(&m);
 	status = err == 0 ? 0 : 1;
 	bfs_ll_stop_pushes(m.ll); /* after an unmount: none can be waiting */
 	bfs_log(BFS_LOG_INFO, "unmounting %s", o->mountpoint);

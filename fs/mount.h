@@ -33,6 +33,11 @@ typedef struct {
 				   * batch file through the daemon */
 	int no_push;              /* --no-push: never copy finished batches
 				   into the page cache ahead of the reader */
+	int hold;                 /* --hold: MNT/hold exists; the mount ends
+				   * itself once its last open is closed */
+	unsigned hold_wait;       /* --hold SECONDS: ...or when nobody has
+				   * opened it that long after the mount
+				   * (0: no limit) */
 } bfs_mount_opts;
 
 /* Mount, serve until unmounted, clean up.  Without foreground, returns in

@@ -72,6 +72,8 @@ struct bfs_view {
 
 	uint64_t last_failed;        /* atomic: last batch whose failed read
 				      * was told to warn (+1; 0 none) */
+	uint64_t holders;            /* atomic: opens of /hold now */
+	uint64_t holds;              /* atomic: opens of /hold so far */
 };
 
 
@@ -105,13 +107,20 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 	v->o = *o;
 	v->shape.epochs = bfs_engine_epochs(o->eng);
 	v->shape.batches = bfs_engine_batches_per_epoch(o->eng);
+	if (bfs_engine_options(o->eng)->ranks) {
+		v->shape.ranks = bfs_engine_ranks(o->eng);
+		v->shape.rank0 = bfs_engine_options(o->eng)->rank;
+	}
+	v->shape.hold = o->hold != 0;
 	bfs_engine_fingerprint(bfs_engine_options(o->eng), v->fingerprint);
 	v->files = (bfs_files){
+		.shape = &v->shape,
 		.src = o->src, .eng = o->eng, .cache = o->cache,
 		.cache_fp = o->cache_fp, .image_key = o->image_key,
 		.label_key = o->label_key, .fingerprint = v->fingerprint,
 		.io = o->io, .warn = o->warn, .ctx = o->ctx,
 	};
+	clock_gettime(CLOCK_MONOTONIC, &v->files.started);
 	pthread_mutex_init(&v->made_lock, NULL);
 	pthread_cond_init(&v->made_cv, NULL);
 	pthread_mutex_init(&v->snap_lock, NULL);
@@ -145,9 +154,15 @@ void bfs_view_destroy(bfs_view *v)
 
 const bfs_ns_shape *bfs_view_shape(const bfs_view *v) { return &v->shape; }
 
+void bfs_view_holders(const bfs_view *v, uint64_t *now, uint64_t *ever)
+{
+	*now = __atomic_load_n(&v->holders, __ATOMIC_ACQUIRE);
+	*ever = __atomic_load_n(&v->holds, __ATOMIC_ACQUIRE);
+}
+
 uint64_t bfs_view_batch_id(const bfs_view *v, const bfs_node *n)
 {
-	return (uint64_t)n->epoch * v->shape.batches + n->batch;
+	return bfs_ns_batch_id(&v->shape, n);
 }
 
 uint64_t bfs_view_ino(const bfs_view *v, const bfs_node *n)
@@ -302,12 +317,18 @@ int bfs_view_getattr(bfs_view *v, uint64_t reader, const bfs_node *n,
 	switch (n->kind) {
 	case BFS_NODE_ROOT:
 		st->st_mode = S_IFDIR | 0555;
+		st->st_nlink = 2 + (v->shape.ranks ? v->shape.ranks : v->shape.epochs);
+		break;
+	case BFS_NODE_RANK:
+		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2 + v->shape.epochs;
 		break;
 	case BFS_NODE_EPOCH:
 		st->st_mode = S_IFDIR | 0555;
 		st->st_nlink = 2;
 		break;
+	case BFS_NODE_HOLD:
+		break; /* empty: only its opens count */
 	case BFS_NODE_DATASET_JSON:
 		st->st_size = (off_t)v->dataset_len;
 		break;
@@ -356,27 +377,40 @@ int bfs_view_dirent(const bfs_view *v, const bfs_node *dir, uint64_t k,
 {
 	bfs_node c = *dir;
 
-	if (dir->kind != BFS_NODE_ROOT && dir->kind != BFS_NODE_EPOCH)
+	if (dir->kind != BFS_NODE_ROOT && dir->kind != BFS_NODE_EPOCH &&
+	    dir->kind != BFS_NODE_RANK)
 		return -ENOTDIR;
 	memset(st, 0, sizeof(*st));
 	if (k < 2) {
 		snprintf(name, cap, "%s", k == 0 ? "." : "..");
-		if (k == 1)
-			c.kind = BFS_NODE_ROOT;
+		if (k == 1) /* an epoch's parent is its rank directory */
+			c.kind = dir->kind == BFS_NODE_EPOCH && v->shape.ranks
+				? BFS_NODE_RANK : BFS_NODE_ROOT;
 		st->st_ino = bfs_ns_ino(&v->shape, &c);
 		st->st_mode = S_IFDIR;
 		return 0;
 	}
 	k -= 2;
 	if (dir->kind == BFS_NODE_ROOT) {
-		if (k < 2) {
-			c.kind = k == 0 ? BFS_NODE_DATASET_JSON : BFS_NODE_STATS_JSON;
-		} else if (k - 2 < v->shape.epochs) {
+		uint64_t files = 2 + (v->shape.hold ? 1 : 0);
+
+		if (k < files) {
+			c.kind = k == 0 ? BFS_NODE_DATASET_JSON
+			       : k == 1 ? BFS_NODE_STATS_JSON : BFS_NODE_HOLD;
+		} else if (v->shape.ranks && k - files < v->shape.ranks) {
+			c.kind = BFS_NODE_RANK;
+			c.rank = v->shape.rank0 + (uint32_t)(k - files);
+		} else if (!v->shape.ranks && k - files < v->shape.epochs) {
 			c.kind = BFS_NODE_EPOCH;
-			c.epoch = (uint32_t)(k - 2);
+			c.epoch = (uint32_t)(k - files);
 		} else {
 			return -ENOENT;
 		}
+	} else if (dir->kind == BFS_NODE_RANK) {
+		if (k >= v->shape.epochs)
+			return -ENOENT;
+		c.kind = BFS_NODE_EPOCH;
+		c.epoch = (uint32_t)k;
 	} else {
 		/* .index.json and .preview.jpg exist but are not listed: their
 		 * size needs the batch decoded, and `ls -l` would decode all */
@@ -388,13 +422,15 @@ int bfs_view_dirent(const bfs_view *v, const bfs_node *dir, uint64_t k,
 	if (bfs_ns_name(&v->shape, &c, name, cap) < 0)
 		return -ENOENT;
 	st->st_ino = bfs_ns_ino(&v->shape, &c);
-	st->st_mode = c.kind == BFS_NODE_EPOCH ? S_IFDIR : S_IFREG;
+	st->st_mode = c.kind == BFS_NODE_EPOCH || c.kind == BFS_NODE_RANK
+		? S_IFDIR : S_IFREG;
 	return 0;
 }
 
 int bfs_view_opendir(const bfs_view *v, const bfs_node *n)
 {
-	return n->kind == BFS_NODE_ROOT || n->kind == BFS_NODE_EPOCH ? 0 : -ENOTDIR;
+	return n->kind == BFS_NODE_ROOT || n->kind == BFS_NODE_EPOCH ||
+	       n->kind == BFS_NODE_RANK ? 0 : -ENOTDIR;
 }
 
 int bfs_view_access(const bfs_view *v, const bfs_node *n, int mask)
@@ -416,10 +452,16 @@ int bfs_view_open(bfs_view *v, uint64_t reader, const bfs_node *n, int flags,
 		return -EROFS;
 	switch (n->kind) {
 	case BFS_NODE_ROOT:
+	case BFS_NODE_RANK:
 	case BFS_NODE_EPOCH:
 		return -EISDIR;
 	case BFS_NODE_DATASET_JSON:
 		oi->keep_cache = 1;
+		return 0;
+	case BFS_NODE_HOLD:
+		/* counted until its release (bfs_view_release) */
+		__atomic_add_fetch(&v->holds, 1, __ATOMIC_ACQ_REL);
+		__atomic_add_fetch(&v->holders, 1, __ATOMIC_ACQ_REL);
 		return 0;
 	case BFS_NODE_STATS_JSON:
 		if ((err = bfs_files_stats_json(&v->files, &buf, &len)))
@@ -509,10 +551,15 @@ static int read_batch(bfs_view *v, uint64_t reader, const bfs_node *n,
 	if ((err = bfs_engine_get(v->o.eng, reader, id, &pin->batch, msg))) {
 		/* The kernel retries a failed page read; say it once. */
 		if (__atomic_exchange_n(&v->last_failed, id + 1,
-					__ATOMIC_RELAXED) != id + 1)
-			view_warn(v, "read of epoch %u batch %llu fails with EIO: %s",
-				  n->epoch, (unsigned long long)n->batch,
+					__ATOMIC_RELAXED) != id + 1) {
+			char where[32] = "";
+
+			if (v->shape.ranks)
+				snprintf(where, sizeof(where), "rank %u ", n->rank);
+			view_warn(v, "read of %sepoch %u batch %llu fails with EIO: %s",
+				  where, n->epoch, (unsigned long long)n->batch,
 				  msg[0] ? msg : bfs_strerror(err));
+		}
 		*niov = 0;
 		return -EIO;
 	}
@@ -547,6 +594,8 @@ int bfs_view_read(bfs_view *v, uint64_t reader, const bfs_node *n,
 	case BFS_NODE_BATCH:
 	case BFS_NODE_LABELS:
 		return read_batch(v, reader, n, size, off, iov, niov, pin);
+	case BFS_NODE_HOLD:
+		return 0;
 	default:
 		return -EISDIR;
 	}
@@ -565,6 +614,10 @@ void bfs_view_release(bfs_view *v, const bfs_node *n, uint64_t fh)
 {
 	if (fh)
 		snap_drop(v, fh);
+	if (n->kind == BFS_NODE_HOLD &&
+	    __atomic_sub_fetch(&v->holders, 1, __ATOMIC_ACQ_REL) == 0 &&
+	    v->o.on_released)
+		v->o.on_released(v->o.ctx);
 }
 
 int bfs_view_lend(bfs_view *v, uint64_t reader, const bfs_node *n,
@@ -586,11 +639,10 @@ int bfs_view_lend(bfs_view *v, uint64_t reader, const bfs_node *n,
 void bfs_view_push_plan(const bfs_view *v, uint64_t id, const bfs_batch *b,
 			int passthrough, bfs_view_push *plan)
 {
-	bfs_node n = { .kind = BFS_NODE_BATCH };
+	bfs_node n;
 
 	memset(plan, 0, sizeof(*plan));
-	n.epoch = (uint32_t)(id / v->shape.batches);
-	n.batch = id % v->shape.batches;
+	bfs_ns_batch_node(&v->shape, id, &n);
 	plan->batch = n;
 	plan->lookup = 1;
 	if (!passthrough) {
@@ -627,6 +679,14 @@ int bfs_view_getxattr(const bfs_view *v, const bfs_node *n, const char *name,
 
 	if (n->kind == BFS_NODE_ROOT && strcmp(name, "user.batchfs.pid") == 0)
 		return snprintf(val, cap, "%ld", (long)getpid());
+	if (n->kind == BFS_NODE_HOLD && (strcmp(name, "user.batchfs.holders") == 0 ||
+					 strcmp(name, "user.batchfs.holds") == 0)) {
+		uint64_t now, ever;
+
+		bfs_view_holders(v, &now, &ever);
+		return snprintf(val, cap, "%llu", (unsigned long long)
+				(strcmp(name, "user.batchfs.holders") == 0 ? now : ever));
+	}
 	if (n->kind != BFS_NODE_BATCH && n->kind != BFS_NODE_LABELS)
 		return -ENODATA;
 	count = bfs_engine_batch_count(v->o.eng, bfs_view_batch_id(v, n));
@@ -655,7 +715,12 @@ int bfs_view_listxattr(const bfs_view *v, const bfs_node *n,
 {
 	static const char batch[] = "user.batchfs.shape\0user.batchfs.dtype";
 	static const char root[] = "user.batchfs.pid";
+	static const char hold[] = "user.batchfs.holders\0user.batchfs.holds";
 
+	if (n->kind == BFS_NODE_HOLD) {
+		*names = hold;
+		return (int)sizeof(hold);
+	}
 	if (n->kind == BFS_NODE_BATCH || n->kind == BFS_NODE_LABELS) {
 		*names = batch;
 		return (int)sizeof(batch);
@@ -670,9 +735,12 @@ int bfs_view_listxattr(const bfs_view *v, const bfs_node *n,
 
 void bfs_view_statfs(const bfs_view *v, struct statvfs *sv)
 {
+	uint64_t nr = v->shape.ranks ? v->shape.ranks : 1;
+
 	memset(sv, 0, sizeof(*sv));
 	sv->f_bsize = sv->f_frsize = 4096;
-	sv->f_files = 2 + v->shape.epochs * (1 + 2 * v->shape.batches);
+	sv->f_files = 2 + (v->shape.hold ? 1 : 0) + v->shape.ranks +
+		      nr * v->shape.epochs * (1 + 2 * v->shape.batches);
 	sv->f_namemax = 255;
 	sv->f_flag = ST_RDONLY;
 }

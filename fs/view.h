@@ -61,6 +61,13 @@ typedef struct {
 	gid_t gid;
 	/* Fills *io for stats.json; may be NULL (all zero).  Any thread. */
 	void (*io)(void *ctx, bfs_view_io *io);
+	/* --hold: /hold exists, and on_released is called (from the thread
+	 * that answers the release, no lock of the view held) each time its
+	 * last open is closed: the mount ends itself then.  The kernel closes
+	 * every file of a process that exits, however it dies, so a holder
+	 * that is killed is released too.  on_released may be NULL. */
+	int hold;
+	void (*on_released)(void *ctx);
 	/* Says what went wrong where a reply can only say EIO (a batch that
 	 * failed to decode, a preview that could not be drawn); the text may
 	 * hold bytes from the shards.  May be NULL.  Any thread, no lock of
@@ -73,8 +80,12 @@ typedef struct {
 int bfs_view_create(const bfs_view_opts *o, bfs_view **out);
 void bfs_view_destroy(bfs_view *v); /* accepts NULL; no call may be running */
 
-/* The namespace's shape (epochs and batches per epoch). */
+/* The namespace's shape (epochs and batches per epoch; the ranks, from
+ * the engine's opts.ranks: a rank level only when that is set). */
 const bfs_ns_shape *bfs_view_shape(const bfs_view *v);
+
+/* Opens of /hold now, and since the mount began (atomic reads). */
+void bfs_view_holders(const bfs_view *v, uint64_t *now, uint64_t *ever);
 
 /* How long the kernel may keep what a lookup or getattr returned: an
  * hour for everything but stats.json, whose size changes. */
@@ -98,7 +109,8 @@ int bfs_view_lookup(bfs_view *v, uint64_t reader, const bfs_node *dir,
 		    double *timeout);
 
 /* Entry k (0, 1, ...) of directory dir in listing order: ".", "..", then
- * the root's dataset.json, stats.json and epochs, or an epoch's .npy and
+ * the root's dataset.json, stats.json, hold (--hold) and epochs (or rank
+ * directories), a rank directory's epochs, or an epoch's .npy and
  * .labels.npy per batch.  0 with its name (NUL-terminated, cap >= 64) and
  * *st holding st_ino and the file type; -ENOENT past the end, -ENOTDIR. */
 int bfs_view_dirent(const bfs_view *v, const bfs_node *dir, uint64_t k,
@@ -207,7 +219,8 @@ void bfs_view_push_plan(const bfs_view *v, uint64_t id, const bfs_batch *b,
 
 /* Extended attribute `name` of n into val (cap bytes): its length, or
  * -ENODATA.  user.batchfs.shape and user.batchfs.dtype on batch and label
- * files, user.batchfs.pid (the daemon) on the root. */
+ * files, user.batchfs.pid (the daemon) on the root, user.batchfs.holders
+ * (opens now) and user.batchfs.holds (opens so far) on /hold. */
 int bfs_view_getxattr(const bfs_view *v, const bfs_node *n, const char *name,
 		      char *val, size_t cap);
 /* The names of n's attributes, NUL-separated, and their total length. */
@@ -216,7 +229,7 @@ int bfs_view_listxattr(const bfs_view *v, const bfs_node *n,
 
 void bfs_view_statfs(const bfs_view *v, struct statvfs *sv);
 
-/* The batch id of a batch-level node (epoch * batches + batch). */
+/* The engine's batch id of a batch-level node (bfs_ns_batch_id). */
 uint64_t bfs_view_batch_id(const bfs_view *v, const bfs_node *n);
 
 /* A node's inode number, and a number back into its node (0 or -ENOENT). */

@@ -722,6 +722,196 @@ static void test_cache_corrupt_value_is_a_crc_error_then_gone_then_replaced(void
 	remove_dir(dir);
 }
 
+/* ---- references into the map (bfs_cache_get_ref) -------------------------------- */
+
+/* get_ref offset i: 0 with *p, *len, *label, or the code. */
+static int get_ref_of(bfs_cache_reader *r, const char *fp, const char *shard, uint64_t i,
+		      const uint8_t **p, size_t *len, int64_t *label)
+{
+	bfs_cache_key k = key_for(fp, shard, 1, i);
+	bfs_store_shape shape;
+	const void *d = NULL;
+	int err = bfs_cache_get_ref(r, &k, &d, len, &shape, label);
+
+	*p = d;
+	return err;
+}
+
+static void test_cache_get_ref_lends_the_checked_bytes_in_place_until_put_ref(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	bfs_cache_item it = { .label = 9, .len = BIG, .shape = { 10, 20, 30, 40 } };
+	bfs_store_shape shape = { 0 };
+	uint8_t *data = malloc(BIG), *copy = malloc(BIG);
+	const void *p = NULL, *q = NULL;
+	size_t len = 0;
+	int64_t label = -1;
+	int done = 0;
+
+	assert_non_null(data);
+	assert_non_null(copy);
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	pattern(data, BIG, 77);
+	it.key = key_for(FP_A, "ref", 1, 0);
+	it.data = data;
+	assert_int_equal(bfs_cache_submit(c, &it, 1, count_done, &done), 0);
+	bfs_cache_flush(c);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_get_ref(r, &it.key, &p, &len, &shape, &label), 0);
+	assert_non_null(p);
+	assert_true(p != (const void *)data);
+	assert_int_equal(len, BIG);
+	assert_memory_equal(p, data, BIG);
+	assert_int_equal(label, 9);
+	assert_int_equal(shape.h, 10);
+	assert_int_equal(shape.w, 20);
+	assert_int_equal(shape.src_h, 30);
+	assert_int_equal(shape.src_w, 40);
+	/* the same bytes a copying get gives */
+	assert_int_equal(bfs_cache_get_shaped(r, &it.key, copy, BIG, &len, &shape, &label), 0);
+	assert_memory_equal(copy, data, BIG);
+	/* asking again gives the first back and lends anew; a miss lends
+	 * nothing and leaves *data alone */
+	assert_int_equal(bfs_cache_get_ref(r, &it.key, &q, &len, &shape, &label), 0);
+	assert_memory_equal(q, data, BIG);
+	{
+		bfs_cache_key miss = key_for(FP_A, "ref", 1, 1);
+		const void *none = (const void *)1;
+
+		assert_int_equal(bfs_cache_get_ref(r, &miss, &none, &len, &shape, &label),
+				 -ENOENT);
+		assert_true(none == (const void *)1);
+	}
+	bfs_cache_put_ref(r);
+	bfs_cache_put_ref(r); /* nothing lent: a no-op */
+	bfs_cache_put_ref(NULL);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.hits, 3);
+	assert_int_equal(st.misses, 1);
+	/* destroying a reader that lends gives it back (the next open's
+	 * writer would otherwise wait on the map lock at close) */
+	assert_int_equal(bfs_cache_get_ref(r, &it.key, &q, &len, &shape, &label), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+	free(data);
+	free(copy);
+}
+
+static void test_cache_get_ref_of_a_damaged_value_is_a_counted_crc_error_lending_nothing(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	const uint8_t *p = (const uint8_t *)1;
+	size_t len = 0;
+	int64_t label = -1;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "c", 0, 3, SMALL, 3);
+	bfs_cache_close(c);
+	corrupt_payload(dir, 1, SMALL);
+
+	c = open_cache(dir, FP_A, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_ref_of(r, FP_A, "c", 1, &p, &len, &label), BFS_E_CRC);
+	assert_int_equal(label, -1);
+	/* nothing is lent: a writer's commit and a check in this thread
+	 * run (a lent transaction would keep the map lock read-held) */
+	bfs_cache_flush(c); /* the writer deletes it */
+	assert_int_equal(get_ref_of(r, FP_A, "c", 1, &p, &len, &label), -ENOENT);
+	assert_int_equal(get_ref_of(r, FP_A, "c", 2, &p, &len, &label), 0);
+	{
+		uint8_t *want = malloc(SMALL);
+
+		pattern(want, SMALL, 2);
+		assert_int_equal(len, SMALL);
+		assert_memory_equal(p, want, SMALL);
+		assert_int_equal(label, 2);
+		free(want);
+	}
+	bfs_cache_put_ref(r);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.crc_errors, 1);
+	assert_int_equal(st.evictions, 1);
+	assert_int_equal(st.entries, 2);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+struct clear_and_refill {
+	bfs_cache *c;
+	uint64_t removed;
+	int err;
+};
+
+/* Another thread: clear the cache, then store other bytes under key 0. */
+static void *clear_and_refill_main(void *arg)
+{
+	struct clear_and_refill *t = arg;
+	uint8_t *other = malloc(BIG);
+	bfs_cache_item it = { .label = 5, .len = BIG, .shape = { 1, BIG / 3, 1, BIG / 3 } };
+	int done = 0;
+
+	pattern(other, BIG, 999);
+	t->err = bfs_cache_clear(t->c, NULL, &t->removed);
+	it.key = key_for(FP_A, "snap", 1, 0);
+	it.data = other;
+	if (!t->err)
+		t->err = bfs_cache_submit(t->c, &it, 1, count_done, &done);
+	bfs_cache_flush(t->c);
+	free(other);
+	return NULL;
+}
+
+static void test_cache_get_ref_keeps_its_snapshot_while_the_cache_is_cleared_and_refilled(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	uint8_t *want = malloc(BIG), *other = malloc(BIG);
+	const uint8_t *p = NULL;
+	size_t len = 0;
+	int64_t label = -1;
+	struct clear_and_refill t = { 0 };
+	pthread_t th;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "snap", 0, 4, BIG, 4);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	pattern(want, BIG, 0);
+	pattern(other, BIG, 999);
+	assert_int_equal(get_ref_of(r, FP_A, "snap", 0, &p, &len, &label), 0);
+	/* while it is lent another thread clears the cache, and the writer
+	 * reuses free pages for other bytes under the same key */
+	t.c = c;
+	assert_int_equal(pthread_create(&th, NULL, clear_and_refill_main, &t), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(t.err, 0);
+	assert_int_equal(t.removed, 4);
+	assert_memory_equal(p, want, BIG); /* the snapshot's bytes */
+	assert_int_equal(label, 0);
+	bfs_cache_put_ref(r);
+	/* asked again: the new bytes */
+	assert_int_equal(get_ref_of(r, FP_A, "snap", 0, &p, &len, &label), 0);
+	assert_memory_equal(p, other, BIG);
+	assert_int_equal(label, 5);
+	assert_int_equal(get_ref_of(r, FP_A, "snap", 1, &p, &len, &label), -ENOENT);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+	free(want);
+	free(other);
+}
+
 static void note_bad(void *ctx, const bfs_cache_entry_info *e)
 {
 	bfs_cache_entry_info *out = ctx;
@@ -2408,6 +2598,9 @@ int main(void)
 		cmocka_unit_test(test_cache_misses_for_another_inode_or_ctime),
 		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),
 		cmocka_unit_test(test_cache_shaped_get_gives_back_length_and_shape),
+		cmocka_unit_test(test_cache_get_ref_lends_the_checked_bytes_in_place_until_put_ref),
+		cmocka_unit_test(test_cache_get_ref_of_a_damaged_value_is_a_counted_crc_error_lending_nothing),
+		cmocka_unit_test(test_cache_get_ref_keeps_its_snapshot_while_the_cache_is_cleared_and_refilled),
 		cmocka_unit_test(test_cache_of_an_older_format_is_replaced_at_open),
 		cmocka_unit_test(test_cache_key_and_options_reject_bad_input),
 		cmocka_unit_test(test_cache_fingerprint_folds_in_source_settings),

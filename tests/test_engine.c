@@ -739,6 +739,116 @@ static void test_engine_big_image_borrows_from_the_budget(void **state)
 	assert_int_equal(system(msg), 0);
 }
 
+/* One engine for ranks A..B of W (the local ranks of a node): each rank's
+ * batches, labels, sample indices and augmentation draws are those of an
+ * engine made for that rank alone, in every epoch. */
+static void test_engine_serves_several_ranks_as_engines_of_their_own(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32,
+			      .threads = 2, .epochs = 3, .shuffle = 1, .seed = 7,
+			      .augment_flip = 1, .world = 4 };
+	static const unsigned first[] = { 0, 1 }, count[] = { 4, 2 };
+	char msg[BFS_ERRMSG_MAX];
+
+	for (int c = 0; c < 2; c++) {
+		bfs_engine_opts mo = o;
+		bfs_engine *many = NULL;
+		uint64_t nb;
+
+		mo.rank = first[c];
+		mo.ranks = count[c];
+		assert_int_equal(bfs_engine_create(src, &mo, &many, msg), 0);
+		assert_int_equal(bfs_engine_ranks(many), count[c]);
+		nb = bfs_engine_batches_per_epoch(many);
+		assert_int_equal(nb, 3); /* 21 / 4 = 5 samples: 2 + 2 + 1 */
+		for (unsigned r = 0; r < count[c]; r++) {
+			bfs_engine_opts so = o;
+			bfs_engine *one = NULL;
+
+			so.rank = first[c] + r;
+			assert_int_equal(bfs_engine_create(src, &so, &one, msg), 0);
+			assert_int_equal(bfs_engine_batches_per_epoch(one), nb);
+			for (unsigned ep = 0; ep < 3; ep++)
+				for (uint64_t k = 0; k < nb; k++) {
+					uint64_t id1 = ep * nb + k;
+					uint64_t idm = (r * 3 + ep) * nb + k;
+					bfs_batch *a, *b;
+					unsigned n = bfs_engine_batch_count(one, id1);
+
+					assert_int_equal(bfs_engine_batch_count(many, idm), n);
+					for (unsigned j = 0; j < n; j++) {
+						int f1, x1, y1, f2, x2, y2;
+
+						assert_true(bfs_engine_sample_index(one, id1, j) ==
+							    bfs_engine_sample_index(many, idm, j));
+						assert_int_equal(bfs_engine_sample_aug(one, id1, j, &f1, &x1, &y1), 0);
+						assert_int_equal(bfs_engine_sample_aug(many, idm, j, &f2, &x2, &y2), 0);
+						assert_int_equal(f1, f2);
+					}
+					assert_int_equal(bfs_engine_get(one, 1, id1, &a, msg), 0);
+					assert_int_equal(bfs_engine_get(many, 1, idm, &b, msg), 0);
+					assert_int_equal(bfs_batch_count(a), n);
+					assert_memory_equal(bfs_batch_images(a), bfs_batch_images(b),
+							    n * bfs_engine_sample_bytes(one));
+					assert_memory_equal(bfs_batch_labels(a), bfs_batch_labels(b),
+							    n * sizeof(int64_t));
+					bfs_engine_put(one, a);
+					bfs_engine_put(many, b);
+				}
+			bfs_engine_destroy(one);
+		}
+		/* past the last rank's last batch nothing exists */
+		assert_int_equal(bfs_engine_batch_count(many, count[c] * 3 * nb), 0);
+		bfs_engine_destroy(many);
+	}
+	/* ranks past the world are refused, naming both */
+	o.rank = 2;
+	o.ranks = 3;
+	{
+		bfs_engine *e = NULL;
+
+		assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+		assert_non_null(strstr(msg, "--ranks 2-4 --world 4"));
+	}
+	bfs_source_close(src);
+}
+
+/* deliver_ahead that only records which batch ids were handed on. */
+static int record_id(void *ctx, uint64_t id, const bfs_batch *b)
+{
+	uint64_t *last = ctx;
+
+	__atomic_store_n(last, id + 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* Read-ahead past a rank's last batch goes on with that rank's first
+ * epoch, never into the next rank's batches. */
+static void test_engine_reads_ahead_within_the_reader_s_rank(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	uint64_t handed = 0;
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 2, .epochs = 2,
+			      .world = 2, .ranks = 2,
+			      .deliver_ahead = record_id, .ctx = &handed };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+	uint64_t nb, last;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	nb = bfs_engine_batches_per_epoch(e); /* 10 samples: 5 batches */
+	last = 2 * nb - 1;                     /* rank 0, epoch 1, last */
+	/* one worker: `last` (asked for), then read-ahead d=1 while d=2 is
+	 * queued, then d=2 with nothing queued: handed on */
+	bfs_engine_hint(e, 1, last);
+	wait_pushed(e, 1);
+	assert_int_equal(__atomic_load_n(&handed, __ATOMIC_ACQUIRE), 1 + 1);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
 /* ---- RandomResizedCrop and the store -------------------------------------- */
 
 /* An in-memory store: one copy per (shard, offset), kept as offered. */
@@ -749,6 +859,7 @@ struct mem_entry {
 	uint8_t *data;
 	size_t len;
 	bfs_store_shape shape;
+	int damaged;           /* answered BFS_E_CRC once, then dropped */
 };
 
 struct mem_store {
@@ -757,6 +868,11 @@ struct mem_store {
 	int n;
 	int offers, offered_items, gets, hits;
 	int full;              /* wants() says 0 */
+	/* the store with views (msv_*): */
+	int copies;            /* gets that copied (get, not get_view) */
+	int views, puts;       /* views lent, put_views of a lent one */
+	int crc_errors;        /* damaged entries answered (then dropped) */
+	int lent_at_destroy;   /* readers destroyed with a view lent */
 };
 
 static int ms_reader_create(void *ctx, void **r)
@@ -847,6 +963,129 @@ static void ms_free(struct mem_store *m)
 	pthread_mutex_destroy(&m->lock);
 }
 
+/* The store above: get copies, no views. */
+static bfs_store copy_store(struct mem_store *m)
+{
+	return (bfs_store){ m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
+			    ms_flush, NULL, NULL };
+}
+
+/* The same store lending views (get_view/put_view): each reader lends its
+ * own copy of an entry and poisons it at put_view, so bytes read after
+ * put_view, or a view never given back, show. */
+struct msv_reader {
+	struct mem_store *m;
+	uint8_t *buf;
+	size_t cap;
+	int lent;
+};
+
+static int msv_reader_create(void *ctx, void **r)
+{
+	struct msv_reader *x = calloc(1, sizeof(*x));
+
+	assert_non_null(x);
+	x->m = ctx;
+	*r = x;
+	return 0;
+}
+
+static void msv_put_view(void *r)
+{
+	struct msv_reader *x = r;
+
+	if (!x->lent)
+		return;
+	x->lent = 0;
+	memset(x->buf, 0xA5, x->cap);
+	pthread_mutex_lock(&x->m->lock);
+	x->m->puts++;
+	pthread_mutex_unlock(&x->m->lock);
+}
+
+static void msv_reader_destroy(void *r)
+{
+	struct msv_reader *x = r;
+
+	if (!x)
+		return;
+	pthread_mutex_lock(&x->m->lock);
+	x->m->lent_at_destroy += x->lent;
+	pthread_mutex_unlock(&x->m->lock);
+	free(x->buf);
+	free(x);
+}
+
+/* A damaged entry: answered BFS_E_CRC and dropped, as the cache does.
+ * Lock held. */
+static int ms_damaged_locked(struct mem_store *m, struct mem_entry *x)
+{
+	m->crc_errors++;
+	free(x->data);
+	*x = m->e[--m->n];
+	return BFS_E_CRC;
+}
+
+static int msv_get(void *r, const bfs_sample_identity *id, void *dst, size_t cap, size_t *len,
+		   bfs_store_shape *shape, int64_t *label)
+{
+	struct msv_reader *x = r;
+	struct mem_entry *e;
+
+	msv_put_view(r); /* asking again */
+	pthread_mutex_lock(&x->m->lock);
+	x->m->copies++;
+	e = ms_find(x->m, id);
+	if (e && e->damaged) {
+		int err = ms_damaged_locked(x->m, e);
+
+		pthread_mutex_unlock(&x->m->lock);
+		return err;
+	}
+	pthread_mutex_unlock(&x->m->lock);
+	return ms_get(x->m, id, dst, cap, len, shape, label);
+}
+
+static int msv_get_view(void *r, const bfs_sample_identity *id, const void **data, size_t *len,
+			bfs_store_shape *shape, int64_t *label)
+{
+	struct msv_reader *x = r;
+	struct mem_store *m = x->m;
+	struct mem_entry *e;
+	int err = -ENOENT;
+
+	msv_put_view(r); /* asking again */
+	pthread_mutex_lock(&m->lock);
+	m->gets++;
+	if ((e = ms_find(m, id)) && e->damaged) {
+		err = ms_damaged_locked(m, e);
+	} else if (e) {
+		if (e->len > x->cap) {
+			free(x->buf);
+			x->buf = malloc(e->len);
+			assert_non_null(x->buf);
+			x->cap = e->len;
+		}
+		memcpy(x->buf, e->data, e->len);
+		*data = x->buf;
+		*len = e->len;
+		*shape = e->shape;
+		*label = e->label;
+		x->lent = 1;
+		m->hits++;
+		m->views++;
+		err = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return err;
+}
+
+static bfs_store view_store(struct mem_store *m)
+{
+	return (bfs_store){ m, msv_reader_create, msv_reader_destroy, msv_get, ms_offer, ms_wants,
+			    ms_flush, msv_get_view, msv_put_view };
+}
+
 static bfs_engine *open_rrc(bfs_source *src, unsigned threads, const bfs_store *st,
 			    int cache_res, unsigned epochs)
 {
@@ -893,8 +1132,7 @@ static void test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold(void *
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES], b2[3 * NSAMPLES];
 	bfs_engine *none = open_rrc(src, 1, NULL, 64, 3);
 	uint8_t *ref = read_epochs(none, b0), *cold, *warm;
@@ -938,8 +1176,7 @@ static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **st
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER, .full = 1 };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_rrc_box b0[NSAMPLES], b1[NSAMPLES];
 	bfs_engine *none = open_rrc(src, 2, NULL, -1, 1), *e;
 	uint8_t *ref = read_epochs(none, b0), *got;
@@ -953,6 +1190,148 @@ static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **st
 	assert_int_equal(m.n, 0);
 	bfs_engine_destroy(e);
 	bfs_engine_destroy(none);
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+/* A stored copy whose shape its bytes do not fill is decoded again, from
+ * a store that copies (views 0) or lends views (1). */
+static void shape_does_not_add_up(int views)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = views ? view_store(&m) : copy_store(&m);
+	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3); /* fills the store (a copy without
+					   * room in its batch comes later) */
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	/* a store that answers with a shape its bytes do not fill (one row
+	 * too many), or a copy larger than its source: cropping by that
+	 * shape would read past the copy or map the box wrongly */
+	for (int i = 0; i < m.n; i++)
+		if (i % 2)
+			m.e[i].shape.h++;
+		else
+			m.e[i].shape.src_w = m.e[i].shape.w - 1;
+	m.hits = 0;
+	e = open_rrc(src, 2, &st, 64, 1);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_true(m.hits >= NSAMPLES); /* it answered every one */
+	assert_int_equal(es.cache_hits, 0);
+	assert_true(es.samples_decoded >= NSAMPLES);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	if (views) { /* every view lent was given back, none copied */
+		assert_true(m.views >= NSAMPLES);
+		assert_int_equal(m.puts, m.views);
+		assert_int_equal(m.lent_at_destroy, 0);
+	}
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up(void **state)
+{
+	shape_does_not_add_up(0);
+}
+
+static void test_engine_rrc_decodes_again_a_viewed_copy_whose_shape_does_not_add_up(void **state)
+{
+	shape_does_not_add_up(1);
+}
+
+static void test_engine_rrc_warm_epochs_crop_from_views_give_each_back_and_equal_cold(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = view_store(&m);
+	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 3), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = 3 * NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3); /* fills the store */
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	m.copies = m.views = m.puts = 0;
+	/* warm, 3 threads: every sample cropped and resized from a view (a
+	 * copy poisoned at put_view: bytes read after it would differ), no
+	 * copy asked for, every view given back, the bytes of no store */
+	e = open_rrc(src, 3, &st, 64, 3);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	assert_int_equal(es.samples_decoded, 0);
+	assert_true(es.cache_hits >= 3 * NSAMPLES);
+	assert_int_equal(m.copies, 0);
+	/* a resize that would wait for memory gives its view back and
+	 * looks again: a hit may take more than one view */
+	assert_true(m.views >= (int)es.cache_hits);
+	assert_int_equal(m.puts, m.views);
+	assert_int_equal(m.lent_at_destroy, 0);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
+	free(ref);
+	free(got);
+	ms_free(&m);
+	bfs_source_close(src);
+}
+
+static void test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_again(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	bfs_store st = view_store(&m);
+	bfs_rrc_box b0[NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine *none = open_rrc(src, 1, NULL, 64, 1), *e;
+	uint8_t *ref = read_epochs(none, b0), *got;
+	size_t bytes = NSAMPLES * bfs_engine_sample_bytes(none);
+	bfs_engine_stats es;
+	int damaged = 0;
+
+	bfs_engine_destroy(none);
+	e = open_rrc(src, 2, &st, 64, 3);
+	free(read_epochs(e, b1));
+	bfs_engine_destroy(e);
+	assert_int_equal(m.n, NSAMPLES);
+	for (int i = 0; i < m.n; i += 3, damaged++)
+		m.e[i].damaged = 1;
+	m.views = m.puts = 0;
+	e = open_rrc(src, 2, &st, 64, 1);
+	got = read_epochs(e, b1);
+	bfs_engine_get_stats(e, &es);
+	bfs_engine_destroy(e);
+	/* each damaged copy is found; one looked up twice before its fresh
+	 * copy replaced it (a batch started again after its memory was
+	 * lent) counts twice, in the engine as in the store */
+	assert_true(m.crc_errors >= damaged);
+	assert_int_equal((int)es.cache_crc_errors, m.crc_errors);
+	assert_true(es.samples_decoded >= (uint64_t)damaged);
+	assert_true(m.views >= NSAMPLES - damaged);
+	assert_int_equal(m.puts, m.views);
+	assert_int_equal(m.copies, 0);
+	/* decoded whole again and offered again (an offer is best-effort: a
+	 * slot's arena may be full, then the copy waits for another epoch) */
+	assert_true(m.n > NSAMPLES - damaged);
+	assert_memory_equal(got, ref, bytes);
+	assert_memory_equal(b1, b0, sizeof(b0));
 	free(ref);
 	free(got);
 	ms_free(&m);
@@ -995,8 +1374,7 @@ static void test_engine_rrc_refuses_conflicting_options(void **state)
 {
 	bfs_source *src = open_source(dir_good);
 	struct mem_store m = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	bfs_store st = { &m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			 ms_flush };
+	bfs_store st = copy_store(&m);
 	bfs_engine_opts base = { .batch = 4, .height = 16, .width = 16, .threads = 1 };
 	bfs_engine_opts o;
 	char msg[BFS_ERRMSG_MAX];
@@ -1039,8 +1417,14 @@ int main(void)
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
 		cmocka_unit_test(test_engine_passes_over_a_held_slot_file),
 		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
+		cmocka_unit_test(test_engine_serves_several_ranks_as_engines_of_their_own),
+		cmocka_unit_test(test_engine_reads_ahead_within_the_reader_s_rank),
 		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
 		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),
+		cmocka_unit_test(test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up),
+		cmocka_unit_test(test_engine_rrc_decodes_again_a_viewed_copy_whose_shape_does_not_add_up),
+		cmocka_unit_test(test_engine_rrc_warm_epochs_crop_from_views_give_each_back_and_equal_cold),
+		cmocka_unit_test(test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_again),
 		cmocka_unit_test(test_engine_size_schedule_gives_each_epoch_its_shape),
 		cmocka_unit_test(test_engine_rrc_refuses_conflicting_options),
 	};

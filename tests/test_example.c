@@ -515,6 +515,194 @@ static void test_example_find_survives_random_corruption(void **state)
 	free(copy);
 }
 
+/* ---- bfs_example_skim ---------------------------------------------- */
+
+struct rec {
+	const uint8_t *buf;
+	size_t len;
+	size_t bytes_read;   /* through the read function */
+	int calls;
+};
+
+static int rec_read(void *ctx, size_t off, void *buf, size_t len)
+{
+	struct rec *r = ctx;
+
+	assert_true(off + len <= r->len);
+	memcpy(buf, r->buf + off, len);
+	r->bytes_read += len;
+	r->calls++;
+	return 0;
+}
+
+static const char *const class_keys[] = { "image/class/label",
+					  "image/class/synset", NULL };
+
+/* find(synset, label) on the whole record and on its skim (the first
+ * head bytes given) must agree: same code, same name, same label. */
+static void expect_skim_agrees(const uint8_t *buf, size_t len, size_t head)
+{
+	struct rec r = { buf, len, 0, 0 };
+	uint8_t out[16384];
+	size_t out_len;
+	char e1[BFS_ERRMSG_MAX] = "", e2[BFS_ERRMSG_MAX] = "";
+	const uint8_t *n1 = NULL, *n2 = NULL;
+	size_t l1 = 0, l2 = 0;
+	int64_t lab1 = 77, lab2 = 77;
+	int r1, r2, rs;
+
+	if (head > len)
+		head = len;
+	r1 = bfs_example_find(buf, len, "image/class/synset", "image/class/label",
+			      &n1, &l1, &lab1, e1);
+	rs = bfs_example_skim(buf, head, len, rec_read, &r, class_keys, out,
+			      sizeof(out), &out_len, e2);
+	if (rs) {
+		/* the skim fails only where find does, with its message */
+		assert_int_equal(rs, BFS_E_CORRUPT);
+		assert_int_equal(r1, BFS_E_CORRUPT);
+		assert_string_equal(e1, e2);
+		return;
+	}
+	r2 = bfs_example_find(out, out_len, "image/class/synset",
+			      "image/class/label", &n2, &l2, &lab2, NULL);
+	if (r1 != r2)
+		fail_msg("find %d on the record, %d on its skim (%s)", r1, r2, e1);
+	assert_true(lab1 == lab2);
+	if (r1 == 0) {
+		assert_int_equal(l1, l2);
+		assert_memory_equal(n1, n2, l1);
+	}
+}
+
+static void test_example_skim_reads_the_small_entries_and_skips_the_image(void **state)
+{
+	static uint8_t jpeg[200000];
+	bfs_example_builder *b = new_builder();
+	const uint8_t *data, *name;
+	uint8_t out[16384];
+	size_t len, out_len, nlen;
+	int64_t label = -1;
+	struct rec r;
+
+	/* TensorFlow's order: the image before the label and the synset */
+	memset(jpeg, 0xab, sizeof(jpeg));
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/class/text", "tench", 5), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", jpeg,
+						       sizeof(jpeg)), 0);
+	assert_int_equal(bfs_example_builder_add_int64(b, "image/class/label", 5), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/class/synset",
+						       "n01440764", 9), 0);
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/filename", "x.JPEG", 6), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	for (size_t head = 0; head <= 4096; head += 4096) {
+		r = (struct rec){ data, len, 0, 0 };
+		assert_int_equal(bfs_example_skim(data, head, len, rec_read, &r,
+						  class_keys, out, sizeof(out),
+						  &out_len, NULL), 0);
+		/* a few windows, never the image's 200 KB */
+		assert_true(r.bytes_read < 3 * 4096);
+		assert_true(out_len < 100);
+		assert_int_equal(bfs_example_find(out, out_len, "image/class/synset",
+						  "image/class/label", &name, &nlen,
+						  &label, NULL), 0);
+		assert_int_equal(nlen, 9);
+		assert_memory_equal(name, "n01440764", 9);
+		assert_int_equal(label, 5);
+		/* what was not asked for is not there */
+		assert_int_equal(bfs_example_find(out, out_len, "image/encoded", NULL,
+						  &name, &nlen, &label, NULL),
+				 BFS_E_NOKEY);
+	}
+	/* all of it in hand: nothing is read */
+	r = (struct rec){ data, len, 0, 0 };
+	assert_int_equal(bfs_example_skim(data, len, len, rec_read, &r, class_keys,
+					  out, sizeof(out), &out_len, NULL), 0);
+	assert_int_equal(r.calls, 0);
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_skim_refuses_a_wanted_entry_too_big_to_be_a_name(void **state)
+{
+	static char big[5000];
+	bfs_example_builder *b = new_builder();
+	const uint8_t *data;
+	uint8_t out[16384];
+	size_t len, out_len;
+	char err[BFS_ERRMSG_MAX];
+	struct rec r;
+
+	memset(big, 'n', sizeof(big));
+	assert_int_equal(bfs_example_builder_add_bytes(b, "image/class/synset", big,
+						       sizeof(big)), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+	r = (struct rec){ data, len, 0, 0 };
+	assert_int_equal(bfs_example_skim(data, 0, len, rec_read, &r, class_keys,
+					  out, sizeof(out), &out_len, err),
+			 BFS_E_TOOBIG);
+	assert_non_null(strstr(err, "more than 4096"));
+	bfs_example_builder_destroy(b);
+}
+
+static void test_example_skim_agrees_with_find_on_random_records(void **state)
+{
+	static const char *const keys[] = { "image/class/label",
+					     "image/class/synset", "image/encoded",
+					     "image/class/text", "x" };
+	static uint8_t blob[9000];
+	bfs_example_builder *b = new_builder();
+	unsigned seed = 7;
+
+	memset(blob, 'v', sizeof(blob));
+	for (int n = 0; n < 3000; n++) {
+		const uint8_t *data;
+		size_t len;
+		int nf;
+
+		bfs_example_builder_reset(b);
+		seed = seed * 1103515245u + 12345u;
+		nf = (int)(seed >> 16) % 7;
+		for (int f = 0; f < nf; f++) {
+			const char *k;
+			int kind;
+			size_t sz;
+
+			seed = seed * 1103515245u + 12345u;
+			k = keys[(seed >> 8) % 5];
+			kind = (int)(seed >> 12) % 4;
+			/* unwanted values may be large; any may be empty */
+			sz = (seed >> 16) % 4 == 0 ? (seed >> 4) % sizeof(blob)
+						    : (seed >> 4) % 40;
+			if (kind == 0) {
+				assert_int_equal(bfs_example_builder_add_bytes(b, k, blob,
+						  strcmp(k, "image/encoded") ? sz % 300 : sz), 0);
+			} else if (kind == 1) {
+				int64_t v[3] = { (int64_t)(seed % 1000), 2, 3 };
+
+				assert_int_equal(bfs_example_builder_add_int64s(b, k, v,
+						  (seed >> 3) % 3, (seed >> 5) & 1), 0);
+			} else if (kind == 2) {
+				assert_int_equal(bfs_example_builder_add_float(b, k, 0.5f), 0);
+			} else {
+				const void *d[2] = { "n1", "n2" };
+				size_t l[2] = { 2, 2 };
+
+				assert_int_equal(bfs_example_builder_add_bytes_list(b, k, d, l,
+						  (seed >> 7) % 3), 0);
+			}
+		}
+		assert_int_equal(bfs_example_builder_finish(b, &data, &len), 0);
+		seed = seed * 1103515245u + 12345u;
+		expect_skim_agrees(data, len, (seed >> 8) % (len + 1));
+		expect_skim_agrees(data, len, 0);
+		/* and every cut of small ones, where find says corrupt */
+		if (len < 200)
+			for (size_t cut = 0; cut < len; cut++)
+				expect_skim_agrees(data, cut, cut / 2);
+	}
+	bfs_example_builder_destroy(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -534,6 +722,9 @@ int main(void)
 		cmocka_unit_test(test_example_find_reports_malformed_protobuf_with_an_offset),
 		cmocka_unit_test(test_example_find_fails_cleanly_at_every_cut_point),
 		cmocka_unit_test(test_example_find_survives_random_corruption),
+		cmocka_unit_test(test_example_skim_reads_the_small_entries_and_skips_the_image),
+		cmocka_unit_test(test_example_skim_refuses_a_wanted_entry_too_big_to_be_a_name),
+		cmocka_unit_test(test_example_skim_agrees_with_find_on_random_records),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,6 +58,36 @@ static void test_filekind_knows_a_tfrecord_by_its_first_length_crc(void **state)
 	expect_kind(h, sizeof(h), NULL);
 }
 
+static void test_filekind_knows_zlib_streams_as_tensorflow_writes_them(void **state)
+{
+	expect_kind("\x78\x9c\xed\xd7", 4, "zlib data"); /* the default level */
+	expect_kind("\x78\x01", 2, "zlib data");
+	expect_kind("\x78\x5e", 2, "zlib data");
+	expect_kind("\x78\xda", 2, "zlib data");
+	expect_kind("\x78\x9d", 2, NULL);  /* not a zlib header's check */
+	expect_kind("x-ray.txt", 9, NULL);
+	expect_kind("\x78", 1, NULL);
+}
+
+static void test_filekind_says_what_to_do_with_compressed_data_only(void **state)
+{
+	const char *gz = bfs_filekind_advice("gzip data");
+
+	assert_non_null(gz);
+	/* GZIP TFRecords and .tar.gz are read: gzip data passed over is one
+	 * that could not be read as them */
+	assert_non_null(strstr(gz, "GZIP TFRecord or .tar.gz"));
+	assert_non_null(strstr(gz, "gzip -t FILE"));
+	assert_non_null(strstr(bfs_filekind_advice("zlib data"), "compression_type \"ZLIB\""));
+	assert_non_null(strstr(bfs_filekind_advice("zlib data"), "zlib.decompress"));
+	assert_non_null(strstr(bfs_filekind_advice("bzip2 data"), "bzip2 -dc"));
+	assert_non_null(strstr(bfs_filekind_advice("xz data"), "xz -dc"));
+	assert_non_null(strstr(bfs_filekind_advice("zstd data"), "zstd -dc"));
+	assert_null(bfs_filekind_advice("a PNG image"));
+	assert_null(bfs_filekind_advice("a zip archive"));
+	assert_null(bfs_filekind_advice(NULL));
+}
+
 static void test_filekind_says_nothing_of_text_or_short_input(void **state)
 {
 	expect_kind("SECRET-TOKEN-1234", 17, NULL);
@@ -72,6 +102,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_filekind_names_images_archives_and_compressed_data),
 		cmocka_unit_test(test_filekind_knows_a_tfrecord_by_its_first_length_crc),
+		cmocka_unit_test(test_filekind_knows_zlib_streams_as_tensorflow_writes_them),
+		cmocka_unit_test(test_filekind_says_what_to_do_with_compressed_data_only),
 		cmocka_unit_test(test_filekind_says_nothing_of_text_or_short_input),
 	};
 

@@ -189,9 +189,168 @@ static void test_namespace_inode_numbers_round_trip(void **state)
 	assert_int_equal(bfs_ns_from_ino(&s, UINT64_MAX, &back), -ENOENT);
 }
 
+static const bfs_ns_shape ranked = { .epochs = 2, .batches = 16, .ranks = 3,
+				     .rank0 = 4, .hold = 1 };
+
+/* --ranks 4-6: rank-4/ .. rank-6/ in the root, the epochs inside each. */
+static void test_namespace_parses_rank_directories(void **state)
+{
+	char buf[128];
+	bfs_node n;
+
+	assert_int_equal(bfs_ns_parse(&ranked, "/rank-5", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_RANK);
+	assert_int_equal(n.rank, 5);
+	assert_int_equal(bfs_ns_parse(&ranked, "/rank-6/epoch-0001/batch-000015.labels.npy", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_LABELS);
+	assert_int_equal(n.rank, 6);
+	assert_int_equal(n.epoch, 1);
+	assert_int_equal(n.batch, 15);
+	assert_int_equal(bfs_ns_path(&ranked, &n, buf, sizeof(buf)),
+			 (int)strlen("rank-6/epoch-0001/batch-000015.labels.npy"));
+	assert_string_equal(buf, "rank-6/epoch-0001/batch-000015.labels.npy");
+	assert_int_equal(bfs_ns_path(&ranked, &n, buf, 20), -ENOSPC);
+	assert_int_equal(bfs_ns_parse(&ranked, "/hold", &n), 0);
+	assert_int_equal(n.kind, BFS_NODE_HOLD);
+	assert_int_equal(bfs_ns_path(&ranked, &n, buf, sizeof(buf)), 4);
+	assert_string_equal(buf, "hold");
+	assert_int_equal(bfs_ns_parse(&ranked, "/dataset.json", &n), 0);
+	/* and the same without ranks */
+	assert_int_equal(bfs_ns_parse(&shape, "/epoch-0000/batch-000002.npy", &n), 0);
+	assert_int_equal(bfs_ns_path(&shape, &n, buf, sizeof(buf)),
+			 (int)strlen("epoch-0000/batch-000002.npy"));
+	assert_string_equal(buf, "epoch-0000/batch-000002.npy");
+}
+
+static void test_namespace_rejects_ranks_it_does_not_serve(void **state)
+{
+	static const char *bad[] = {
+		"/rank-3", "/rank-7", "/rank-04", "/rank-+4", "/rank-", "/rank-4x",
+		"/epoch-0000", "/epoch-0000/batch-000000.npy", "/rank-4/hold",
+		"/rank-4/dataset.json", "/rank-4/rank-4", "/rank-4/epoch-0002",
+		"/rank-4/epoch-0000/epoch-0000", "/rank-4/epoch-0000/batch-000016.npy",
+		"/rank-4294967300",
+	};
+	bfs_node n;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int err = bfs_ns_parse(&ranked, bad[i], &n);
+
+		if (err != -ENOENT)
+			fail_msg("'%s' parsed (%d)", bad[i], err);
+	}
+	/* without ranks (and without --hold) neither rank-N nor hold exists */
+	assert_int_equal(bfs_ns_parse(&shape, "/rank-0", &n), -ENOENT);
+	assert_int_equal(bfs_ns_parse(&shape, "/hold", &n), -ENOENT);
+	n.kind = BFS_NODE_HOLD;
+	assert_int_equal(bfs_ns_child(&ranked, &n, "x", &n), -ENOTDIR);
+}
+
+/* Every node of a shape, for the inode checks below. */
+static size_t all_nodes(const bfs_ns_shape *s, bfs_node *out, size_t cap)
+{
+	size_t n = 0;
+	unsigned nr = s->ranks ? s->ranks : 1;
+
+#define PUT(...) do { if (n < cap) out[n] = (bfs_node){ __VA_ARGS__ }; n++; } while (0)
+	PUT(.kind = BFS_NODE_ROOT);
+	PUT(.kind = BFS_NODE_DATASET_JSON);
+	PUT(.kind = BFS_NODE_STATS_JSON);
+	if (s->hold)
+		PUT(.kind = BFS_NODE_HOLD);
+	for (unsigned r = 0; r < nr; r++) {
+		uint32_t rank = s->ranks ? s->rank0 + r : 0;
+
+		if (s->ranks)
+			PUT(.kind = BFS_NODE_RANK, .rank = rank);
+		for (uint32_t e = 0; e < s->epochs; e++) {
+			PUT(.kind = BFS_NODE_EPOCH, .rank = rank, .epoch = e);
+			for (uint64_t b = 0; b < s->batches; b++)
+				for (int k = BFS_NODE_BATCH; k <= BFS_NODE_PREVIEW; k++)
+					PUT(.kind = (bfs_node_kind)k, .rank = rank,
+					    .epoch = e, .batch = b);
+		}
+	}
+#undef PUT
+	return n;
+}
+
+/* With a rank level (and with /hold) every node still has a number of its
+ * own, it maps back to the node, and no other number maps to anything;
+ * batch ids are the engine's (r * E + e) * B + b. */
+static void test_namespace_inode_numbers_stay_unique_with_ranks(void **state)
+{
+	static bfs_node nodes[4096];
+
+	for (uint32_t ranks = 0; ranks <= 3; ranks++)
+		for (uint32_t epochs = 1; epochs <= 3; epochs++)
+			for (uint64_t batches = 1; batches <= 4; batches++)
+				for (int hold = 0; hold <= 1; hold++) {
+					bfs_ns_shape s = { .epochs = epochs, .batches = batches,
+							   .ranks = ranks, .rank0 = ranks ? 5 : 0,
+							   .hold = hold };
+					size_t n = all_nodes(&s, nodes, 4096);
+					uint64_t max = 0, id = 0;
+
+					assert_true(n <= 4096);
+					for (size_t i = 0; i < n; i++) {
+						uint64_t ino = bfs_ns_ino(&s, &nodes[i]);
+						bfs_node back;
+						char path[128], p2[130];
+
+						assert_true(ino != 0);
+						if (ino > max)
+							max = ino;
+						assert_int_equal(bfs_ns_from_ino(&s, ino, &back), 0);
+						assert_int_equal(back.kind, nodes[i].kind);
+						assert_int_equal(back.rank, nodes[i].rank);
+						if (back.kind != BFS_NODE_ROOT &&
+						    back.kind != BFS_NODE_RANK && back.kind != BFS_NODE_DATASET_JSON &&
+						    back.kind != BFS_NODE_STATS_JSON && back.kind != BFS_NODE_HOLD)
+							assert_int_equal(back.epoch, nodes[i].epoch);
+						if (back.kind >= BFS_NODE_BATCH && back.kind <= BFS_NODE_PREVIEW) {
+							assert_true(back.batch == nodes[i].batch);
+							if (back.kind == BFS_NODE_BATCH) {
+								bfs_node bn;
+
+								assert_true(bfs_ns_batch_id(&s, &back) == id);
+								bfs_ns_batch_node(&s, id, &bn);
+								assert_true(bfs_ns_ino(&s, &bn) == ino);
+								id++;
+							}
+						}
+						/* the path names the same node */
+						assert_true(bfs_ns_path(&s, &nodes[i], path, sizeof(path)) >= 0);
+						snprintf(p2, sizeof(p2), "/%s", path);
+						assert_int_equal(bfs_ns_parse(&s, p2, &back), 0);
+						assert_true(bfs_ns_ino(&s, &back) == ino);
+					}
+					/* n distinct numbers in 1..max, and nothing else */
+					assert_true(max == n);
+					assert_int_equal(bfs_ns_from_ino(&s, max + 1, &nodes[0]), -ENOENT);
+					assert_int_equal(bfs_ns_from_ino(&s, 0, &nodes[0]), -ENOENT);
+				}
+}
+
+/* Without a rank level the numbers are exactly those before ranks
+ * existed: 4 + e for epochs, 4 + E + 4 * (e * B + b) + k for files. */
+static void test_namespace_inode_numbers_without_ranks_are_unchanged(void **state)
+{
+	bfs_ns_shape s = { .epochs = 3, .batches = 7, .rank0 = 9 };
+	bfs_node n = { .kind = BFS_NODE_EPOCH, .epoch = 2 };
+
+	assert_true(bfs_ns_ino(&s, &n) == 4 + 2);
+	n = (bfs_node){ .kind = BFS_NODE_LABELS, .epoch = 1, .batch = 5 };
+	assert_true(bfs_ns_ino(&s, &n) == 4 + 3 + 4 * (1 * 7 + 5) + 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_namespace_parses_rank_directories),
+		cmocka_unit_test(test_namespace_rejects_ranks_it_does_not_serve),
+		cmocka_unit_test(test_namespace_inode_numbers_stay_unique_with_ranks),
+		cmocka_unit_test(test_namespace_inode_numbers_without_ranks_are_unchanged),
 		cmocka_unit_test(test_namespace_parses_root_and_json_files),
 		cmocka_unit_test(test_namespace_parses_batch_and_label_files),
 		cmocka_unit_test(test_namespace_rejects_names_that_are_not_canonical),

@@ -242,6 +242,24 @@ static void test_order_strides_the_epoch_order_across_ranks(void **state)
 	}
 }
 
+/* One epoch's order answers for every rank: bfs_order_sample_rank is what
+ * the order made for that rank gives, shuffled or not. */
+static void test_order_of_one_rank_answers_for_every_rank(void **state)
+{
+	bfs_order base, own;
+
+	for (int sh = 0; sh < 2; sh++) {
+		assert_int_equal(bfs_order_init(&base, 103, sh, 9, 4, 1, 4), 0);
+		for (unsigned r = 0; r < 4; r++) {
+			assert_int_equal(bfs_order_init(&own, 103, sh, 9, 4, r, 4), 0);
+			for (uint64_t k = 0; k <= own.per_rank; k++)
+				assert_true(bfs_order_sample_rank(&base, r, k) ==
+					    bfs_order_sample(&own, k));
+		}
+		assert_true(bfs_order_sample_rank(&base, 4, 0) == BFS_ORDER_NONE);
+	}
+}
+
 static void test_order_without_shuffle_is_file_order(void **state)
 {
 	bfs_order o;
@@ -287,6 +305,7 @@ int main(void)
 		cmocka_unit_test(test_order_per_rank_follows_the_pytorch_drop_last_formula),
 		cmocka_unit_test(test_order_ranks_are_disjoint_equal_and_cover_world_times_per_rank),
 		cmocka_unit_test(test_order_strides_the_epoch_order_across_ranks),
+		cmocka_unit_test(test_order_of_one_rank_answers_for_every_rank),
 		cmocka_unit_test(test_order_without_shuffle_is_file_order),
 		cmocka_unit_test(test_order_rejects_empty_worlds_bad_ranks_and_too_few_samples),
 	};

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -227,6 +229,79 @@ static void test_resize_matches_tensorflow_formula_bit_for_bit(void **state)
 		free(f);
 		free(u);
 	}
+}
+
+static void test_resize_sse2_pass_gives_the_avx2_passes_bits(void **state)
+{
+	/* The horizontal pass takes AVX2 where the CPU has it; a child told
+	 * not to (BATCHFS_RESIZE_NO_AVX2, read once per process) runs the SSE2
+	 * pass over the same images, plain and mirrored, float32 and uint8,
+	 * and must write the same bytes.  Widths around the vector loop's
+	 * ends included. */
+	static const int sizes[][4] = {
+		{ 500, 375, 224, 224 }, { 53, 37, 64, 48 }, { 77, 101, 17, 31 }, { 3, 3, 5, 7 },
+		{ 640, 480, 7, 5 }, { 33, 65, 33, 64 }, { 2, 1000, 3, 11 }, { 512, 683, 4, 3 },
+	};
+	int fd[2];
+	pid_t pid;
+	int status;
+
+	assert_int_equal(pipe(fd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid != 0)
+		close(fd[1]); /* a child that dies early ends the reads */
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 0 && pid != 0)
+			continue; /* the parent reads the child's bytes below */
+		if (pass == 1 && pid == 0)
+			break;
+		if (pid == 0) {
+			close(fd[0]);
+			setenv("BATCHFS_RESIZE_NO_AVX2", "1", 1);
+		}
+		for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+			int sw = sizes[t][0], sh = sizes[t][1], dw = sizes[t][2], dh = sizes[t][3];
+			uint8_t *src = random_image(sw, sh, 300 + t);
+			size_t n = (size_t)dw * dh * 3, bytes[2] = { n * 4, n };
+			void *scratch = malloc(bfs_resize_scratch_size(sw, sh, dw, dh));
+			bfs_dtype dt[2] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8 };
+
+			assert_non_null(scratch);
+			for (int k = 0; k < 4; k++) {
+				uint8_t *out = malloc(bytes[k % 2]), *child = malloc(bytes[k % 2]);
+				int rc = (k < 2 ? bfs_resize_rgb : bfs_resize_rgb_mirror)(
+					src, sw, sh, (size_t)sw * 3, out, dw, dh, dt[k % 2], scratch);
+
+				if (pid == 0) {
+					if (rc || write(fd[1], out, bytes[k % 2]) != (ssize_t)bytes[k % 2])
+						_exit(1);
+				} else {
+					size_t got = 0;
+					ssize_t r;
+
+					assert_int_equal(rc, 0);
+					while (got < bytes[k % 2] &&
+					       (r = read(fd[0], child + got, bytes[k % 2] - got)) > 0)
+						got += (size_t)r;
+					assert_int_equal(got, bytes[k % 2]);
+					if (memcmp(out, child, bytes[k % 2]))
+						fail_msg("%dx%d -> %dx%d %s%s: the SSE2 pass differs", sw, sh,
+							 dw, dh, k % 2 ? "uint8" : "float32",
+							 k < 2 ? "" : " mirrored");
+				}
+				free(out);
+				free(child);
+			}
+			free(scratch);
+			free(src);
+		}
+		if (pid == 0)
+			_exit(0);
+	}
+	close(fd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* IEEE half of a finite f in [0, 65504], round to nearest even, by double
@@ -657,6 +732,7 @@ int main(void)
 		cmocka_unit_test(test_resize_downscale_by_two_averages_2x2_blocks),
 		cmocka_unit_test(test_resize_uint8_rounds_ties_to_even),
 		cmocka_unit_test(test_resize_matches_tensorflow_formula_bit_for_bit),
+		cmocka_unit_test(test_resize_sse2_pass_gives_the_avx2_passes_bits),
 		cmocka_unit_test(test_resize_float16_is_the_rounded_float32_value),
 		cmocka_unit_test(test_resize_float16_rounds_tiny_values_to_subnormals),
 		cmocka_unit_test(test_resize_honours_source_stride),

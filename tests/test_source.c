@@ -31,6 +31,7 @@
 
 #include <cmocka.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include "engine/error.h"
 #include "engine/example.h"
@@ -645,6 +646,252 @@ static int has_scan_error(const bfs_source *s, const char *shard,
 		    strstr(bfs_source_scan_error(s, i), what))
 			return 1;
 	return 0;
+}
+
+/* ---- class names of TFRecord shards --------------------------------- */
+
+/* Append a record with label (unless label_key is NULL), a name under
+ * name_key (unless NULL) and an image of img_len bytes written first, as
+ * TensorFlow's ImageNet records have it, or last. */
+static void tfr_append_named(int fd, const char *label_key, int64_t label,
+			     const char *name_key, const char *name,
+			     size_t img_len, int image_first)
+{
+	static uint8_t img[65536];
+	bfs_example_builder *b;
+	const uint8_t *ex;
+	size_t len;
+
+	assert_true(img_len <= sizeof(img));
+	memset(img, 0xab, img_len);
+	assert_int_equal(bfs_example_builder_create(&b), 0);
+	if (image_first)
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", img, img_len), 0);
+	if (name_key)
+		assert_int_equal(bfs_example_builder_add_bytes(b, name_key, name,
+							       strlen(name)), 0);
+	if (label_key)
+		assert_int_equal(bfs_example_builder_add_int64(b, label_key, label), 0);
+	if (!image_first)
+		assert_int_equal(bfs_example_builder_add_bytes(b, "image/encoded", img, img_len), 0);
+	assert_int_equal(bfs_example_builder_finish(b, &ex, &len), 0);
+	assert_int_equal(bfs_tfrecord_write(fd, ex, len), 0);
+	bfs_example_builder_destroy(b);
+}
+
+static void put_named(const char *dir, const char *rel, const char *name_key,
+		      const int64_t *labels, const char *const *names, int n)
+{
+	int fd = tfr_create(dir, rel);
+
+	for (int k = 0; k < n; k++)
+		tfr_append_named(fd, "image/class/label", labels[k], name_key,
+				 names[k], k % 2 ? 30000 : 100, k % 2);
+	assert_int_equal(close(fd), 0);
+}
+
+static void test_source_names_tfrecord_classes_from_the_synsets_of_the_records(void **state)
+{
+	static const int64_t la[] = { 0, 3, 0 }, lb[] = { 1, 3 };
+	static const char *const na[] = { "n0", "n3", "n0" }, *const nb[] = { "n1", "n3" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	put_named(dir, "b.tfrecord", "image/class/synset", lb, nb, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 4);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	assert_string_equal(bfs_source_class_name(s, 1), "n1");
+	assert_null(bfs_source_class_name(s, 2)); /* no record has label 2 */
+	assert_string_equal(bfs_source_class_name(s, 3), "n3");
+	assert_string_equal(bfs_source_classes_from(s), "image/class/synset");
+	assert_null(bfs_source_classes_note(s));
+	bfs_source_close(s);
+}
+
+static void test_source_names_tfrecord_classes_from_text_labels_without_synsets(void **state)
+{
+	static const int64_t l[] = { 1, 0 };
+	static const char *const n[] = { "goldfish", "tench, Tinca tinca" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/text", l, n, 2);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 2);
+	assert_string_equal(bfs_source_class_name(s, 0), "tench, Tinca tinca");
+	assert_string_equal(bfs_source_class_name(s, 1), "goldfish");
+	assert_string_equal(bfs_source_classes_from(s), "image/class/text");
+	bfs_source_close(s);
+}
+
+/* Classes that cannot be trusted are not given: the note says why. */
+static void expect_no_classes(const char *dir, const char *why)
+{
+	bfs_source *s = open_dir(dir, BFS_FORMAT_AUTO);
+
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_null(bfs_source_classes_from(s));
+	assert_non_null(bfs_source_classes_note(s));
+	if (!strstr(bfs_source_classes_note(s), why))
+		fail_msg("note '%s' does not say '%s'", bfs_source_classes_note(s), why);
+	bfs_source_close(s);
+}
+
+static void test_source_gives_no_classes_it_cannot_trust_and_says_why(void **state)
+{
+	static const int64_t two[] = { 4, 4 }, big[] = { 1 << 21 };
+	static const char *const names2[] = { "n4", "other" }, *const one[] = { "x" };
+	const char *dir = *state;
+	char path[256];
+	int fd;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", two, names2, 2);
+	expect_no_classes(dir, "label 4 has two names in image/class/synset");
+	put_named(dir, "a.tfrecord", "image/class/synset", big, one, 1);
+	expect_no_classes(dir, "too large for a class list");
+	/* a labeled record without a name */
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append_named(fd, "image/class/label", 0, "image/class/synset", "n0", 10, 0);
+	tfr_append_named(fd, "image/class/label", 1, NULL, NULL, 10, 0);
+	assert_int_equal(close(fd), 0);
+	expect_no_classes(dir, "1 of 2 labeled records have no image/class/synset");
+	/* one named by synset, one by text */
+	fd = tfr_create(dir, "a.tfrecord");
+	tfr_append_named(fd, "image/class/label", 0, "image/class/synset", "n0", 10, 0);
+	tfr_append_named(fd, "image/class/label", 1, "image/class/text", "fish", 10, 0);
+	assert_int_equal(close(fd), 0);
+	expect_no_classes(dir, "some records name their class by image/class/synset, others by image/class/text");
+	/* no names at all */
+	tfr_put(dir, "a.tfrecord", two, 2);
+	expect_no_classes(dir, "the records have no image/class/synset or image/class/text");
+	path_of(path, sizeof(path), dir, "a.tfrecord");
+	unlink(path);
+}
+
+static void test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records(void **state)
+{
+	static const int64_t l[] = { 0 };
+	static const char *const n[] = { "n0" };
+	const char *dir = *state;
+	bfs_source_opts o = { .label_key = "none" };
+	bfs_source *s;
+	int fd;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", l, n, 1);
+	o.dir = dir;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_null(bfs_source_classes_note(s));
+	bfs_source_close(s);
+	/* a record without a label is not a member of any class */
+	fd = tfr_create(dir, "b.tfrecord");
+	tfr_append_named(fd, NULL, 0, "image/class/synset", "stray", 10, 0);
+	assert_int_equal(close(fd), 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nclasses(s), 1);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	bfs_source_close(s);
+}
+
+/* ---- indexing progress ---------------------------------------------- */
+
+struct prog {
+	int calls, finished;
+	size_t last_done, total;
+	uint64_t records, bytes;
+	int backwards;
+};
+
+static void on_progress(void *ctx, const bfs_source_progress *p)
+{
+	struct prog *g = ctx;
+
+	g->calls++;
+	if (p->done < g->last_done || p->records < g->records)
+		g->backwards = 1;
+	g->last_done = p->done;
+	g->total = p->total;
+	g->records = p->records;
+	g->bytes = p->bytes;
+	g->finished += p->finished;
+	assert_int_equal(p->format, BFS_FORMAT_TFRECORD);
+}
+
+static void test_source_tells_the_progress_hook_how_far_indexing_has_come(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char name[32];
+	struct prog g = { 0 };
+	bfs_source_opts o = { .progress = on_progress, .progress_ctx = &g };
+	uint64_t bytes = 0;
+	bfs_source *s;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(name, sizeof(name), "s%d.tfrecord", i);
+		tfr_put(dir, name, l, 3);
+		bytes += (uint64_t)file_size(dir, name);
+	}
+	o.dir = dir;
+	s = open_source(&o);
+	assert_true(g.calls >= 6); /* after each shard, and at the end */
+	assert_int_equal(g.finished, 1);
+	assert_false(g.backwards);
+	assert_int_equal(g.last_done, 5);
+	assert_int_equal(g.total, 5);
+	assert_int_equal(g.records, 15);
+	assert_int_equal(g.bytes, bytes);
+	bfs_source_close(s);
+}
+
+/* ---- compressed files ----------------------------------------------- */
+
+static void test_source_says_a_compressed_shard_is_compressed_and_what_to_do(void **state)
+{
+	static const int64_t l[] = { 1 };
+	/* the first bytes of TensorFlow's ZLIB and GZIP TFRecord files */
+	static const char zlib[] = "\x78\x9c\xed\xd7\x31\x0e\x80\x20\x0c\x05\xd0\x2a\x8b";
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a";
+	const char *dir = *state;
+	bfs_source *s;
+
+	tfr_put(dir, "good.tfrecord", l, 1);
+	file_put(dir, "z-00000-of-00002", zlib, sizeof(zlib) - 1);
+	file_put(dir, "g-00001-of-00002", gz, sizeof(gz) - 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_true(has_scan_error(s, "z-00000-of-00002",
+				   "it looks like zlib data: a ZLIB-compressed TFRecord "
+				   "(TFRecordDataset's compression_type \"ZLIB\"), which "
+				   "batchfs does not read: decompress it first (python3 -c"));
+	/* a cut GZIP TFRecord is read as one (gzindex), and its error says so */
+	assert_true(has_scan_error(s, "g-00001-of-00002", "gzip"));
+	assert_false(has_scan_error(s, "g-00001-of-00002", "which batchfs does not read"));
+	bfs_source_close(s);
+}
+
+static void test_source_names_compressed_files_it_passed_over_when_it_finds_no_shard(void **state)
+{
+	static const char gz[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x4b\x4c\x4a";
+	static const char xz[] = "\xfd" "7zXZ\0\0\x04";
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+
+	file_put(dir, "val.tar.xz", xz, sizeof(xz) - 1);
+	file_put(dir, "README", "text", 4);
+	assert_int_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), BFS_E_EMPTY);
+	assert_non_null(strstr(msg, "no TFRecord shards, class folders or image files found; "
+			       "1 compressed file passed over: val.tar.xz looks like xz data: "
+			       "a compressed file, which batchfs does not read: decompress it "
+			       "first (xz -dc"));
+	/* a .tar.gz is a tar shard now, not passed over */
+	file_put(dir, "train.tar.gz", gz, sizeof(gz) - 1);
+	assert_int_not_equal(open_dir_error(dir, BFS_FORMAT_AUTO, msg), 0);
+	assert_non_null(strstr(msg, "no readable samples (train.tar.gz: in its "
+			       "gzip-compressed data: member 0 at offset 0"));
+	assert_null(strstr(msg, "train.tar.gz looks like"));
 }
 
 /* ---- running where a mode 000 file cannot be read ------------------- */
@@ -1583,7 +1830,8 @@ static void test_source_names_files_that_are_not_shards_by_kind_without_quoting_
 	assert_int_equal(bfs_source_count(s), 2);
 	assert_int_equal(bfs_source_nscan_errors(s), 2);
 	assert_true(has_scan_error(s, "README", "not a TFRecord"));
-	assert_true(has_scan_error(s, "data.gz", "gzip data"));
+	/* gzip is read now: its damage is named, never its bytes */
+	assert_true(has_scan_error(s, "data.gz", "gzip: damaged deflate data"));
 	for (size_t i = 0; i < 2; i++) {
 		const char *e = bfs_source_scan_error(s, i);
 
@@ -1611,7 +1859,8 @@ static void test_source_names_a_gzip_file_called_tar_by_kind(void **state)
 	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
 	assert_int_equal(bfs_source_count(s), 1);
 	assert_int_equal(bfs_source_nscan_errors(s), 1);
-	assert_true(has_scan_error(s, "b.tar", "gzip data"));
+	/* a .tar.gz renamed is read as one; this one is damaged */
+	assert_true(has_scan_error(s, "b.tar", "gzip: damaged deflate data"));
 	bfs_source_close(s);
 }
 
@@ -1824,6 +2073,35 @@ static void assert_stamp_equal(const bfs_shard_stamp *a, const bfs_shard_stamp *
 	assert_int_equal(a->ctime_ns, b->ctime_ns);
 }
 
+static void test_source_keeps_class_names_with_the_stored_index(void **state)
+{
+	static const int64_t la[] = { 2, 0 }, lb[] = { 1 };
+	static const char *const na[] = { "n2", "n0" }, *const nb[] = { "n1" };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 2);
+	put_named(dir, "b.tfrecord", "image/class/synset", lb, nb, 1);
+	s = open_source(&o); /* scans, stores */
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	bfs_source_close(s);
+	s = open_source(&o); /* from the store alone */
+	assert_int_equal(bfs_source_nindex_hits(s), 2);
+	assert_int_equal(bfs_source_nclasses(s), 3);
+	assert_string_equal(bfs_source_class_name(s, 0), "n0");
+	assert_string_equal(bfs_source_class_name(s, 1), "n1");
+	assert_string_equal(bfs_source_class_name(s, 2), "n2");
+	bfs_source_close(s);
+	/* the names belong to the label key they were read with */
+	o.label_key = "image/other";
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
 static void test_source_asks_the_index_store_for_each_shard_with_its_stamp(void **state)
 {
 	static const int64_t la[] = { 1, 2 }, lb[] = { 3 };
@@ -1990,6 +2268,333 @@ static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void
 	assert_int_equal(m.puts, 0);
 }
 
+
+/* ---- gzip shards ----------------------------------------------------- */
+
+/* The bytes of dir/rel (malloc()ed). */
+static uint8_t *file_get(const char *dir, const char *rel, size_t *len)
+{
+	char path[256];
+	FILE *f;
+	uint8_t *p;
+	long n;
+
+	path_of(path, sizeof(path), dir, rel);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	p = malloc(n ? (size_t)n : 1);
+	assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return p;
+}
+
+/* gzip p[0..n) into dir/rel as `members` gzip members, as gzip(1) or
+ * tf.io.TFRecordWriter(options="GZIP") write them (zlib, level 6). */
+static void gz_put(const char *dir, const char *rel, const uint8_t *p, size_t n,
+		   int members)
+{
+	size_t cap = n + n / 8 + 1024 * (size_t)members, len = 0;
+	uint8_t *o = malloc(cap);
+
+	for (int m = 0; m < members; m++) {
+		size_t a = n * (size_t)m / (size_t)members, b = n * (size_t)(m + 1) / (size_t)members;
+		z_stream zs = { 0 };
+
+		assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+		zs.next_in = (Bytef *)p + a;
+		zs.avail_in = (uInt)(b - a);
+		zs.next_out = o + len;
+		zs.avail_out = (uInt)(cap - len);
+		assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+		len = cap - zs.avail_out;
+		deflateEnd(&zs);
+	}
+	file_put(dir, rel, o, len);
+	free(o);
+}
+
+/* n records of ~size random bytes (labels 100 + k) into dir/rel. */
+static void tfr_put_big(const char *dir, const char *rel, int n, size_t size)
+{
+	int fd = tfr_create(dir, rel);
+	uint8_t *img = malloc(2 * size + 64);
+	uint32_t r = 12345;
+
+	for (int k = 0; k < n; k++) {
+		size_t len = size / 2 + (size_t)(k * 7919) % size;
+
+		for (size_t i = 0; i < len; i++) {
+			r = r * 1103515245u + 12345u;
+			img[i] = (i / 64) % 3 ? (uint8_t)(r >> 24) : (uint8_t)(k + i / 500);
+		}
+		tfr_append(fd, "image/encoded", img, len, "image/class/label", 100 + k);
+	}
+	free(img);
+	assert_int_equal(close(fd), 0);
+}
+
+/* Every sample of a and b reads the same bytes and label. */
+static void assert_same_samples(bfs_source *a, bfs_source *b)
+{
+	uint64_t n = bfs_source_count(a);
+	bfs_buf ba = { 0 }, bb = { 0 };
+
+	assert_int_equal(bfs_source_count(b), n);
+	/* in order, then backwards (restart points, not the cursor) */
+	for (int pass = 0; pass < 2; pass++)
+		for (uint64_t k = 0; k < n; k++) {
+			uint64_t i = pass ? n - 1 - k : k;
+			const uint8_t *pa, *pb;
+			size_t la, lb;
+			int64_t xa, xb;
+			char msg[BFS_ERRMSG_MAX];
+
+			if (bfs_source_read(a, i, &ba, &pa, &la, &xa, msg))
+				fail_msg("a: %s", msg);
+			if (bfs_source_read(b, i, &bb, &pb, &lb, &xb, msg))
+				fail_msg("b, sample %llu: %s", (unsigned long long)i, msg);
+			assert_int_equal(la, lb);
+			assert_memory_equal(pa, pb, la);
+			assert_int_equal(xa, xb);
+		}
+	bfs_buf_free(&ba);
+	bfs_buf_free(&bb);
+}
+
+static void test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed(void **state)
+{
+	const char *dir = *state;
+	char plain[256], gzd[256];
+	uint8_t *p;
+	size_t n;
+	bfs_source *a, *b;
+
+	path_of(plain, sizeof(plain), dir, "plain");
+	path_of(gzd, sizeof(gzd), dir, "gz");
+	subdir_put(dir, "plain");
+	subdir_put(dir, "gz");
+	tfr_put_big(plain, "train-00000-of-00002", 60, 150000); /* ~9 MB: 3 points */
+	tfr_put_big(plain, "train-00001-of-00002", 5, 1000);
+	p = file_get(plain, "train-00000-of-00002", &n);
+	gz_put(gzd, "train-00000-of-00002", p, n, 1); /* a GZIP shard, by content */
+	free(p);
+	p = file_get(plain, "train-00001-of-00002", &n);
+	gz_put(gzd, "train-00001-of-00002", p, n, 3); /* concatenated members */
+	free(p);
+	a = open_dir(plain, BFS_FORMAT_AUTO);
+	b = open_dir(gzd, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(b), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_nscan_errors(b), 0);
+	assert_same_samples(a, b);
+	bfs_source_close(a);
+	bfs_source_close(b);
+}
+
+static void test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index(void **state)
+{
+	static const int64_t la[] = { 2, 0 }, lb[] = { 1 };
+	static const char *const na[] = { "n2", "n0" }, *const nb[] = { "n1" };
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *s;
+	uint8_t *p;
+	size_t n;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 2);
+	put_named(dir, "x", "image/class/synset", lb, nb, 1);
+	p = file_get(dir, "x", &n);
+	gz_put(dir, "b.tfrecord.gz", p, n, 1);
+	free(p);
+	{
+		char x[256];
+
+		path_of(x, sizeof(x), dir, "x");
+		assert_int_equal(unlink(x), 0);
+	}
+	for (int pass = 0; pass < 2; pass++) { /* scanned and stored, then stored */
+		s = open_source(&o);
+		assert_int_equal(bfs_source_nindex_hits(s), pass ? 2 : 0);
+		assert_int_equal(bfs_source_count(s), 3);
+		assert_int_equal(bfs_source_nclasses(s), 3);
+		assert_string_equal(bfs_source_class_name(s, 0), "n0");
+		assert_string_equal(bfs_source_class_name(s, 1), "n1");
+		assert_string_equal(bfs_source_class_name(s, 2), "n2");
+		bfs_source_close(s);
+	}
+	/* names read with another label key are not used: scanned again */
+	o.label_key = "image/other";
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_finds_gzip_shards_by_name_and_by_content(void **state)
+{
+	static const int64_t l[] = { 1, 2, 3 };
+	const char *dir = *state;
+	char sub[256];
+	tar_buf t = { 0 };
+	uint8_t *p;
+	size_t n;
+	bfs_source *s;
+
+	tfr_put(dir, "x", l, 3);
+	p = file_get(dir, "x", &n);
+	gz_put(dir, "a.tfrecord.gz", p, n, 1);
+	gz_put(dir, "data.bin", p, n, 1); /* by content */
+	free(p);
+	file_put(dir, "x", "", 0);
+	unlink(strcat(strcpy(sub, dir), "/x"));
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TFRECORD);
+	assert_int_equal(bfs_source_count(s), 6);
+	assert_int_equal(label_of(s, 5), 3);
+	bfs_source_close(s);
+
+	path_of(sub, sizeof(sub), dir, "t");
+	subdir_put(dir, "t");
+	tar_member(&t, "k1.png", "PNGDATA", 7);
+	tar_text(&t, "k1.cls", "4");
+	tar_member(&t, "k2.webp", "WEBPDATA", 8);
+	tar_text(&t, "k2.txt", "5");
+	tar_put(&t, sub, "plain");
+	p = file_get(sub, "plain", &n);
+	gz_put(sub, "a.tar.gz", p, n, 1);
+	gz_put(sub, "b.tgz", p, n, 2);
+	gz_put(sub, "c", p, n, 1); /* by content */
+	free(p);
+	unlink(strcat(sub, "/plain"));
+	path_of(sub, sizeof(sub), dir, "t");
+	s = open_dir(sub, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(bfs_source_count(s), 6);
+	assert_int_equal(label_of(s, 0), 4);
+	assert_int_equal(label_of(s, 5), 5);
+	assert_sample_bytes(s, 3, "WEBPDATA", 8);
+	assert_string_equal(bfs_source_member_name(s, 2), "k1.png");
+	bfs_source_close(s);
+}
+
+static void test_source_keeps_a_gzip_shards_index_in_the_store(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { 0 };
+	bfs_source_opts o;
+	char sub[256];
+	tar_buf t = { 0 };
+	uint8_t *p;
+	size_t n;
+	bfs_source *a, *b;
+
+	tfr_put_big(dir, "x", 30, 20000);
+	p = file_get(dir, "x", &n);
+	gz_put(dir, "a.tfrecord.gz", p, n, 1);
+	free(p);
+	path_of(sub, sizeof(sub), dir, "x");
+	unlink(sub);
+	o = istore_opts(dir, &m);
+	a = open_source(&o);
+	assert_int_equal(m.puts, 1);
+	assert_int_equal(bfs_source_nindex_hits(a), 0);
+	b = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(b), 1);
+	assert_int_equal(m.puts, 1);
+	assert_same_samples(a, b);
+	bfs_source_close(a);
+	bfs_source_close(b);
+	istore_free(&m);
+
+	/* a tar.gz's index holds its labels: another --label-key scans */
+	memset(&m, 0, sizeof(m));
+	path_of(sub, sizeof(sub), dir, "t");
+	subdir_put(dir, "t");
+	tar_member(&t, "k.jpg", "img", 3);
+	tar_text(&t, "k.cls", "1");
+	tar_text(&t, "k.json", "{\"y\": 7}");
+	tar_put(&t, sub, "p");
+	p = file_get(sub, "p", &n);
+	gz_put(sub, "a.tar.gz", p, n, 1);
+	free(p);
+	strcat(sub, "/p");
+	unlink(sub);
+	path_of(sub, sizeof(sub), dir, "t");
+	o = istore_opts(sub, &m);
+	a = open_source(&o);
+	assert_int_equal(label_of(a, 0), 1);
+	bfs_source_close(a);
+	o.label_key = "y";
+	a = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(a), 0);
+	assert_int_equal(label_of(a, 0), 7);
+	bfs_source_close(a);
+	a = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(a), 1);
+	assert_int_equal(label_of(a, 0), 7);
+	bfs_source_close(a);
+	istore_free(&m);
+}
+
+static void test_source_serves_the_records_before_gzip_damage_and_names_it(void **state)
+{
+	const char *dir = *state;
+	uint8_t *p, *z;
+	size_t n, zn;
+	bfs_source *s;
+	char path[256];
+
+	tfr_put_big(dir, "x", 40, 60000);
+	p = file_get(dir, "x", &n);
+	path_of(path, sizeof(path), dir, "x");
+	unlink(path);
+	gz_put(dir, "a.tfrecord.gz", p, n, 1);
+	z = file_get(dir, "a.tfrecord.gz", &zn);
+	file_put(dir, "a.tfrecord.gz", z, zn * 2 / 3); /* cut */
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_true(bfs_source_count(s) >= 20 && bfs_source_count(s) < 40);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "gzip: the file ends inside member 0"));
+	assert_int_equal(label_of(s, bfs_source_count(s) - 1), 100 + (int64_t)bfs_source_count(s) - 1);
+	bfs_source_close(s);
+
+	/* damaged in the middle: the records before it are served */
+	z[zn / 2] ^= 0x55;
+	z[zn / 2 + 1] ^= 0xaa;
+	file_put(dir, "a.tfrecord.gz", z, zn);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_true(bfs_source_count(s) <= 40); /* a CRC-32 failure keeps them */
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "gzip"));
+	for (uint64_t i = 0; i + 1 < bfs_source_count(s) && i < 10; i++)
+		assert_int_equal(label_of(s, i), 100 + (int64_t)i);
+	bfs_source_close(s);
+	free(z);
+	free(p);
+}
+
+static void test_source_reads_a_gzip_tfrecord_tensorflow_wrote(void **state)
+{
+	/* tools/make_golden_gzip.py: the same 300 records through
+	 * tf.io.TFRecordWriter, plain and with options="GZIP" */
+	bfs_source *a = open_dir("tests/data/golden/gzip/plain", BFS_FORMAT_AUTO);
+	bfs_source *b = open_dir("tests/data/golden/gzip/gz", BFS_FORMAT_AUTO);
+
+	(void)state;
+	assert_int_equal(bfs_source_count(a), 300);
+	assert_int_equal(bfs_source_nscan_errors(b), 0);
+	assert_same_samples(a, b);
+	for (uint64_t i = 0; i < 300; i += 37)
+		assert_int_equal(label_of(b, i), (int64_t)(i % 7));
+	bfs_source_close(a);
+	bfs_source_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1997,6 +2602,14 @@ int main(void)
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_the_synsets_of_the_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_text_labels_without_synsets, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_gives_no_classes_it_cannot_trust_and_says_why, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_class_names_with_the_stored_index, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_tells_the_progress_hook_how_far_indexing_has_come, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_says_a_compressed_shard_is_compressed_and_what_to_do, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_compressed_files_it_passed_over_when_it_finds_no_shard, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_an_imagefolder_tree_one_image_per_shard, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_webdataset_tars, tmp_dir_setup, tmp_dir_teardown),
@@ -2050,6 +2663,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_rescans_a_shard_whose_stored_index_is_damaged, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_tar_and_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_finds_gzip_shards_by_name_and_by_content, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_a_gzip_shards_index_in_the_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_serves_the_records_before_gzip_damage_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test(test_source_reads_a_gzip_tfrecord_tensorflow_wrote),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -389,7 +389,7 @@ static void test_tar_marks_an_image_without_cls_as_a_nokey_sample(void **state)
 	tb_text(&b, "a.jpg", "JPEGDATA");
 	tb_text(&b, "a.cls", "1");
 	tb_text(&b, "n01440764_1.jpg", "JPEGDATA");
-	tb_text(&b, "n01440764_1.txt", "no label here");
+	tb_text(&b, "n01440764_1.json", "{\"label\": 4}");
 	tb_text(&b, "c.cls", "3");
 	tb_text(&b, "c.jpg", "JPEGDATA");
 	tb_end(&b);
@@ -398,7 +398,10 @@ static void test_tar_marks_an_image_without_cls_as_a_nokey_sample(void **state)
 	assert_int_equal(c->s[0].status, 0);
 	assert_int_equal(c->s[1].status, BFS_E_NOKEY);
 	assert_int_equal(c->s[1].label, -1);
-	assert_string_equal(c->s[1].msg, "member n01440764_1.jpg has no .cls");
+	/* a .json holds a label only when --label-key names its key */
+	assert_string_equal(c->s[1].msg, "member n01440764_1.jpg has no .cls or "
+			    ".txt (for a label in its .json, name its key with "
+			    "--label-key)");
 	assert_int_equal(c->s[2].status, 0);
 	assert_int_equal(c->s[2].label, 3);
 	free(b.p);
@@ -1422,12 +1425,150 @@ static void test_tar_reads_what_python_tarfile_writes(void **state)
 	free(c);
 }
 
+
+/* Scan with label options (opts may be NULL). */
+static int scan_opts(const tb *b, coll *c, const bfs_tar_opts *o, char *errmsg)
+{
+	int fd = temp_fd(b->p, b->len), rc;
+	bfs_reader r = bfs_reader_fd(fd);
+
+	c->n = 0;
+	c->size = b->len;
+	if (errmsg)
+		errmsg[0] = '\0';
+	rc = bfs_tar_scan_reader(&r, b->len, o, collect, c, errmsg);
+	close(fd);
+	return rc;
+}
+
+static void test_tar_takes_the_label_from_txt_when_a_sample_has_no_cls(void **state)
+{
+	tb b = { 0 };
+	coll *c = new_coll();
+
+	tb_text(&b, "a.jpg", "JPEGDATA");
+	tb_text(&b, "a.txt", " 17\n");
+	tb_text(&b, "b.txt", "5");
+	tb_text(&b, "b.cls", "6");   /* .cls wins over .txt */
+	tb_text(&b, "b.jpg", "JPEGDATA");
+	tb_text(&b, "c.jpg", "JPEGDATA");
+	tb_text(&b, "c.txt", "a photo of a cat");
+	tb_end(&b);
+	assert_int_equal(scan_tb(&b, c, NULL), 0);
+	assert_int_equal(c->n, 3);
+	assert_int_equal(c->s[0].status, 0);
+	assert_int_equal(c->s[0].label, 17);
+	assert_int_equal(c->s[1].status, 0);
+	assert_int_equal(c->s[1].label, 6);
+	assert_int_equal(c->s[2].status, BFS_E_CORRUPT);
+	assert_string_equal(c->s[2].msg, "c.txt is not a decimal class label");
+	free(b.p);
+	free(c);
+}
+
+static void test_tar_takes_the_label_from_the_json_key_label_key_names(void **state)
+{
+	bfs_tar_opts o = { .json_key = "label" };
+	tb b = { 0 };
+	coll *c = new_coll();
+
+	tb_text(&b, "a.jpg", "JPEGDATA");
+	tb_text(&b, "a.json", "{\"caption\": \"x\", \"meta\": {\"label\": 9}, \"label\": 12}");
+	tb_text(&b, "a.cls", "3");           /* not used with a json key */
+	tb_text(&b, "b.jpg", "JPEGDATA");
+	tb_text(&b, "b.json", "{\"lab\\u0065l\": -2, \"label\": 7}"); /* the last one */
+	tb_text(&b, "c.jpg", "JPEGDATA");
+	tb_text(&b, "c.json", "{\"label\": 3.0}");
+	tb_text(&b, "d.jpg", "JPEGDATA");
+	tb_text(&b, "d.json", "{\"other\": 1}");
+	tb_text(&b, "e.jpg", "JPEGDATA");
+	tb_text(&b, "e.json", "{\"label\": 1} trailing");
+	tb_text(&b, "f.jpg", "JPEGDATA");
+	tb_text(&b, "f.cls", "1");
+	tb_end(&b);
+	assert_int_equal(scan_opts(&b, c, &o, NULL), 0);
+	assert_int_equal(c->n, 6);
+	assert_int_equal(c->s[0].status, 0);
+	assert_int_equal(c->s[0].label, 12);
+	assert_int_equal(c->s[1].status, 0);
+	assert_int_equal(c->s[1].label, 7);
+	assert_int_equal(c->s[2].status, BFS_E_CORRUPT);
+	assert_string_equal(c->s[2].msg, "c.json member \"label\" is not an integer");
+	assert_int_equal(c->s[3].status, BFS_E_NOKEY);
+	assert_string_equal(c->s[3].msg, "d.json has no member \"label\"");
+	assert_int_equal(c->s[4].status, BFS_E_CORRUPT);
+	assert_non_null(strstr(c->s[4].msg, "e.json is not JSON"));
+	assert_int_equal(c->s[5].status, BFS_E_NOKEY);
+	assert_non_null(strstr(c->s[5].msg, "f.jpg has no .json"));
+	free(b.p);
+	free(c);
+}
+
+static void test_tar_refuses_a_json_label_member_over_its_limit(void **state)
+{
+	bfs_tar_opts o = { .json_key = "label" };
+	tb b = { 0 };
+	coll *c = new_coll();
+	size_t n = BFS_TAR_MAX_JSON + 1;
+	char *big = malloc(n + 1);
+
+	memset(big, ' ', n);
+	memcpy(big, "{\"label\": 1}", 12);
+	big[n] = '\0';
+	tb_text(&b, "a.jpg", "JPEGDATA");
+	tb_text(&b, "a.json", big);
+	tb_end(&b);
+	assert_int_equal(scan_opts(&b, c, &o, NULL), 0);
+	assert_int_equal(c->n, 1);
+	assert_int_equal(c->s[0].status, BFS_E_CORRUPT);
+	assert_non_null(strstr(c->s[0].msg, "a.json is 65537 bytes"));
+	free(big);
+	free(b.p);
+	free(c);
+}
+
+static void test_tar_takes_png_webp_and_jpeg_members_as_images(void **state)
+{
+	tb b = { 0 };
+	coll *c = new_coll();
+	const char *names[] = { "a.png", "b.webp", "c.JPEG", "d.jpg", "e.gif" };
+
+	for (int i = 0; i < 5; i++) {
+		char cls[16];
+
+		tb_text(&b, names[i], "IMAGEDATA");
+		snprintf(cls, sizeof(cls), "%d", i);
+		tb_text(&b, (char[]){ (char)('a' + i), '.', 'c', 'l', 's', 0 }, cls);
+	}
+	tb_text(&b, "f.bmp", "BMPDATA");       /* not an image member */
+	tb_text(&b, "f.cls", "5");
+	tb_text(&b, "g.png", "IMAGEDATA");
+	tb_text(&b, "g.webp", "IMAGEDATA");    /* two images: refused */
+	tb_text(&b, "g.cls", "6");
+	tb_end(&b);
+	assert_int_equal(scan_tb(&b, c, NULL), 0);
+	assert_int_equal(c->n, 6);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(c->s[i].status, 0);
+		assert_int_equal(c->s[i].label, i);
+		assert_string_equal(c->s[i].name, names[i]);
+	}
+	assert_int_equal(c->s[5].status, BFS_E_CORRUPT);
+	assert_non_null(strstr(c->s[5].msg, "2 image members"));
+	free(b.p);
+	free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tar_lists_samples_in_order_with_their_offsets_and_labels),
 		cmocka_unit_test(test_tar_of_zero_bytes_or_only_zero_blocks_has_no_samples),
 		cmocka_unit_test(test_tar_marks_an_image_without_cls_as_a_nokey_sample),
+		cmocka_unit_test(test_tar_takes_the_label_from_txt_when_a_sample_has_no_cls),
+		cmocka_unit_test(test_tar_takes_the_label_from_the_json_key_label_key_names),
+		cmocka_unit_test(test_tar_refuses_a_json_label_member_over_its_limit),
+		cmocka_unit_test(test_tar_takes_png_webp_and_jpeg_members_as_images),
 		cmocka_unit_test(test_tar_reads_cls_as_webdataset_does_and_marks_bad_ones_corrupt),
 		cmocka_unit_test(test_tar_groups_members_by_webdataset_keys),
 		cmocka_unit_test(test_tar_marks_a_key_with_two_images_or_two_labels_as_corrupt),

@@ -133,6 +133,44 @@ static void test_tfrecord_scan_reads_back_every_written_record(void **state)
 	close(fd);
 }
 
+/* Each entry's data must be the payload's first data_len bytes. */
+struct peek {
+	size_t n, whole, some;
+	int wrong;
+};
+
+static int check_data(void *ctx, const bfs_tfrecord_entry *e)
+{
+	struct peek *p = ctx;
+	static uint8_t want[400000];
+
+	if (e->data_len > e->length || (e->data_len && !e->data))
+		p->wrong = 1;
+	fill(want, e->length, (unsigned)p->n);
+	if (e->data_len && memcmp(e->data, want, e->data_len))
+		p->wrong = 1;
+	p->whole += e->data_len == e->length;
+	p->some += e->data_len > 0;
+	p->n++;
+	return 0;
+}
+
+static void test_tfrecord_scan_hands_over_the_payload_bytes_it_holds(void **state)
+{
+	static uint64_t starts[301];
+	struct peek p = { 0 };
+	int fd = write_records(300, starts);
+
+	assert_int_equal(bfs_tfrecord_scan(fd, starts[300], check_data, &p, NULL), 0);
+	assert_int_equal(p.n, 300);
+	assert_false(p.wrong);
+	/* small records come whole from the chunks; after a big record the
+	 * next header's 4 KiB read brings the start of its payload */
+	assert_true(p.whole > 200);
+	assert_true(p.some > p.whole);
+	close(fd);
+}
+
 static void test_tfrecord_scan_of_an_empty_file_finds_nothing(void **state)
 {
 	collected *c = calloc(1, sizeof(*c));
@@ -406,6 +444,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tfrecord_scan_reads_back_every_written_record),
+		cmocka_unit_test(test_tfrecord_scan_hands_over_the_payload_bytes_it_holds),
 		cmocka_unit_test(test_tfrecord_scan_of_an_empty_file_finds_nothing),
 		cmocka_unit_test(test_tfrecord_scan_returns_the_callbacks_nonzero_value),
 		cmocka_unit_test(test_tfrecord_scan_keeps_a_record_whose_bad_length_crc_is_proven),

@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +29,7 @@
 #include "engine/engine.h"
 #include "engine/example.h"
 #include "engine/tfrecord.h"
+#include "fs/jsonread.h"
 #include "fs/view.h"
 
 #define NSAMPLES 10
@@ -39,6 +43,7 @@ struct fixture {
 	int warned;
 	char last_warning[1024];
 	bfs_view_io io;
+	int released;       /* on_released calls */
 };
 
 static unsigned char *make_jpeg(int w, int h, int seed, unsigned long *len)
@@ -393,6 +398,112 @@ static void test_view_dataset_json_holds_the_settings(void **state)
 	assert_non_null(strstr(got, "\"cache\": \"none\""));
 }
 
+/* stats.json as a reader sees it, parsed. */
+static bfs_jr *stats_now(struct fixture *f)
+{
+	bfs_node s = node(f, "/stats.json");
+	bfs_view_open_info oi;
+	static char got[65536];
+	char err[128];
+	bfs_jr *v;
+	int rc;
+	size_t n;
+
+	assert_int_equal(bfs_view_open(f->view, 1, &s, O_RDONLY, 0, &oi), 0);
+	n = read_all(f, &s, oi.fh, got, sizeof(got) - 1, &rc);
+	assert_int_equal(rc, 0);
+	bfs_view_release(f->view, &s, oi.fh);
+	if (bfs_jr_parse(got, n, &v, err, sizeof(err)))
+		fail_msg("stats.json: %s", err);
+	return v;
+}
+
+static const bfs_jr *reader_of(const bfs_jr *st, uint64_t pid)
+{
+	const bfs_jr *rs = bfs_jr_get(st, "readers");
+
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (bfs_jr_num(bfs_jr_get(&rs->items[i], "pid"), -1) == (double)pid)
+			return &rs->items[i];
+	return NULL;
+}
+
+static void test_view_stats_json_says_when_where_each_reader_is_and_drops_gone_ones(void **state)
+{
+	struct fixture *f = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_batch *b;
+	pid_t zombie, reaped;
+	struct timespec now;
+	const bfs_jr *r;
+	bfs_jr *st;
+
+	/* a process that has exited (reaped), and one nobody reaped yet */
+	if ((reaped = fork()) == 0)
+		_exit(0);
+	assert_int_equal(waitpid(reaped, NULL, 0), reaped);
+	if ((zombie = fork()) == 0)
+		_exit(0);
+	/* each reads a batch; so does this process: epoch 1, batch 2 (the
+	 * last, of 2 samples; batch 1 holds the bad sample 7) */
+	bfs_engine_hint(f->eng, (uint64_t)reaped, 0);
+	bfs_engine_hint(f->eng, (uint64_t)zombie, 0);
+	bfs_engine_hint(f->eng, (uint64_t)getpid(), 5);
+	assert_int_equal(bfs_engine_get(f->eng, (uint64_t)getpid(), 5, &b, msg), 0);
+	bfs_engine_put(f->eng, b);
+	for (int i = 0; i < 500; i++) { /* until the zombie is one */
+		char path[64], buf[256] = "";
+		FILE *p;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)zombie);
+		if ((p = fopen(path, "r"))) {
+			if (!fgets(buf, sizeof(buf), p))
+				buf[0] = '\0';
+			fclose(p);
+		}
+		if (strstr(buf, ") Z "))
+			break;
+		usleep(10000);
+	}
+	st = stats_now(f);
+	clock_gettime(CLOCK_REALTIME, &now);
+	assert_true(fabs(bfs_jr_num(bfs_jr_get(st, "timestamp"), 0) - (double)now.tv_sec) < 60);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "uptime_seconds"), -1) >= 0);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "uptime_seconds"), -1) < 3600);
+	assert_true(bfs_jr_num(bfs_jr_get(st, "samples_served"), 0) == 2);
+	assert_non_null(r = reader_of(st, (uint64_t)getpid()));
+	assert_true(bfs_jr_num(bfs_jr_get(r, "epoch"), -1) == 1);
+	assert_true(bfs_jr_num(bfs_jr_get(r, "batch"), -1) == 2);
+	assert_null(reader_of(st, (uint64_t)reaped));
+	assert_null(reader_of(st, (uint64_t)zombie));
+	bfs_jr_free(st);
+	waitpid(zombie, NULL, 0);
+}
+
+static void test_view_dataset_json_has_stable_types_for_scripts(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node d = node(f, "/dataset.json");
+	static char got[16384];
+	char err[128];
+	bfs_jr *v;
+	int rc;
+	size_t n = read_all(f, &d, 0, got, sizeof(got) - 1, &rc);
+
+	assert_int_equal(rc, 0);
+	assert_int_equal(bfs_jr_parse(got, n, &v, err, sizeof(err)), 0);
+	assert_int_equal(bfs_jr_get(v, "shuffle")->type, BFS_JR_BOOL);
+	assert_false(bfs_jr_bool(bfs_jr_get(v, "shuffle"), 1));
+	assert_int_equal(bfs_jr_get(v, "seed")->type, BFS_JR_NULL);
+	/* the records of this shard name no class: the list is empty and
+	 * says why */
+	assert_int_equal(bfs_jr_get(v, "classes")->n, 0);
+	assert_int_equal(bfs_jr_get(v, "classes_from")->type, BFS_JR_NULL);
+	assert_non_null(strstr(bfs_jr_str(bfs_jr_get(v, "classes_note"), ""),
+			       "no image/class/synset"));
+	bfs_jr_free(v);
+}
+
 static void test_view_index_and_preview_are_built_once_and_sized(void **state)
 {
 	struct fixture *f = *state;
@@ -552,6 +663,161 @@ static void test_view_statfs_is_read_only(void **state)
 	assert_int_equal(sv.f_namemax, 255);
 }
 
+static void on_released(void *ctx)
+{
+	((struct fixture *)ctx)->released++;
+}
+
+/* --ranks 0-1 --world 2 --hold: 5 samples per rank (rank 0 has samples
+ * 0, 2, 4, 6, 8, rank 1 the odd ones), batches of 4 and 1, 2 epochs. */
+static int setup_ranked(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	bfs_source_opts so = { .dir = dir };
+	bfs_engine_opts eo = { .batch = 4, .height = 16, .width = 24,
+			       .threads = 2, .epochs = 2, .world = 2,
+			       .ranks = 2 };
+	bfs_view_opts vo = { 0 };
+	char msg[BFS_ERRMSG_MAX];
+
+	if (bfs_source_open(&so, &f->src, msg))
+		fail_msg("source: %s", msg);
+	if (bfs_engine_create(f->src, &eo, &f->eng, msg))
+		fail_msg("engine: %s", msg);
+	vo.src = f->src;
+	vo.eng = f->eng;
+	vo.cache_fp = "0123456789abcdef";
+	vo.hold = 1;
+	vo.on_released = on_released;
+	vo.warn = on_warn;
+	vo.ctx = f;
+	assert_int_equal(bfs_view_create(&vo, &f->view), 0);
+	*state = f;
+	return 0;
+}
+
+/* Each rank has its own directory with its own epochs; its files are the
+ * engine's batches of that rank. */
+static void test_view_serves_each_rank_in_its_own_directory(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node root = node(f, "/"), r1 = node(f, "/rank-1"),
+		 ep = node(f, "/rank-1/epoch-0001"),
+		 l = node(f, "/rank-1/epoch-0001/batch-000001.labels.npy"),
+		 l0 = node(f, "/rank-0/epoch-0000/batch-000000.labels.npy");
+	const char *want_root[] = { ".", "..", "dataset.json", "stats.json",
+				    "hold", "rank-0", "rank-1" };
+	const char *want_r1[] = { ".", "..", "epoch-0000", "epoch-0001" };
+	static char got[4096];
+	char name[64], *buf;
+	struct stat st;
+	bfs_view_open_info oi;
+	bfs_view_push plan;
+	double timeout;
+	bfs_batch *batch;
+	size_t len;
+	uint64_t k;
+	int err;
+
+	for (k = 0; bfs_view_dirent(f->view, &root, k, name, sizeof(name), &st) == 0; k++) {
+		assert_true(k < 7);
+		assert_string_equal(name, want_root[k]);
+		assert_true(k < 5 || S_ISDIR(st.st_mode));
+	}
+	assert_int_equal(k, 7);
+	for (k = 0; bfs_view_dirent(f->view, &r1, k, name, sizeof(name), &st) == 0; k++) {
+		assert_true(k < 4);
+		assert_string_equal(name, want_r1[k]);
+	}
+	assert_int_equal(k, 4);
+	/* an epoch's ".." is its rank directory */
+	assert_int_equal(bfs_view_dirent(f->view, &ep, 1, name, sizeof(name), &st), 0);
+	assert_true(st.st_ino == bfs_view_ino(f->view, &r1));
+	assert_int_equal(bfs_view_getattr(f->view, 1, &root, &st, &timeout), 0);
+	assert_int_equal(st.st_nlink, 4);
+	assert_int_equal(bfs_view_getattr(f->view, 1, &r1, &st, &timeout), 0);
+	assert_true(S_ISDIR(st.st_mode) && st.st_nlink == 4);
+	assert_int_equal(bfs_view_opendir(f->view, &r1), 0);
+	assert_int_equal(bfs_view_open(f->view, 1, &r1, O_RDONLY, 0, &oi), -EISDIR);
+	/* rank 1, epoch 1, batch 1: sample 9 alone; rank 0's first batch */
+	assert_true(bfs_view_batch_id(f->view, &l) == (1 * 2 + 1) * 2 + 1);
+	assert_int_equal(read_all(f, &l, 0, got, sizeof(got), &err), 128 + 8);
+	assert_int_equal(err, 0);
+	assert_int_equal(((int64_t *)(got + 128))[0], 9);
+	assert_int_equal(read_all(f, &l0, 0, got, sizeof(got), &err), 128 + 32);
+	for (int j = 0; j < 4; j++)
+		assert_int_equal(((int64_t *)(got + 128))[j], 2 * j);
+	/* dataset.json names the ranks; index.json its batch's */
+	assert_int_equal(bfs_files_dataset_json(&(bfs_files){
+		.shape = bfs_view_shape(f->view), .src = f->src, .eng = f->eng,
+		.fingerprint = "x" }, &buf, &len), 0);
+	{ /* without the writer's whitespace */
+		size_t o = 0;
+
+		for (size_t i = 0; buf[i]; i++)
+			if (buf[i] != ' ' && buf[i] != '\n' && buf[i] != '\t')
+				buf[o++] = buf[i];
+		buf[o] = '\0';
+	}
+	assert_non_null(strstr(buf, "\"ranks\":[0,1]"));
+	assert_null(strstr(buf, "\"rank\":"));
+	assert_non_null(strstr(buf, "rank-R/epoch-NNNN/batch-NNNNNN.npy"));
+	free(buf);
+	{
+		bfs_node ix = node(f, "/rank-1/epoch-0001/batch-000001.index.json");
+
+		assert_int_equal(bfs_view_open(f->view, 1, &ix, O_RDONLY, 0, &oi), 0);
+		len = read_all(f, &ix, oi.fh, got, sizeof(got) - 1, &err);
+		got[len] = '\0';
+		assert_non_null(strstr(got, "\"rank\": 1,"));
+		assert_non_null(strstr(got, "\"sample\": 9,"));
+		bfs_view_release(f->view, &ix, oi.fh);
+	}
+	/* the push plan of a batch id names its rank's file */
+	assert_int_equal(bfs_engine_get(f->eng, 1, 7, &batch, name), 0);
+	bfs_view_push_plan(f->view, 7, batch, 0, &plan);
+	assert_int_equal(plan.files[0].node.rank, 1);
+	assert_int_equal(plan.files[0].node.epoch, 1);
+	assert_int_equal(plan.files[0].node.batch, 1);
+	bfs_engine_put(f->eng, batch);
+}
+
+/* /hold counts its opens; the last release of it (whoever closes it, the
+ * kernel included) calls on_released, each time the count falls to 0. */
+static void test_view_hold_says_when_its_last_open_is_closed(void **state)
+{
+	struct fixture *f = *state;
+	bfs_node h = node(f, "/hold");
+	bfs_view_open_info oi;
+	struct stat st;
+	double timeout;
+	char val[32];
+	uint64_t now, ever;
+
+	assert_int_equal(bfs_view_getattr(f->view, 1, &h, &st, &timeout), 0);
+	assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
+	assert_int_equal(bfs_view_open(f->view, 1, &h, O_RDONLY, 0, &oi), 0);
+	assert_int_equal(bfs_view_open(f->view, 2, &h, O_RDONLY, 0, &oi), 0);
+	bfs_view_holders(f->view, &now, &ever);
+	assert_true(now == 2 && ever == 2);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holders", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "2", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 0);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holders", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "1", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 1);
+	assert_int_equal(bfs_view_open(f->view, 3, &h, O_RDONLY, 0, &oi), 0);
+	assert_int_equal(bfs_view_getxattr(f->view, &h, "user.batchfs.holds", val,
+					   sizeof(val)), 1);
+	assert_memory_equal(val, "3", 1);
+	bfs_view_release(f->view, &h, oi.fh);
+	assert_int_equal(f->released, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -564,12 +830,16 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_view_failed_batch_reads_fail_with_eio_and_warn_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_snapshots_outlive_nothing_but_their_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_dataset_json_holds_the_settings, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_dataset_json_has_stable_types_for_scripts, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_stats_json_says_when_where_each_reader_is_and_drops_gone_ones, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_index_and_preview_are_built_once_and_sized, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_builds_index_files_for_many_threads_at_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_xattrs_name_shape_dtype_and_pid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_push_plan_follows_passthrough, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_lends_no_file_from_plain_memory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_view_statfs_is_read_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_view_serves_each_rank_in_its_own_directory, setup_ranked, teardown),
+		cmocka_unit_test_setup_teardown(test_view_hold_says_when_its_last_open_is_closed, setup_ranked, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);

@@ -20,6 +20,10 @@ Stages, all in one run, every ratio taken from numbers of this run:
             samples, at --mem 256M and at the default (when --mem exists)
   scale     1,000 shards of 1,000 tiny records: index build time, daemon
             bytes per sample, time to `ls` the 31,250-batch epoch folder
+  gzip      cold epochs of the same shards uncompressed and as GZIP
+            TFRecords (gzip -6, as TFRecordWriter(options="GZIP") writes),
+            in alternating order; and the first mount of each (a gzip shard's
+            index is built by inflating it whole)
   serve     FUSE serving of batches already in memory: first read, re-read
             (keep_cache), mmap, and -o direct_io when the mount accepts it;
             then the same reads from build/bench_fuseserve, a bare FUSE
@@ -51,6 +55,7 @@ included.  Prints progress on stderr and the table on stdout; exits 0
 unless a stage crashed (a missed goal is reported, not an error).
 """
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -594,6 +599,58 @@ class Bench:
                 e = runs[len(runs) // 2]
                 e["all_images_per_s"] = [x["images_per_s"] for x in runs]
                 self.res[key] = e
+
+    # -- GZIP TFRecords --
+
+    def gzip_stage(self):
+        """Cold epochs (float32, --cache none) of the epoch's shards
+        uncompressed and as GZIP TFRecords (each shard `gzip -6`ed, what
+        tf.io.TFRecordWriter(options="GZIP") writes), in alternating order
+        round by round; and the first mount of each, whose index build of a
+        gzip shard inflates it whole (later mounts take the index from the
+        cache; --cache none here, so every mount builds it)."""
+        P.begin("gzip", "cold epoch, GZIP TFRecords against uncompressed")
+        gz_base = os.path.join(self.tmp, "gzbase")
+        os.mkdir(gz_base)
+        for f in self.base_shards:
+            with open(os.path.join(self.base_dir, f), "rb") as src, \
+                    gzip.open(os.path.join(gz_base, f + ".gz"), "wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        gz_dir = os.path.join(self.tmp, "gzepoch")
+        os.mkdir(gz_dir)
+        for name in os.listdir(self.epoch_dir):
+            base = name.split("-", 1)[1]
+            os.link(os.path.join(gz_base, base + ".gz"), os.path.join(gz_dir, name + ".gz"))
+        mv = memoryview(bytearray(READ_SIZE))
+        reps = self.sizes["cold_rounds"]
+        runs = {"plain": [], "gzip": []}
+        for r in range(reps):
+            order = [("plain", self.epoch_dir), ("gzip", gz_dir)]
+            if r % 2:
+                order.reverse()
+            for j, (what, d) in enumerate(order):
+                P.note(f"cold epoch float32, {what}, round {r + 1}/{reps}")
+                frac = ((r + j / 2) / reps, (r + (j + 1) / 2) / reps)
+                with Mount(self, d, self.mount_opts("float32")) as m:
+                    n = m.ds["samples_per_epoch"]
+                    t0 = time.perf_counter()
+                    nbytes = self.read_epoch(m, mv, frac=frac)
+                    dt = time.perf_counter() - t0
+                    runs[what].append({"seconds": dt, "images": n, "bytes": nbytes,
+                                       "images_per_s": n / dt, "mount_s": m.ready_s,
+                                       "errors": m.stats().get("errors_total")})
+        res = {}
+        for what, rr in runs.items():
+            rr.sort(key=lambda x: x["images_per_s"])
+            e = dict(rr[len(rr) // 2])
+            e["all_images_per_s"] = [x["images_per_s"] for x in rr]
+            e["mount_s_median"] = statistics.median(x["mount_s"] for x in rr)
+            res[what] = e
+        res["plain_bytes"] = sum(os.path.getsize(os.path.join(self.base_dir, f))
+                                 for f in self.base_shards)
+        res["gzip_bytes"] = sum(os.path.getsize(os.path.join(gz_base, f + ".gz"))
+                                for f in self.base_shards)
+        self.res["gzip"] = res
 
     # -- 4. consumer --
 
@@ -1486,6 +1543,18 @@ def build_rows(b):
             b.row(f"cache: remount 1,000 shards, index from the cache ({rm['index_hits']} hits)",
                   None, None, f"{rm['again_s']:.2f} s (first {rm['first_s']:.2f} s)", "< 1 s",
                   verdict(rm["again_s"] < 1.0))
+    g = r.get("gzip")
+    if g:
+        p_, z = g["plain"], g["gzip"]
+        ratio = z["images_per_s"] / p_["images_per_s"]
+        b.row("GZIP TFRecords: cold epoch float32 (the same shards uncompressed: "
+              f"{p_['images_per_s']:.0f} img/s)", z["images_per_s"],
+              z["bytes"] / z["seconds"] / 1e6, f"{ratio:.2f} of uncompressed",
+              "(report)", "")
+        b.row(f"  first mount, index built by inflating every shard "
+              f"({g['gzip_bytes'] / g['plain_bytes']:.2f} of the uncompressed size)",
+              None, None, f"{z['mount_s_median']:.2f} s (uncompressed "
+              f"{p_['mount_s_median']:.2f} s)", "(report)", "")
     x = r.get("rrc")
     if x:
         cores = b.cores
@@ -1750,11 +1819,11 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,cache,rrc,peers,serve,profile")
+                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
-    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,rrc,peers,serve,"
+    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,"
                   "profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
@@ -1784,15 +1853,15 @@ def main():
                "consumer_1.2x": 3, "consumer_40ms": 3, "consumer_uint8-1.2x": 3,
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
-               "tf": 20, "memory": 30, "scale": 4, "cache": 20, "rrc": 60, "tf_rrc": 20,
-               "rrc_memory": 20, "peers": 80, "serve": 10, "profile": 8}
+               "tf": 20, "memory": 30, "scale": 4, "cache": 20, "gzip": 25, "rrc": 60,
+               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
                         "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
                         "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
-                        "memory": 6, "scale": 1, "cache": 5, "rrc": 10, "tf_rrc": 12,
-                        "rrc_memory": 4, "peers": 30})
+                        "memory": 6, "scale": 1, "cache": 5, "gzip": 3, "rrc": 10,
+                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30})
     stage_of = {"cold": "ceiling", "tf_rrc": "rrc", "rrc_memory": "rrc"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k, stage_of.get(k.split("_")[0],
@@ -1856,6 +1925,8 @@ def main():
             stage("scale", b.scale)
         if "cache" in stages:
             stage("cache", b.cache_stage)
+        if "gzip" in stages:
+            stage("gzip", b.gzip_stage)
         if "rrc" in stages:
             stage("rrc", b.rrc_stage)
             t = stage("tf_rrc", b.tf_rrc)

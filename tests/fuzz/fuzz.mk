@@ -17,7 +17,7 @@
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= tfrecord example npy decode namespace tar
+FUZZ_TARGETS ?= tfrecord example npy decode namespace tar image gzindex
 FUZZ_DEPS    := clang libclang-rt-dev valgrind
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -I. -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE \
                 -fsanitize=fuzzer,address,undefined \
@@ -30,19 +30,25 @@ FUZZ_SRC_example   := engine/example.c engine/error.c
 FUZZ_SRC_npy       := engine/npy.c engine/error.c fs/inspect.c
 FUZZ_SRC_decode    := engine/decode.c engine/error.c engine/filekind.c engine/crc32c.c
 FUZZ_SRC_namespace := fs/namespace.c
-FUZZ_SRC_tar       := engine/tar.c engine/error.c engine/filekind.c engine/crc32c.c
+FUZZ_SRC_tar       := engine/tar.c engine/error.c engine/filekind.c engine/crc32c.c \
+                      engine/label.c
+FUZZ_SRC_image     := engine/image.c engine/png.c engine/webp.c engine/decode.c \
+                      engine/error.c engine/filekind.c engine/crc32c.c
+FUZZ_SRC_gzindex   := engine/gzindex.c engine/error.c
 FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg libjpeg 2>/dev/null || echo -lturbojpeg -ljpeg)
 FUZZ_LIBS_decode   += -pthread
 FUZZ_LIBS_tfrecord := -pthread
 FUZZ_LIBS_tar      := -pthread
 FUZZ_LIBS_npy      := -lm
+FUZZ_LIBS_image    := $(shell pkg-config --libs libturbojpeg libjpeg spng libwebp zlib 2>/dev/null || echo -lturbojpeg -ljpeg -lspng -lwebp -lz) -pthread
+FUZZ_LIBS_gzindex  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
 
 define FUZZ_TARGET_RULE
 $(FUZZ_BUILD)/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/fuzz.h $(FUZZ_SRC_$(1))
 	@mkdir -p $$(dir $$@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $$@ tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1))
 endef
-$(foreach t,tfrecord example npy decode namespace tar,$(eval $(call FUZZ_TARGET_RULE,$(t))))
+$(foreach t,tfrecord example npy decode namespace tar image gzindex,$(eval $(call FUZZ_TARGET_RULE,$(t))))
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
@@ -59,7 +65,7 @@ fuzz-deps:
 	fi
 
 # The corpus replay: the same targets, entry points renamed, $(CC) + SAN.
-FUZZ_REPLAY_OBJ := $(patsubst %,$(BUILD)/fuzz-replay/fuzz_%.o,tfrecord example npy decode namespace tar)
+FUZZ_REPLAY_OBJ := $(patsubst %,$(BUILD)/fuzz-replay/fuzz_%.o,tfrecord example npy decode namespace tar image gzindex)
 
 $(BUILD)/fuzz-replay/fuzz_%.o: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h
 	@mkdir -p $(dir $@)

@@ -7,6 +7,10 @@
  *         "image/class/label" (and once with no label key).  Properties: a
  *         documented result; on success the image lies inside the buffer;
  *         errmsg terminated; the label is untouched unless success.
+ *         Then the same Example skimmed (bfs_example_skim, the first
+ *         byte's bits 1-7 choosing how much of it is "in hand"): find on
+ *         the skim must answer as on the whole (code, image bytes, label),
+ *         and a skim that fails for corruption fails where find does.
  *   odd:  the rest is a little program of builder calls (add bytes lists
  *         of 0, 1 or 2 values / int64s packed or not / float, under one of
  *         four keys).  A model of the protobuf rules (the last map entry of
@@ -61,6 +65,52 @@ static void raw(const uint8_t *d, size_t n)
 			     &label, NULL);
 	CHECK(r == 0 || r == BFS_E_NOKEY || r == BFS_E_FORMAT ||
 	      r == BFS_E_CORRUPT, "find (no label) returned %d", r);
+}
+
+struct piece {
+	const uint8_t *d;
+	size_t n;
+};
+
+static int piece_read(void *ctx, size_t off, void *buf, size_t len)
+{
+	const struct piece *p = ctx;
+
+	CHECK(off <= p->n && len <= p->n - off, "skim read [%zu+%zu] of %zu", off,
+	      len, p->n);
+	memcpy(buf, p->d + off, len);
+	return 0;
+}
+
+static void skim(const uint8_t *d, size_t n, unsigned share)
+{
+	static const char *const want[] = { "image/encoded", "image/class/label", NULL };
+	static uint8_t out[16384];
+	char m1[BFS_ERRMSG_MAX] = "", m2[BFS_ERRMSG_MAX] = "";
+	struct piece p = { d, n };
+	const uint8_t *i1 = NULL, *i2 = NULL;
+	size_t l1 = 0, l2 = 0, out_len = 0, head = n * share / 127;
+	int64_t lab1 = 99, lab2 = 99;
+	int r1, r2, rs;
+
+	r1 = bfs_example_find(d, n, want[0], want[1], &i1, &l1, &lab1, m1);
+	rs = bfs_example_skim(d, head, n, piece_read, &p, want, out, sizeof(out),
+			      &out_len, m2);
+	CHECK_MSG(m2);
+	if (rs == BFS_E_TOOBIG)
+		return; /* a wanted entry over 4 KiB: not skimmed, as documented */
+	if (rs) {
+		CHECK(rs == BFS_E_CORRUPT, "skim returned %d", rs);
+		CHECK(r1 == BFS_E_CORRUPT && !strcmp(m1, m2),
+		      "skim: '%s', find %d: '%s'", m2, r1, m1);
+		return;
+	}
+	CHECK(out_len <= sizeof(out), "skim wrote %zu bytes", out_len);
+	r2 = bfs_example_find(out, out_len, want[0], want[1], &i2, &l2, &lab2, NULL);
+	CHECK(r1 == r2, "find %d on the whole, %d on the skim", r1, r2);
+	CHECK(lab1 == lab2, "label %lld vs %lld", (long long)lab1, (long long)lab2);
+	if (r1 == 0)
+		CHECK(l1 == l2 && !memcmp(i1, i2, l1), "image bytes differ");
 }
 
 static void round_trip(const uint8_t *d, size_t n)
@@ -169,9 +219,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	if (data[0] & 1)
+	if (data[0] & 1) {
 		round_trip(data + 1, size - 1);
-	else
+	} else {
 		raw(data + 1, size - 1);
+		skim(data + 1, size - 1, data[0] >> 1);
+	}
 	return 0;
 }

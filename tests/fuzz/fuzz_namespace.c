@@ -28,7 +28,7 @@ static const uint64_t batch_edges[8] = { 1, 9, 10, 11, 999999, 1000000,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	bfs_ns_shape shape;
+	bfs_ns_shape shape = { 0 }; /* no rank level, no /hold */
 	bfs_node node, back;
 	char *path, rebuilt[4096], name[64];
 	size_t n, o = 0;
@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			o = (size_t)snprintf(rebuilt, sizeof(rebuilt), "/%s", name);
 			break;
 		default: { /* BATCH, LABELS and every other file of an epoch */
-			bfs_node ep = { BFS_NODE_EPOCH, node.epoch, 0 };
+			bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = node.epoch };
 
 
 			CHECK(node.epoch < shape.epochs && node.batch < shape.batches,
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (node.kind == BFS_NODE_ROOT)
 			return free(path), 0;
 		if (node.kind > BFS_NODE_EPOCH) {
-			bfs_node ep = { BFS_NODE_EPOCH, node.epoch, 0 };
+			bfs_node ep = { .kind = BFS_NODE_EPOCH, .epoch = node.epoch };
 
 			rebuilt[0] = '/';
 			CHECK(bfs_ns_name(&shape, &ep, rebuilt + 1, 64) > 0, "epoch name");

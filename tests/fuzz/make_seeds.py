@@ -196,3 +196,43 @@ put("tar", "hard_links", b"\0" + tar_links([
     ("h/a.jpg", small), ("h/a.cls", b"1"), ("h/b.jpg", None, "h/a.jpg"),
     ("h/b.cls", None, "h/a.cls"), ("h/c.jpg", None, "h/gone.jpg"), ("h/c.cls", b"3"),
     ("h/" + "l" * 120 + ".jpg", None, "h/a.jpg"), ("h/" + "l" * 120 + ".cls", b"4")]))
+
+# ---- image: PNGs of each kind (the golden fixtures), a JPEG, a GIF header,
+# and cut copies.  The WebP seeds (seed-webp-*) are committed as made by
+# cwebp from rgb8_37x23.png (-q 70) and rgba8_37x23.png (-lossless; -q 70
+# -alpha_q 50); this script does not remake them. --------------------------
+PNGS = os.path.join(GOLD, "png")
+for name in ("rgb8_37x23.png", "pal2_interlaced_37x23.png", "gray1_interlaced_37x23.png",
+             "rgba16_interlaced_37x23.png", "tfenc_rgba16_29x17.png", "pal4_trns_37x23.png",
+             "graya8_37x23.png", "rgb8_ancillary_37x23.png"):
+    with open(os.path.join(PNGS, name), "rb") as f:
+        data = f.read()
+    put("image", name.replace(".png", ""), data)
+    put("image", name.replace(".png", "-cut"), data[: len(data) * 2 // 3])
+put("image", "jpeg_small", small)
+put("image", "gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+put("image", "bmp", b"BM" + bytes(60))
+
+# ---- gzindex: byte 0 even: a gzip file follows; odd: a saved index ----------
+import zlib  # noqa: E402
+
+
+def gz(data, level=6, members=1):
+    out = b""
+    for m in range(members):
+        part = data[len(data) * m // members: len(data) * (m + 1) // members]
+        c = zlib.compressobj(level, zlib.DEFLATED, 31)
+        out += c.compress(part) + c.flush()
+    return out
+
+
+recs = b"".join(record(example({"image/encoded": small, "image/class/label": i}))
+                for i in range(6))
+put("gzindex", "tfrecords", b"\x00" + gz(recs))
+put("gzindex", "tfrecords-bad-crc-kept", b"\x02" + gz(recs)[:-8] + b"\x00" * 4 + gz(recs)[-4:])
+put("gzindex", "members", b"\x00" + gz(recs, 6, 4))
+put("gzindex", "stored", b"\x00" + gz(recs * 3, 0))
+put("gzindex", "cut", b"\x00" + gz(recs)[:300])
+put("gzindex", "trailing", b"\x00" + gz(recs) + b"junk")
+put("gzindex", "not-gzip", b"\x00" + small[:200])
+put("gzindex", "index-header", b"\x01BFSGZX01" + bytes(24))

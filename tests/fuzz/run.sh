@@ -16,7 +16,7 @@ failed=0
 max_len() {
 	case $1 in
 	tfrecord | tar) echo 65536 ;;   # > 16 KiB members: the small-pread path
-	decode) echo 65536 ;;
+	decode | image | gzindex) echo 65536 ;;
 	example) echo 16384 ;;
 	npy) echo 4096 ;;
 	namespace) echo 1024 ;;
@@ -29,7 +29,7 @@ max_len() {
 # = 16 MiB is the most the pixel limit lets through.
 malloc_limit() {
 	case $1 in
-	decode) echo 64 ;;
+	decode | image) echo 128 ;;
 	*) echo 256 ;;
 	esac
 }

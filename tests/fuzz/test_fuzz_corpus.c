@@ -29,6 +29,8 @@ int fuzz_npy_one(const uint8_t *data, size_t size);
 int fuzz_decode_one(const uint8_t *data, size_t size);
 int fuzz_namespace_one(const uint8_t *data, size_t size);
 int fuzz_tar_one(const uint8_t *data, size_t size);
+int fuzz_image_one(const uint8_t *data, size_t size);
+int fuzz_gzindex_one(const uint8_t *data, size_t size);
 
 typedef int (*target_fn)(const uint8_t *, size_t);
 
@@ -98,6 +100,16 @@ static void test_namespace_corpus_replays_cleanly(void **state)
 static void test_tar_corpus_replays_cleanly(void **state)
 {
 	assert_true(replay("tar", fuzz_tar_one) > 0);
+}
+
+static void test_image_corpus_replays_cleanly(void **state)
+{
+	assert_true(replay("image", fuzz_image_one) > 0);
+}
+
+static void test_gzindex_corpus_replays_cleanly(void **state)
+{
+	assert_true(replay("gzindex", fuzz_gzindex_one) > 0);
 }
 
 static uint8_t *slurp(const char *path, size_t *n)
@@ -175,6 +187,8 @@ int main(void)
 		cmocka_unit_test(test_decode_corpus_replays_cleanly),
 		cmocka_unit_test(test_namespace_corpus_replays_cleanly),
 		cmocka_unit_test(test_tar_corpus_replays_cleanly),
+		cmocka_unit_test(test_image_corpus_replays_cleanly),
+		cmocka_unit_test(test_gzindex_corpus_replays_cleanly),
 		cmocka_unit_test(test_decoder_result_does_not_depend_on_the_previous_image),
 	};
 

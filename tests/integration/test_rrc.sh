@@ -197,6 +197,109 @@ PY
 unmount_wait "$D/a"
 unmount_wait "$D/e"
 
+# PNG and WebP go through the same crop: decoded whole, then cropped
+if command -v cwebp >/dev/null; then
+	mkdir -p "$D/mixed/a" "$D/mixed/b"
+	$PY - "$D/mixed" <<'PY' || not_ok "write PNGs"
+import struct, sys, zlib
+import numpy as np
+d = sys.argv[1]
+def png(path, img, bits=8):
+    h, w, c = img.shape
+    ct = {1: 0, 3: 2, 4: 6}[c]
+    raw = b"".join(b"\0" + (img[y].astype(">u2") if bits == 16 else img[y]).tobytes() for y in range(h))
+    chunk = lambda t, b: struct.pack(">I", len(b)) + t + b + struct.pack(">I", zlib.crc32(t + b))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bits, ct, 0, 0, 0))
+                           + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+rng = np.random.default_rng(5)
+for k in range(12):
+    h, w = int(rng.integers(30, 200)), int(rng.integers(30, 200))
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.stack([(xx * 255 // w), (yy * 255 // h), ((xx + yy) * 3) % 256], -1)
+    img = (base + rng.integers(0, 40, base.shape)).clip(0, 255).astype(np.uint8)
+    cls = "ab"[k % 2]
+    if k % 3 == 0:
+        png(f"{d}/{cls}/{k}.png", img)
+    elif k % 3 == 1:   # RGBA, alpha dropped
+        png(f"{d}/{cls}/{k}.png", np.concatenate([img, img[..., :1]], -1))
+    else:              # 16-bit: the high byte
+        png(f"{d}/{cls}/{k}.png", img.astype(np.uint16) * 257 + 3, bits=16)
+PY
+	for f in "$D"/mixed/a/0.png "$D"/mixed/b/1.png "$D"/mixed/a/2.png; do
+		cwebp -quiet -q 70 "$f" -o "${f%.png}.webp"
+	done
+	cwebp -quiet -lossless "$D/mixed/b/5.png" -o "$D/mixed/b/5l.webp"
+	cp "$D/jpegs/class_000/"$(ls "$D/jpegs/class_000" | head -1) "$D/mixed/a/j.jpg"
+	M=(--augment rrc,flip --shuffle 4 --epochs 2 --batch 6 --size 40x48 --cache-res 96)
+	mount_fg "$D/mixed" "$D/px" "${M[@]}" --cache none --threads 2 || { not_ok "mount mixed"; t_end; }
+	check "rrc: PNG and WebP samples are the crop-then-resize of their boxes too" \
+		$PY - "$D/px" "$D/mixed" "$RRCREF" 96 <<'PY'
+import json, subprocess, sys, tempfile
+import numpy as np
+m, src, ref_bin, res = sys.argv[1:5]
+n = 0
+kinds = set()
+for e in range(2):
+    nb = json.load(open(m + "/dataset.json"))["batches_per_epoch"]
+    for k in range(nb):
+        x = np.load(f"{m}/epoch-{e:04d}/batch-{k:06d}.npy")
+        idx = json.load(open(f"{m}/epoch-{e:04d}/batch-{k:06d}.index.json"))
+        args = []
+        for s in idx["samples"]:
+            y, xx, h, w = s["box"]
+            args += [f"{src}/{s['shard']}", str(y), str(xx), str(h), str(w), str(int(s["flip"]))]
+            kinds.add(s["shard"].rsplit(".", 1)[1])
+        with tempfile.NamedTemporaryFile(suffix=".npy") as t:
+            subprocess.run([ref_bin, "40", "48", "float32", res, t.name] + args, check=True)
+            ref = np.load(t.name)
+        for p in range(len(x)):
+            assert np.array_equal(x[p], ref[p]), (e, k, p, idx["samples"][p])
+            n += 1
+st = json.load(open(m + "/stats.json"))
+assert st["errors_total"] == 0, st["errors"]
+assert kinds == {"png", "webp", "jpg"}, kinds
+print(n, "samples equal")
+PY
+	mount_fg "$D/mixed" "$D/pc" "${M[@]}" --cache "$D/mixcache" --threads 1 ||
+		{ not_ok "mount mixed with a cache"; t_end; }
+	sums "$D/px" >"$D/px.sums"
+	sums "$D/pc" >"$D/pc.cold"
+	unmount_wait "$D/pc"
+	mount_fg "$D/mixed" "$D/pc" "${M[@]}" --cache "$D/mixcache" --threads 2 ||
+		{ not_ok "remount mixed with a cache"; t_end; }
+	sums "$D/pc" >"$D/pc.warm"
+	check "rrc: a mixed folder's bytes are the same with the cache, cold and warm, 1 and 2 threads" \
+		bash -c "cmp '$D/px.sums' '$D/pc.cold' && cmp '$D/px.sums' '$D/pc.warm'"
+	check "rrc: ... and the warm mount took them from the cache" \
+		test "$(stat_of "$D/pc" "s['cache']['hits'] > 0 and s['samples_decoded'] == 0")" = True
+	unmount_wait "$D/pc"
+	unmount_wait "$D/px"
+else
+	echo "skip rrc_png_webp: cwebp not found (make deps installs the webp package)"
+fi
+
+# one mount for two ranks: each rank's boxes and bytes are those of a mount of its own
+R=(--augment rrc,flip --shuffle 6 --epochs 2 --batch 8 --size 32x32 --cache none
+   --size-schedule 24@0,32@1)
+mount_fg "$D/jpegs" "$D/node" "${R[@]}" --ranks 0-1 --world 2 || { not_ok "mount --ranks 0-1"; t_end; }
+mount_fg "$D/jpegs" "$D/r1" "${R[@]}" --rank 1 --world 2 || { not_ok "mount --rank 1"; t_end; }
+check "rrc with --ranks: rank 1's batches are a --rank 1 mount's, byte for byte" bash -c "
+	cd '$D/node/rank-1' && n=0 && for f in epoch-*/*.npy; do
+		cmp \"\$f\" '$D/r1/'\"\$f\" || exit 1; n=\$((n + 1)); done && test \$n -eq 20"
+check "... and so are its boxes, flips and each epoch's shape" $PY - "$D/node/rank-1" "$D/r1" <<'PY'
+import json, sys
+a, b = sys.argv[1:3]
+nb = json.load(open(b + "/dataset.json"))["batches_per_epoch"]
+for e in range(2):
+    for k in range(nb):
+        p = f"epoch-{e:04d}/batch-{k:06d}.index.json"
+        x, y = json.load(open(f"{a}/{p}")), json.load(open(f"{b}/{p}"))
+        assert x.pop("rank") == 1, p
+        assert x == y and y["size"] == [[24, 24], [32, 32]][e], (p, x, y)
+PY
+unmount_wait "$D/r1"
+unmount_wait "$D/node"
+
 check "--size-schedule without rrc is refused with a reason" bash -c "
 	! '$BATCHFS' mount -f '$D/jpegs' '$D/x' --size-schedule 32@0 2>'$D/err' &&
 	grep -q 'need --augment rrc' '$D/err'"

@@ -1,6 +1,7 @@
 /*
  * rrcref - the RandomResizedCrop reference a mount's samples are compared
- * with: decode the whole JPEG (bfs_decode_rgb), reduce it when its
+ * with: decode the whole image (a JPEG with bfs_decode_rgb; PNG and WebP
+ * through image.h, whose decoders have their own goldens), reduce it when its
  * shorter side is above CACHE_RES (0: never), cut the box out into a
  * buffer of its own, resize that (bilinear, half-pixel, no antialias) and
  * mirror it when flipped.  One thread, no engine, no cache, no box
@@ -11,12 +12,14 @@
  *
  * writes OUT.npy of shape (n, H, W, 3), one sample per (JPEG, box, flip).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/decode.h"
 #include "engine/error.h"
+#include "engine/image.h"
 #include "engine/npy.h"
 #include "engine/resize.h"
 #include "engine/rrc.h"
@@ -76,7 +79,17 @@ int main(int argc, char **argv)
 		size_t len;
 		unsigned char *jpeg = slurp(a[0], &len);
 
-		if (!jpeg || bfs_decode_rgb(dec, jpeg, len, 0, &rgb, &sw, &sh, msg)) {
+		bfs_image_info info;
+		uint8_t *pix = NULL;
+		int err = !jpeg ? -EIO : bfs_image_header(dec, jpeg, len, &info, msg);
+
+		if (!err && info.format == BFS_IMAGE_JPEG)
+			err = bfs_decode_rgb(dec, jpeg, len, 0, &rgb, &sw, &sh, msg);
+		else if (!err)
+			err = !(pix = malloc(info.pixel_bytes)) ? -ENOMEM
+				: bfs_image_decode(dec, jpeg, len, &info, 0, pix, info.pixel_bytes,
+						   &rgb, &sw, &sh, msg);
+		if (err) {
 			fprintf(stderr, "rrcref: %s: %s\n", a[0], jpeg ? msg : "cannot read");
 			return 1;
 		}
@@ -121,6 +134,7 @@ int main(int argc, char **argv)
 		free(scratch);
 		free(crop);
 		free(img);
+		free(pix);
 		free(jpeg);
 	}
 	{

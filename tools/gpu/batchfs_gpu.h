@@ -4,8 +4,11 @@
  * files) into GPU memory through a ring of pinned host buffers, with
  * asynchronous copies, so that the GPU trains on batch N while N+1 travels.
  *
- * Library: build/libbatchfs_gpu.so.  It uses the CUDA runtime only (linked
- * statically, its symbols hidden), and exports only bfs_gpu_* symbols.  The
+ * Library: build/libbatchfs_gpu.so, SONAME libbatchfs_gpu.so.N with N =
+ * BFS_GPU_ABI_VERSION (`make install` puts it in $PREFIX/lib with this
+ * header and batchfs_gpu.pc: cc prog.c $(pkg-config --cflags --libs
+ * batchfs_gpu)).  It uses the CUDA runtime only (linked statically, its
+ * symbols hidden), and exports only bfs_gpu_* symbols.  The
  * header itself needs no CUDA header: streams and events are passed as
  * `void *` and are cudaStream_t / cudaEvent_t values.
  *

@@ -20,6 +20,10 @@ GPU_ARCH  ?= -gencode arch=compute_90,code=sm_90 \
 
 GPU_DIR   := $(BUILD)/gpu
 GPU_LIB   := $(BUILD)/libbatchfs_gpu.so
+# The SONAME's number is the library's ABI version (batchfs_gpu.h), which
+# changes whenever a caller built against the old one could break.
+GPU_ABI   := $(shell sed -n 's/^\#define BFS_GPU_ABI_VERSION \([0-9]*\).*/\1/p' tools/gpu/batchfs_gpu.h)
+GPU_SONAME := libbatchfs_gpu.so.$(GPU_ABI)
 GPU_CLI   := $(BUILD)/batchfs-gpu
 GPU_HDRS  := tools/gpu/batchfs_gpu.h tools/gpu/batchdir.h tools/gpu/convert.h \
              engine/npy.h engine/error.h engine/version.h
@@ -80,9 +84,10 @@ $(GPU_DIR)/normalize.o: tools/gpu/normalize.cu $(GPU_HDRS)
 
 # CUDA runtime linked statically and hidden: only bfs_gpu_* is exported, so
 # the library loads next to PyTorch's own runtime without clashes.
-$(GPU_LIB): $(GPU_OBJ) tools/gpu/exports.map
+$(GPU_LIB): $(GPU_OBJ) tools/gpu/exports.map tools/gpu/gpu.mk
 	$(NVCC) -shared -cudart static -o $@ $(GPU_OBJ) \
-		-Xlinker --version-script=tools/gpu/exports.map -lpthread
+		-Xlinker --version-script=tools/gpu/exports.map \
+		-Xlinker -soname=$(GPU_SONAME) -lpthread
 
 $(GPU_CLI): $(GPU_DIR)/cli.o $(GPU_OBJ)
 	$(NVCC) -cudart static -o $@ $^ -lpthread

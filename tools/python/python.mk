@@ -5,6 +5,12 @@
 # reports the same BFS_VERSION (bfs_gpu_version).  The file is not tracked.
 #
 #   make python       (part of `make all`, `make tests`, `make gpu-python`)
+#   make python-deps  the frameworks the tests train with, from PyPI: torch,
+#                     tensorflow-cpu, jax[cpu] (.ci/run runs it).  PyTorch's
+#                     own CPU-only index is not reachable from every machine
+#                     that CI runs on, so torch comes from PyPI with its
+#                     CUDA libraries (~2.8 GB, ~2.5 min here); it runs on
+#                     the CPU all the same.
 
 PY_VERSION := tools/python/batchfs/_version.py
 
@@ -20,8 +26,13 @@ all: python
 tests: python
 gpu-python: python
 
+PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]"
+
+python-deps:
+	python3 -m pip install --quiet --disable-pip-version-check $(PY_DEPS)
+
 python-clean:
 	rm -f $(PY_VERSION)
 clean: python-clean
 
-.PHONY: python python-clean
+.PHONY: python python-deps python-clean

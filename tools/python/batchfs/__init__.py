@@ -1,16 +1,25 @@
-"""batchfs: read the .npy batches a batchfs mount serves, into NumPy arrays
-or straight into GPU memory (pinned, asynchronous uploads through
-libbatchfs_gpu.so, bound with ctypes: no compiler needed to install).
+"""batchfs: train from a batchfs mount.
 
     import batchfs
-    for images, labels in batchfs.GpuLoader(epoch_dir, device=0):
-        ...
+    with batchfs.Mount("/data/train", batch=32, size=(224, 224),
+                       rank="auto", world="auto") as m:
+        for images, labels in batchfs.GpuLoader(m.epoch_dir(0), device=0):
+            ...
+
+batchfs.Mount mounts (a context manager over `batchfs mount`);
+batchfs.torch.BatchDataset, batchfs.tf.dataset and batchfs.jax.batches
+serve its epochs to PyTorch, TensorFlow and JAX (each imports its
+framework only when imported itself: `import batchfs` needs NumPy alone);
+GpuLoader reads batch files into NumPy arrays or straight into GPU memory
+(pinned, asynchronous uploads through libbatchfs_gpu.so, bound with
+ctypes: no compiler needed to install).
 """
 
 from ._npy import BatchfsError, NpyHeader, image_layout, list_batches, \
     read_batch, read_header, read_npy
 from ._lib import device_count, find_library
 from .loader import DeviceArray, GpuLoader, IMAGENET_MEAN, IMAGENET_STD
+from .mount import Mount, open_source
 
 
 def _checkout_version():
@@ -36,7 +45,7 @@ try:  # written by make from engine/version.h (tools/python/python.mk)
 except ImportError:
     __version__ = _checkout_version()
 
-__all__ = ["GpuLoader", "DeviceArray", "BatchfsError", "NpyHeader",
+__all__ = ["Mount", "open_source", "GpuLoader", "DeviceArray", "BatchfsError", "NpyHeader",
            "image_layout", "list_batches", "read_batch", "read_header",
            "read_npy", "device_count", "find_library", "IMAGENET_MEAN",
            "IMAGENET_STD"]

@@ -11,6 +11,7 @@ use, and ``version()`` is the library's ``bfs_gpu_version``.
 import ctypes
 import os
 
+from . import _where
 from ._npy import BatchfsError, MAX_CHANNELS
 
 ABI_VERSION = 2
@@ -64,18 +65,7 @@ class Batch(ctypes.Structure):
 
 
 def _candidates():
-    env = os.environ.get("BATCHFS_GPU_LIB")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "libbatchfs_gpu.so")
-    d = here
-    for _ in range(4):  # a source checkout: <repo>/tools/python/batchfs
-        d = os.path.dirname(d)
-        yield os.path.join(d, "build", "libbatchfs_gpu.so")
-    yield os.path.join(os.getcwd(), "build", "libbatchfs_gpu.so")
-    yield "libbatchfs_gpu.so"  # the dynamic loader's search path
+    return _where.library_candidates()
 
 
 _lib = None

@@ -66,6 +66,15 @@ def list_batches(folder):
     names = sorted(n for n in os.listdir(folder)
                    if n.startswith("batch-") and n.endswith(".npy")
                    and not n.endswith(".labels.npy"))
+    if not names and os.path.exists(os.path.join(folder, "dataset.json")):
+        raise BatchfsError(
+            "%s is the root of a batchfs mount, not a folder of batches: "
+            "give one of its epoch folders (%s), or the mount itself to "
+            "batchfs.torch.BatchDataset, batchfs.tf.dataset or "
+            "batchfs.jax.batches" % (folder, os.path.join(
+                folder, "rank-R/epoch-0000" if any(
+                    n.startswith("rank-") for n in os.listdir(folder))
+                else "epoch-0000")))
     if not names:
         raise BatchfsError("%s: no batch-*.npy files" % folder)
     out = []

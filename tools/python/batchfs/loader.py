@@ -15,7 +15,10 @@ fresh NumPy array that stays valid.
 """
 
 import ctypes
+import os
 import queue
+import shutil
+import tempfile
 import threading
 
 import numpy as np
@@ -207,6 +210,10 @@ class GpuLoader:
     stream      consumer stream (cudaStream_t as int) in GPU mode; default
                 torch.cuda.current_stream() when torch is present, else
                 the legacy default stream
+    start       skip the folder's first `start` batches (a resumed epoch):
+                each pass is batches start, start+1, ...  The GPU library
+                serves whole folders, so in GPU mode it is given a private
+                folder of links to those batches, removed at close()
 
     Yields (images, labels), labels (B,) int64 and images:
 
@@ -223,7 +230,8 @@ class GpuLoader:
 
     def __init__(self, epoch_dir, device=0, depth=3, normalize=False,
                  mean=None, std=None, layout=None, readers=0, io="pread",
-                 passes=1, output=None, stream=None, files_layout=None):
+                 passes=1, output=None, stream=None, files_layout=None,
+                 start=0):
         self.epoch_dir = str(epoch_dir)
         self.cpu = isinstance(device, str) and device.lower() == "cpu"
         if not self.cpu:
@@ -277,6 +285,12 @@ class GpuLoader:
         self.output = output
         self.stream = stream
         self._files = list_batches(self.epoch_dir)  # folder errors now
+        self.start = int(start)
+        if not 0 <= self.start <= len(self._files):
+            raise ValueError("start %d: the folder has %d batches" %
+                             (self.start, len(self._files)))
+        self._files = self._files[self.start:]
+        self._links = None  # GPU mode with start: the folder of links
         self._handle = None
         self._held = None
 
@@ -299,6 +313,19 @@ class GpuLoader:
                 self._held = None
             lib.bfs_gpu_close(self._handle)
             self._handle = None
+        if self._links is not None:
+            shutil.rmtree(self._links, ignore_errors=True)
+            self._links = None
+
+    def _gpu_folder(self):
+        """The folder the library reads: epoch_dir, or with start a
+        private folder of links to batches start, start+1, ... under their
+        own names (so the order stays)."""
+        if not self.start:
+            return self.epoch_dir
+        if self._links is None:
+            self._links = link_folder(self._files)
+        return self._links
 
     def __enter__(self):
         return self
@@ -396,7 +423,9 @@ class GpuLoader:
     def _consumer_stream(self):
         if self.stream is not None:
             return int(self.stream)
-        if self._torch is not None:
+        # torch without a usable CUDA device (no driver) raises here: the
+        # library then says what is wrong, after checking the folder
+        if self._torch is not None and self._torch.cuda.is_available():
             torch = self._torch
             return int(torch.cuda.current_stream(self.device).cuda_stream)
         return 0
@@ -423,7 +452,7 @@ class GpuLoader:
                     o.mean[i], o.std[i] = m, s
         h = ctypes.c_void_p()
         buf = ctypes.create_string_buffer(_lib.ERRMSG_MAX)
-        err = lib.bfs_gpu_open(self.epoch_dir.encode(), ctypes.byref(o),
+        err = lib.bfs_gpu_open(self._gpu_folder().encode(), ctypes.byref(o),
                                ctypes.byref(h), buf)
         if err:
             raise _lib.error(err, buf.value.decode(errors="replace"))
@@ -443,6 +472,8 @@ class GpuLoader:
 
     def _iter_gpu(self):
         self.close()  # a new iteration starts from the first batch
+        if not self._files:
+            return
         self._open()
         lib = _lib.load()
         b = _lib.Batch()
@@ -469,3 +500,20 @@ class GpuLoader:
                 yield images, labels
         finally:
             self.close()
+
+
+def link_folder(pairs):
+    """A private temporary folder holding a link, under the same name, to
+    each (images, labels) file of `pairs`: a folder of batch files that
+    holds exactly those batches, in the same order.  The caller removes
+    it (shutil.rmtree)."""
+    d = tempfile.mkdtemp(prefix="batchfs-batches-")
+    try:
+        for img, lbl in pairs:
+            for p in (img, lbl):
+                os.symlink(os.path.abspath(p),
+                           os.path.join(d, os.path.basename(p)))
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    return d

@@ -1,0 +1,164 @@
+/*
+ * test_daemon.c - fs/daemon's start-up handshake: progress lines before
+ * the result, shown only on a terminal, never mixed into the result; a
+ * failed start and a daemon that dies while starting.
+ *
+ * Each case runs bfs_daemon_run in a child whose stdout is a pipe and
+ * whose stderr is a pipe or a pseudo-terminal, and looks at what it wrote.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fs/daemon.h"
+
+struct result {
+	int status;          /* of the `batchfs mount` side */
+	char out[4096];      /* its stdout */
+	char err[4096];      /* its stderr */
+};
+
+static void drain(int fd, char *buf, size_t cap, size_t *len)
+{
+	ssize_t n;
+
+	while (*len + 1 < cap && (n = read(fd, buf + *len, cap - 1 - *len)) > 0)
+		*len += (size_t)n;
+	buf[*len] = '\0';
+}
+
+/* Run bfs_daemon_run(serve) as `batchfs mount` would, in a child;
+ * stderr a terminal when tty. */
+static void run_start(int (*serve)(void *, int), int tty, struct result *r)
+{
+	int out[2], err[2], master = -1, wst;
+	size_t olen = 0, elen = 0;
+	pid_t pid;
+
+	memset(r, 0, sizeof(*r));
+	assert_int_equal(pipe(out), 0);
+	if (tty) {
+		assert_int_equal(openpty(&master, &err[1], NULL, NULL, NULL), 0);
+		err[0] = master;
+	} else {
+		assert_int_equal(pipe(err), 0);
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		close(out[0]);
+		close(err[0]);
+		int rc = bfs_daemon_run(0, serve, NULL);
+
+		fflush(NULL); /* as main's return would */
+		_exit(rc);
+	}
+	close(out[1]);
+	close(err[1]);
+	assert_int_equal(waitpid(pid, &wst, 0), pid);
+	r->status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128;
+	drain(out[0], r->out, sizeof(r->out), &olen);
+	/* a pty's master reads EIO once the slave is closed: fine */
+	fcntl(err[0], F_SETFL, O_NONBLOCK);
+	drain(err[0], r->err, sizeof(r->err), &elen);
+	close(out[0]);
+	close(err[0]);
+}
+
+static int serve_ready(void *ctx, int fd)
+{
+	bfs_daemon_progress(fd, "batchfs: indexing 1/2 shards, 10 records");
+	bfs_daemon_progress(fd, "batchfs: indexed 2/2 shards, 20 records \x1b[2J");
+	bfs_daemon_notify(fd, 1, "batchfs: mounted /d on /m");
+	bfs_daemon_detach(fd);
+	return 0;
+}
+
+static int serve_fails(void *ctx, int fd)
+{
+	bfs_daemon_progress(fd, "batchfs: indexing 1/2 shards, 10 records");
+	bfs_daemon_notify(fd, 0, "batchfs: cannot index /d: no shards");
+	return 1;
+}
+
+static int serve_dies(void *ctx, int fd)
+{
+	bfs_daemon_progress(fd, "batchfs: indexing 1/2 shards, 10 records");
+	_exit(3);
+}
+
+static void test_daemon_start_shows_no_progress_where_stderr_is_not_a_terminal(void **state)
+{
+	struct result r;
+
+	run_start(serve_ready, 0, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "batchfs: mounted /d on /m\n");
+	assert_string_equal(r.err, "");
+}
+
+static void test_daemon_start_shows_progress_on_a_terminal_then_the_result(void **state)
+{
+	struct result r;
+
+	run_start(serve_ready, 1, &r);
+	assert_int_equal(r.status, 0);
+	assert_string_equal(r.out, "batchfs: mounted /d on /m\n");
+	/* each line overwrites the last; the last is ended before the result;
+	 * a control byte in the text is escaped */
+	assert_non_null(strstr(r.err, "\rbatchfs: indexing 1/2 shards, 10 records\033[K"));
+	assert_non_null(strstr(r.err, "\rbatchfs: indexed 2/2 shards, 20 records \\x1b[2J\033[K"));
+	assert_int_equal(r.err[strlen(r.err) - 1], '\n');
+}
+
+static void test_daemon_start_that_fails_after_progress_says_why(void **state)
+{
+	struct result r;
+	const char *msg = "batchfs: cannot index /d: no shards";
+
+	run_start(serve_fails, 0, &r);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.out, "");
+	assert_string_equal(r.err, "batchfs: cannot index /d: no shards\n");
+	run_start(serve_fails, 1, &r);
+	assert_int_equal(r.status, 1);
+	/* the progress line is ended, then the message has a line of its own */
+	assert_non_null(strstr(r.err, "10 records\033[K\r\n"));
+	assert_non_null(strstr(r.err, msg));
+}
+
+static void test_daemon_that_dies_while_starting_is_reported(void **state)
+{
+	struct result r;
+
+	run_start(serve_dies, 0, &r);
+	assert_int_equal(r.status, 1);
+	assert_string_equal(r.err,
+			    "batchfs: the daemon exited during start-up (status 3)\n");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_daemon_start_shows_no_progress_where_stderr_is_not_a_terminal),
+		cmocka_unit_test(test_daemon_start_shows_progress_on_a_terminal_then_the_result),
+		cmocka_unit_test(test_daemon_start_that_fails_after_progress_says_why),
+		cmocka_unit_test(test_daemon_that_dies_while_starting_is_reported),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,516 @@
+"""batchfs.Mount: a batchfs mount as a context manager, and what the
+loaders need to know of a mount or a mounted folder.
+
+    with batchfs.Mount("/data/train", batch=32, size=(224, 224),
+                       dtype="uint8", shuffle=1, epochs=90,
+                       rank="auto", world="auto") as m:
+        m.path, m.info, m.epoch_dir(3)
+
+How a Mount never leaves a daemon behind.  It mounts with `--hold`: the
+mount has a file MNT/hold, which every process that uses the mount keeps
+open, and the daemon unmounts itself once the last open of it is closed.
+The kernel closes every file of a process when it exits, however it dies
+(an exception, SIGTERM, SIGKILL, the OOM killer), so the daemon learns of
+it without anyone left to tell it.  A mount that nobody has opened within
+HOLD_WAIT seconds of starting (its starter died in between) unmounts
+itself too.  close() (and leaving the `with`) closes this process's hold
+and, for a mount of its own, waits until the daemon is gone.
+
+One mount per node (per_node=True).  The process with LOCAL_RANK 0 mounts
+`--ranks A-B --world W` for the node's ranks A..B (RANK - LOCAL_RANK and
+LOCAL_WORLD_SIZE of them; Slurm: SLURM_PROCID - SLURM_LOCALID and the
+node's SLURM_TASKS_PER_NODE); every local rank, rank 0 included, holds
+MNT/hold and reads MNT/rank-R/.  The others wait for the mount.  Rank 0's
+close() waits until every local rank has arrived (so that the mount does
+not end before the last of them came), then lets go; the mount ends when
+the last local rank has left or died.  The mount point, unless given, is a
+folder in the temporary directory named after the job (torchrun's
+TORCHELASTIC_RUN_ID, restart count, MASTER_ADDR and MASTER_PORT; Slurm's
+job and step), the source and the options, so the ranks of one job find
+it and two jobs never share one.  A node's ranks must be consecutive
+(always with torchrun; Slurm's default block distribution).
+"""
+
+import errno
+import hashlib
+import json
+import os
+import select
+import subprocess
+import tempfile
+import time
+
+from . import _where
+from ._npy import BatchfsError
+
+__all__ = ["Mount", "open_source", "HOLD_WAIT"]
+
+HOLD_WAIT = 60   # seconds a fresh mount waits for its first holder
+
+# Options a Mount sets itself.
+_OWN = {"rank", "world", "ranks", "hold", "f", "d", "foreground", "debug"}
+
+
+def _cli_args(options):
+    """Python names of `batchfs mount` options, as command-line arguments:
+    batch=32 -> --batch 32, size=(224, 224) -> --size 224x224, mean=(...)
+    -> --mean a,b,c, drop_remainder=True -> --drop-remainder,
+    passthrough=False -> --no-passthrough, fuse_options="x,y" -> -o x,y.
+    None leaves an option at its default."""
+    args = []
+    for name, value in options.items():
+        if name in _OWN:
+            raise TypeError("Mount sets %r itself (see rank=, world=, "
+                            "per_node=)" % name)
+        if value is None:
+            continue
+        if name == "fuse_options":
+            args += ["-o", ",".join(value) if isinstance(value, (list, tuple))
+                     else str(value)]
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name in ("passthrough", "push"):
+            if value is False:
+                args.append("--no-" + name)
+            elif value is not True:
+                raise ValueError("%s= takes True or False" % name)
+            continue
+        if name == "shuffle" and isinstance(value, bool):
+            raise ValueError("shuffle= takes a seed (an int), not %r" % value)
+        if value is True:
+            args.append(flag)
+            continue
+        if value is False:
+            continue
+        if name == "size":
+            h, w = (value, value) if isinstance(value, int) else tuple(value)
+            value = "%dx%d" % (h, w)
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        args += [flag, str(value)]
+    return args
+
+
+def _env_int(*names):
+    for n in names:
+        v = os.environ.get(n)
+        if v not in (None, ""):
+            try:
+                return int(v)
+            except ValueError:
+                raise BatchfsError("$%s=%r is not a number" % (n, v))
+    return None
+
+
+def _slurm_local_world():
+    """This node's task count from SLURM_TASKS_PER_NODE ("4(x2),3") and
+    SLURM_NODEID, or SLURM_NTASKS_PER_NODE."""
+    tpn, node = os.environ.get("SLURM_TASKS_PER_NODE"), _env_int("SLURM_NODEID")
+    if tpn and node is not None:
+        counts = []
+        for part in tpn.split(","):
+            if "(x" in part:
+                c, rep = part.rstrip(")").split("(x")
+                counts += [int(c)] * int(rep)
+            else:
+                counts.append(int(part))
+        if node < len(counts):
+            return counts[node]
+    return _env_int("SLURM_NTASKS_PER_NODE")
+
+
+def _rank_world(rank, world):
+    """rank="auto" / world="auto": torchrun's RANK / WORLD_SIZE, else
+    Slurm's SLURM_PROCID / SLURM_NTASKS, else 0 / 1."""
+    if rank == "auto":
+        rank = _env_int("RANK", "SLURM_PROCID")
+        rank = 0 if rank is None else rank
+    if world == "auto":
+        world = _env_int("WORLD_SIZE", "SLURM_NTASKS")
+        world = 1 if world is None else world
+    if rank is None and world is None:
+        return None, None
+    rank = 0 if rank is None else int(rank)
+    world = 1 if world is None else int(world)
+    if not 0 <= rank < world:
+        raise ValueError("rank %d is not in 0..world-1 (world %d)" %
+                         (rank, world))
+    return rank, world
+
+
+def _local(world):
+    """(local rank, local world size) of this process, from torchrun or
+    Slurm; (0, 1) for a single process without either."""
+    lr = _env_int("LOCAL_RANK", "SLURM_LOCALID")
+    lw = _env_int("LOCAL_WORLD_SIZE")
+    if lw is None and os.environ.get("SLURM_LOCALID") is not None:
+        lw = _slurm_local_world()
+    if lr is None and lw is None and world == 1:
+        return 0, 1
+    if lr is None or lw is None:
+        raise BatchfsError("per_node=True needs LOCAL_RANK and "
+                           "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID and "
+                           "SLURM_TASKS_PER_NODE (srun)")
+    if not 0 <= lr < lw:
+        raise BatchfsError("LOCAL_RANK %d is not in 0..%d" % (lr, lw - 1))
+    return lr, lw
+
+
+def _job_key():
+    keys = ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+            "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID")
+    return ";".join("%s=%s" % (k, os.environ.get(k, "")) for k in keys)
+
+
+def _xattr(path, name):
+    try:
+        return os.getxattr(path, name).decode()
+    except OSError:
+        return None
+
+
+def _wait_pid_exit(pid, timeout):
+    """True once process pid has exited (within timeout seconds)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        if fd is not None:
+            return bool(select.select([fd], [], [], timeout)[0])
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True  # exited; its reaper has not come yet
+            except OSError:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+class Mount:
+    """`batchfs mount SOURCE MOUNTPOINT --opt ...` for the life of the object.
+
+    source      a shard directory (TFRecord, WebDataset tars or JPEG folders)
+    mountpoint  where to mount; None: a private temporary folder (or, with
+                per_node, one that the node's ranks agree on), removed at
+                close
+    rank, world None (the default): the whole dataset; ints; or "auto" for
+                RANK / WORLD_SIZE (torchrun) or SLURM_PROCID /
+                SLURM_NTASKS (srun), 0 / 1 when neither is set
+    per_node    one mount for the node's local ranks (module doc): this
+                process reads its own MNT/rank-R/
+    program     the batchfs program (default: found as _where.py says)
+    timeout     seconds to wait for the mount, or for the other local ranks
+    **options   `batchfs mount` options by their Python names: batch=32,
+                size=(224, 224), dtype="uint8", shuffle=1, epochs=90,
+                cache="none" or a path, threads=4, mem="2G", augment="flip",
+                layout="nchw", mean=(...), std=(...), drop_remainder=True,
+                passthrough=False, fuse_options=..., and so on
+
+    Mounts at once; use it in a `with` block or call close().  Attributes:
+    .path (the mount point), .info (dataset.json as a dict), .rank and
+    .world (None without), .rank_dir (the folder that holds the epochs:
+    .path, or .path/rank-R), .epoch_dir(e), .pid (the daemon's).
+    Raises BatchfsError with batchfs's own message when the mount fails.
+    """
+
+    def __init__(self, source, mountpoint=None, *, rank=None, world=None,
+                 per_node=False, program=None, timeout=120.0, **options):
+        self.source = os.path.abspath(os.fspath(source))
+        self.timeout = float(timeout)
+        self.per_node = bool(per_node)
+        self.rank, self.world = _rank_world(rank, world)
+        if self.per_node and self.rank is None:
+            self.rank, self.world = _rank_world("auto", "auto")
+        self.program = program or _where.program()
+        if not self.program:
+            raise BatchfsError("the batchfs program was not found: build it "
+                               "(make), put it on PATH or set $BATCHFS")
+        self._args = _cli_args(options)
+        self._hold = None
+        self._made_dir = False
+        self._owner = True
+        self.info = None
+        self.pid = None
+        if self.per_node:
+            self._local_rank, self._local_world = _local(self.world)
+            first = self.rank - self._local_rank
+            if first < 0 or first + self._local_world > self.world:
+                raise BatchfsError(
+                    "RANK %d, LOCAL_RANK %d, LOCAL_WORLD_SIZE %d, world %d: "
+                    "the node's ranks are not consecutive" %
+                    (self.rank, self._local_rank, self._local_world,
+                     self.world))
+            self._ranks = (first, first + self._local_world - 1)
+            self._owner = self._local_rank == 0
+        if mountpoint is None:
+            if self.per_node:
+                key = hashlib.sha1(("%s|%r|%s|%s" % (
+                    self.source, self._args, self._ranks, _job_key())
+                ).encode()).hexdigest()[:16]
+                mountpoint = os.path.join(tempfile.gettempdir(),
+                                          "batchfs-%d-%s" % (os.getuid(), key))
+                if self._owner:
+                    try:
+                        os.mkdir(mountpoint, 0o700)
+                    except FileExistsError:
+                        pass
+                # the job's own folder: whichever rank leaves last removes it
+                self._made_dir = True
+            else:
+                mountpoint = tempfile.mkdtemp(prefix="batchfs-")
+                self._made_dir = True
+        elif self._owner and not os.path.isdir(mountpoint):
+            os.makedirs(mountpoint, exist_ok=True)
+            self._made_dir = True
+        self.path = os.path.abspath(os.fspath(mountpoint))
+        try:
+            if self._owner:
+                self._mount()
+            else:
+                self._join()
+        except BaseException:
+            self._cleanup_dir()
+            raise
+
+    # -- starting ----------------------------------------------------------
+
+    def _cmd(self):
+        cmd = [self.program, "mount", self.source, self.path] + self._args
+        if self.per_node:
+            cmd += ["--ranks", "%d-%d" % self._ranks, "--world",
+                    str(self.world)]
+        elif self.world is not None:
+            cmd += ["--rank", str(self.rank), "--world", str(self.world)]
+        return cmd + ["--hold", str(HOLD_WAIT)]
+
+    def _mount(self):
+        end = time.monotonic() + self.timeout
+        # the mount of an earlier run that is ending (its holders are gone)
+        while os.path.ismount(self.path) and time.monotonic() < end:
+            time.sleep(0.1)
+        try:
+            p = subprocess.run(self._cmd(), stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True,
+                               timeout=max(1.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise BatchfsError("batchfs mount %s %s: no answer within %.0f s"
+                               % (self.source, self.path, self.timeout))
+        if p.returncode != 0:
+            raise BatchfsError((p.stderr or p.stdout).strip() or
+                               "batchfs mount exited with status %d" %
+                               p.returncode)
+        self.message = p.stdout.strip()
+        try:
+            self._take_hold()
+        except BaseException:
+            subprocess.run([self.program, "unmount", self.path],
+                           capture_output=True)
+            raise
+
+    def _join(self):
+        """A local rank other than 0: wait for rank 0's mount of our rank."""
+        end = time.monotonic() + self.timeout
+        last = "not mounted"
+        while True:
+            if os.path.ismount(self.path):
+                try:
+                    with open(os.path.join(self.path, "dataset.json")) as f:
+                        info = json.load(f)
+                    if self.rank in info.get("ranks", ()) and \
+                            info.get("world") == self.world:
+                        try:
+                            self._take_hold()
+                            return
+                        except OSError as e:
+                            last = "MNT/hold: %s" % e
+                    else:
+                        last = "it serves ranks %s of %s" % (
+                            info.get("ranks"), info.get("world"))
+                except (OSError, ValueError) as e:
+                    last = str(e)
+            if time.monotonic() > end:
+                raise BatchfsError(
+                    "LOCAL_RANK 0 did not mount rank %d of %d on %s within "
+                    "%.0f s (%s)" % (self.rank, self.world, self.path,
+                                     self.timeout, last))
+            time.sleep(0.05)
+
+    def _take_hold(self):
+        self._hold = os.open(os.path.join(self.path, "hold"),
+                             os.O_RDONLY | os.O_CLOEXEC)
+        with open(os.path.join(self.path, "dataset.json")) as f:
+            self.info = json.load(f)
+        pid = _xattr(self.path, "user.batchfs.pid")
+        self.pid = int(pid) if pid else None
+
+    # -- what it serves ----------------------------------------------------
+
+    @property
+    def rank_dir(self):
+        if self.per_node:
+            return os.path.join(self.path, "rank-%d" % self.rank)
+        return self.path
+
+    @property
+    def epochs(self):
+        return int(self.info["epochs"])
+
+    def epoch_dir(self, e):
+        """The folder of epoch e (0 <= e < epochs) this process reads."""
+        e = int(e)
+        if not 0 <= e < self.epochs:
+            raise IndexError("epoch %d: the mount has epochs 0..%d" %
+                             (e, self.epochs - 1))
+        width = max(4, len(str(self.epochs - 1)))
+        return os.path.join(self.rank_dir, "epoch-%0*d" % (width, e))
+
+    def __len__(self):
+        """Batches per epoch."""
+        return int(self.info["batches_per_epoch"])
+
+    def __fspath__(self):
+        return self.rank_dir
+
+    def __repr__(self):
+        return "Mount(%r on %r%s)" % (
+            self.source, self.path,
+            "" if self.world is None else ", rank %d of %d" % (self.rank,
+                                                              self.world))
+
+    # -- stopping ----------------------------------------------------------
+
+    def _holds(self):
+        v = _xattr(os.path.join(self.path, "hold"), "user.batchfs.holds")
+        return int(v) if v else 0
+
+    def close(self, _wait_others=None):
+        """Let go of the mount.  A mount of its own is unmounted and its
+        daemon waited for; with per_node, local rank 0 first waits (at most
+        timeout seconds) until every local rank has arrived, and the mount
+        ends when the last of them lets go.  Idempotent."""
+        if self._hold is None:
+            self._cleanup_dir()
+            return
+        if self.per_node and self._owner:
+            wait = self.timeout if _wait_others is None else _wait_others
+            end = time.monotonic() + wait
+            while self._holds() < self._local_world and \
+                    time.monotonic() < end:
+                time.sleep(0.05)
+        last = _xattr(os.path.join(self.path, "hold"),
+                      "user.batchfs.holders") == "1"
+        os.close(self._hold)
+        self._hold = None
+        if not self.per_node or last:
+            self._wait_gone()
+        elif self.pid:
+            # two ranks that leave at the same instant each see the other's
+            # hold, so neither is "last": give the daemon a moment to end
+            # (a pidfd, no call into the mount), so that whichever of them
+            # finds it gone removes the mount point
+            _wait_pid_exit(self.pid, 2.0)
+        self._cleanup_dir()
+
+    def _wait_gone(self):
+        """After the last hold is closed: the daemon unmounts itself."""
+        if self.pid and _wait_pid_exit(self.pid, 30.0):
+            return
+        if os.path.ismount(self.path) and not self.per_node:
+            p = subprocess.run([self.program, "unmount", self.path],
+                               capture_output=True, text=True)
+            if p.returncode != 0 and os.path.ismount(self.path):
+                raise BatchfsError("cannot unmount %s: %s" %
+                                   (self.path, p.stderr.strip()))
+
+    def _cleanup_dir(self):
+        if self._made_dir and not os.path.ismount(self.path):
+            try:
+                os.rmdir(self.path)
+                self._made_dir = False
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EBUSY):
+                    raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        # after an exception, wait less for ranks that may never come
+        self.close(_wait_others=None if exc_type is None else
+                   min(self.timeout, 10.0))
+        return False
+
+    def __del__(self):
+        try:
+            if self._hold is not None:
+                os.close(self._hold)  # the daemon ends itself
+                self._hold = None
+        except Exception:
+            pass
+
+
+class _Source:
+    """What the loaders need of a mount, a mount root or a rank folder."""
+
+    def __init__(self, info, base):
+        self.info = info
+        self.base = base
+
+    @property
+    def epochs(self):
+        return int(self.info["epochs"])
+
+    @property
+    def batches(self):
+        return int(self.info["batches_per_epoch"])
+
+    def epoch_dir(self, e):
+        e = int(e)
+        if not 0 <= e < self.epochs:
+            raise IndexError("epoch %d: the mount has epochs 0..%d" %
+                             (e, self.epochs - 1))
+        width = max(4, len(str(self.epochs - 1)))
+        return os.path.join(self.base, "epoch-%0*d" % (width, e))
+
+
+def open_source(mount_or_path, rank=None):
+    """A Mount, a mount root (MNT, with its dataset.json) or a rank folder
+    of a mount of several ranks (MNT/rank-R).  A root of several ranks
+    takes `rank`, else $RANK.  Raises BatchfsError for anything else (an
+    epoch folder: give its mount, or use GpuLoader on it)."""
+    if isinstance(mount_or_path, Mount):
+        return _Source(mount_or_path.info, mount_or_path.rank_dir)
+    if isinstance(mount_or_path, _Source):
+        return mount_or_path
+    path = os.path.abspath(os.fspath(mount_or_path))
+    name = os.path.basename(path)
+    root, sub = path, None
+    if not os.path.exists(os.path.join(path, "dataset.json")):
+        parent = os.path.dirname(path)
+        if name.startswith("rank-") and \
+                os.path.exists(os.path.join(parent, "dataset.json")):
+            root, sub = parent, path
+        elif name.startswith("epoch-"):
+            raise BatchfsError(
+                "%s is an epoch folder: give the mount (or its root) to "
+                "choose epochs with set_epoch, or read it with "
+                "batchfs.GpuLoader" % path)
+        else:
+            raise BatchfsError("%s is not a batchfs mount (no dataset.json)"
+                               % path)
+    with open(os.path.join(root, "dataset.json")) as f:
+        info = json.load(f)
+    if "ranks" in info and sub is None:
+        r = rank if rank is not None else _env_int("RANK", "SLURM_PROCID")
+        if r is None or r not in info["ranks"]:
+            raise BatchfsError("%s serves ranks %s: give its rank-R folder "
+                               "(or rank=, or $RANK)" % (root, info["ranks"]))
+        sub = os.path.join(root, "rank-%d" % r)
+    return _Source(info, sub or root)
