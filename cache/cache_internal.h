@@ -253,9 +253,12 @@ void bfs__txn_reset(struct bfs__env *e, MDB_txn *txn);
 /* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
  * lies on an overflow page whose header is not what LMDB wrote: LMDB
  * would free or overwrite the wrong pages when the value is deleted or
- * replaced, so it must be neither.  Values outside the map (pages dirtied
- * by the caller's own write transaction) and values inside leaf pages
- * pass. */
+ * replaced, so it must be neither.  Values outside the map (without
+ * MDB_WRITEMAP, pages dirtied by the caller's own write transaction) and
+ * values inside leaf pages pass.  With MDB_WRITEMAP the pages the
+ * caller's write transaction dirtied lie in the map, flagged dirty until
+ * the commit, and fail: a writer never checks a value its own
+ * transaction put (it knows that one good). */
 int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
 /* Record that c found its environment damaged at run time (why: text):
  * once per environment, DIR/damaged is written, so the next open that

@@ -494,6 +494,25 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 	memcpy(dst, &h, BFS__VHDR);
 }
 
+/*
+ * Whether v is a value the caller's write transaction put itself
+ * (vals[0..n), in the order put): the same key offered twice before a
+ * commit, the same shard indexed twice in one run.  Such a value is
+ * known good and must not meet the page check: with MDB_WRITEMAP its
+ * overflow pages lie in the map, flagged dirty by LMDB until the commit
+ * (and past the committed end when new), which bfs__check_ovhdr reads as
+ * damage.  An overflow value never moves inside its transaction, so its
+ * address names it; a value inside a leaf may move, but the page check
+ * passes those.
+ */
+static int put_in_txn(const MDB_val *vals, size_t n, const MDB_val *v)
+{
+	for (size_t i = n; i-- > 0;)
+		if (vals[i].mv_data == v->mv_data)
+			return 1;
+	return 0;
+}
+
 static int is_full(int rc)
 {
 	return rc == MDB_MAP_FULL || rc == ENOSPC || rc == EDQUOT ||
@@ -553,6 +572,11 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 
 		rc = mdb_put(txn, e->samples, &k, &v,
 			     MDB_NOOVERWRITE | MDB_RESERVE);
+		if (rc == MDB_KEYEXIST && put_in_txn(vals, nv, &v)) {
+			/* offered twice before this commit: the first copy */
+			(*dup)++;
+			continue;
+		}
 		if (rc == MDB_KEYEXIST) {
 			/* another mount got there first: keep a good copy,
 			 * replace a corrupt or foreign one -- never one whose
@@ -689,9 +713,10 @@ int bfs_cache_inserting(bfs_cache *c)
 /* ---- index puts and CRC deletions ----------------------------------------- */
 
 /* If an index for another identity of the same path is stored, purge the
- * samples of that old identity. */
+ * samples of that old identity.  vals[0..nv): the indexes txn has put. */
 static int purge_replaced(bfs_cache *c, MDB_txn *txn,
-			  const struct bfs__pending *p)
+			  const struct bfs__pending *p, const MDB_val *vals,
+			  size_t nv)
 {
 	struct bfs__env *e = c->e;
 	MDB_val k = { 16, (void *)p->ikey }, v;
@@ -706,8 +731,8 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 	if (rc)
 		return rc;
 	/* the put replaces the old value: LMDB frees its pages by their
-	 * header */
-	if (bfs__check_ovhdr(e, &v)) {
+	 * header (one this run put is known good) */
+	if (!put_in_txn(vals, nv, &v) && bfs__check_ovhdr(e, &v)) {
 		bfs__note_damage(c, "a shard index's overflow page header is damaged");
 		return MDB_CORRUPTED;
 	}
@@ -746,9 +771,10 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			  TREE_PAGES * e->psize;
 		nidx += p->kind != BFS__P_CRCDEL;
 	}
-	/* the indexes' pages, unmapped after the commit (none if no memory) */
-	if (nidx)
-		vals = malloc(nidx * sizeof(*vals));
+	/* the indexes put: unmapped after the commit, and known good when
+	 * the run puts the same one again (purge_replaced) */
+	if (nidx && !(vals = malloc(nidx * sizeof(*vals))))
+		return ENOMEM;
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc) {
 		free(vals);
@@ -779,13 +805,12 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			MDB_val k = { 16, p->ikey };
 			MDB_val v = { p->ival_len, NULL };
 
-			rc = purge_replaced(c, txn, p);
+			rc = purge_replaced(c, txn, p, vals, nv);
 			if (rc == 0)
 				rc = mdb_put(txn, e->index, &k, &v, MDB_RESERVE);
 			if (rc == 0) {
 				memcpy(v.mv_data, p->ival, p->ival_len);
-				if (vals)
-					vals[nv++] = v;
+				vals[nv++] = v;
 			}
 		}
 		if (rc) {
