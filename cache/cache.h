@@ -101,7 +101,11 @@
  *   at open -- that would be a random read per sample --; instead every
  *   get and every delete or overwrite checks the 16-byte LMDB page header
  *   in front of the value (page number, P_OVERFLOW, page count), by which
- *   LMDB frees the value's pages.  A value whose header is wrong is never
+ *   LMDB frees the value's pages (not a value the writer's own open
+ *   transaction put, which it knows good: with MDB_WRITEMAP those pages
+ *   lie in the map, flagged dirty by LMDB until the commit, and would
+ *   fail the check -- a sample offered twice before a commit is a
+ *   duplicate, not damage).  A value whose header is wrong is never
  *   served, deleted or overwritten; it is counted in `damaged`, and
  *   DIR/damaged is left so that the next open with the directory to itself
  *   moves the file aside.  What one bad byte can still do unseen, and why
