@@ -149,12 +149,15 @@ typedef struct {
 	 * engine.  May be NULL. */
 	void (*on_sample_error)(void *ctx, const bfs_sample_error *err);
 	/* Delivery ahead of the reader: called for a batch that became ready
-	 * as read-ahead (no reader has asked for it yet) while the pool has
-	 * no other work queued, from the worker that finished it, without
-	 * engine locks held; b is pinned for the call.  Return 1 when its
-	 * bytes were delivered in full (the mount copies them into the
-	 * kernel's page cache); the batch then counts as read once its reader
-	 * hints it.  May be NULL. */
+	 * as read-ahead (no reader has asked for it yet) while the pool had
+	 * no other work queued, from the engine's courier thread (one call at
+	 * a time, never from a worker), without engine locks held; b is
+	 * pinned for the call.  It may block, even on readers (the mount's
+	 * does a look-up through itself): decoding goes on meanwhile.  A
+	 * batch a reader asks for before its turn is not handed on.  Return
+	 * 1 when its bytes were delivered in full (the mount copies them into
+	 * the kernel's page cache); the batch then counts as read once its
+	 * reader hints it.  May be NULL. */
 	int (*deliver_ahead)(void *ctx, uint64_t id, const bfs_batch *b);
 	/* Memory that can be lent: with lend_dir (a tmpfs directory, e.g.
 	 * /dev/shm) each slot is an unnamed file there holding the batch's

@@ -73,6 +73,7 @@ struct bfs_batch {
 	uint64_t last_use;    /* LRU tick */
 	int consumed;         /* a reader got it at least once */
 	int delivered;        /* handed on ahead by deliver_ahead */
+	int to_hand_on;       /* queued for the courier (pool.c) */
 	int cancelled;        /* read-ahead abandoned to free the slot */
 	int prepared;         /* its memory is ready for its batch: samples
 			       * may be handed out (slots.c) */
@@ -196,6 +197,12 @@ struct bfs_engine {
 	uint64_t seq, tick;                /* protected by lock */
 	struct worker *workers;
 	unsigned nworkers;
+	/* The courier: the one thread that calls o.deliver_ahead, which may
+	 * block on the reader's side of the mount; a worker never does, so
+	 * decoding goes on meanwhile (pool.c). */
+	pthread_t courier;
+	int courier_on;
+	pthread_cond_t hand;               /* a slot was queued for it, or stop */
 
 	bfs_sample_error *errors;          /* protected by lock: the first
 					    * MAX_ERRORS bad samples */

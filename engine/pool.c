@@ -2,8 +2,8 @@
  * pool.c - the engine's threads and its life: create (options checked,
  * the memory budget split, slots and workers made), the workers' loop
  * (which slot gets the next sample, a batch completed ready or failed,
- * offered to the store and, while the pool is idle, delivered ahead of its
- * reader), and destroy.
+ * offered to the store and, while the pool is idle, queued to be delivered
+ * ahead of its reader), the courier that delivers it, and destroy.
  */
 #include "engine/engine_internal.h"
 
@@ -56,24 +56,6 @@ static void offer_to_store(bfs_engine *e, struct bfs_batch *b)
 		n++;
 	}
 	e->store.offer(e->store.ctx, b->items, n, store_done, b);
-}
-
-/* Offer a READY batch to deliver_ahead, pinned and without the lock. */
-static void hand_on_locked(bfs_engine *e, struct bfs_batch *b)
-{
-	uint64_t id = b->id;
-	int handed;
-
-	b->pins++;
-	pthread_mutex_unlock(&e->lock);
-	handed = e->o.deliver_ahead(e->o.ctx, id, b);
-	pthread_mutex_lock(&e->lock);
-	b->pins--;
-	if (handed == 1) {
-		e->st.batches_delivered++;
-		b->delivered = 1; /* consumed once its reader hints it */
-	}
-	pthread_cond_broadcast(&e->done);
 }
 
 /* The slot with work whose turn it is: urgent first, then oldest request.
@@ -179,11 +161,76 @@ void *bfs__worker_main(void *arg)
 			 * decoding; its reads copy the batch out anyway.  A
 			 * pool with nothing else to do has the time to spare.
 			 * (Measured, docs/BENCHMARKS.md: pushing every batch
-			 * made cold epochs ~8% slower.) */
+			 * made cold epochs ~8% slower.)  The courier does it,
+			 * never this worker (see courier_main). */
 			if (b->state == SLOT_READY && e->o.deliver_ahead &&
-			    !b->urgent && !next_work_locked(e))
-				hand_on_locked(e, b);
+			    !b->urgent && !next_work_locked(e)) {
+				b->to_hand_on = 1;
+				pthread_cond_signal(&e->hand);
+			}
 		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* ---- the courier ---------------------------------------------------- */
+
+/* The oldest slot queued for handing on that is still unread read-ahead
+ * (a reader may have asked for it, or it may have moved on, since). */
+static struct bfs_batch *next_hand_on_locked(bfs_engine *e)
+{
+	struct bfs_batch *best = NULL;
+
+	for (unsigned s = 0; s < e->nslots; s++) {
+		struct bfs_batch *b = &e->slots[s];
+
+		if (!b->to_hand_on)
+			continue;
+		if (b->state != SLOT_READY || b->urgent || b->consumed ||
+		    b->delivered) {
+			b->to_hand_on = 0;
+			continue;
+		}
+		if (!best || b->seq < best->seq)
+			best = b;
+	}
+	return best;
+}
+
+/* The courier hands queued batches to deliver_ahead, one at a time,
+ * pinned and without the lock.  deliver_ahead may wait on the reader's
+ * side of the mount (the kernel looking up a name, or taking a page that
+ * a READ holds): were a worker to call it, a reader's READ waiting on
+ * that worker's next batch would wait on itself, and with every loop
+ * thread of the mount in such a READ, nothing could answer the look-up.
+ * The courier waits instead, and the workers go on decoding. */
+static void *courier_main(void *arg)
+{
+	bfs_engine *e = arg;
+
+	pthread_mutex_lock(&e->lock);
+	while (!e->stop) {
+		struct bfs_batch *b = next_hand_on_locked(e);
+		uint64_t id;
+		int handed;
+
+		if (!b) {
+			pthread_cond_wait(&e->hand, &e->lock);
+			continue;
+		}
+		b->to_hand_on = 0;
+		id = b->id;
+		b->pins++;
+		pthread_mutex_unlock(&e->lock);
+		handed = e->o.deliver_ahead(e->o.ctx, id, b);
+		pthread_mutex_lock(&e->lock);
+		b->pins--;
+		if (handed == 1) {
+			e->st.batches_delivered++;
+			b->delivered = 1; /* consumed once its reader hints it */
+		}
+		pthread_cond_broadcast(&e->done);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return NULL;
@@ -533,6 +580,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	pthread_cond_init(&e->done, NULL);
 	pthread_cond_init(&e->room, NULL);
 	pthread_cond_init(&e->bad_cv, NULL);
+	pthread_cond_init(&e->hand, NULL);
 	e->created_ns = e->idle_since = bfs__now_ns();
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
@@ -565,6 +613,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		}
 		e->nworkers++;
 	}
+	if (e->o.deliver_ahead) {
+		if (pthread_create(&e->courier, NULL, courier_main, e)) {
+			err = -EAGAIN;
+			goto fail;
+		}
+		e->courier_on = 1;
+	}
 	e->st.threads = e->nworkers;
 	e->st.prefetch = e->o.prefetch;
 	e->st.slots = e->nslots;
@@ -586,7 +641,10 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_broadcast(&e->work);
 	pthread_cond_broadcast(&e->room);
 	pthread_cond_broadcast(&e->bad_cv);
+	pthread_cond_broadcast(&e->hand);
 	pthread_mutex_unlock(&e->lock);
+	if (e->courier_on)
+		pthread_join(e->courier, NULL);
 	for (unsigned i = 0; i < e->nworkers; i++)
 		pthread_join(e->workers[i].thread, NULL);
 	/* the store may still read slots it was offered */
@@ -607,6 +665,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_destroy(&e->done);
 	pthread_cond_destroy(&e->room);
 	pthread_cond_destroy(&e->bad_cv);
+	pthread_cond_destroy(&e->hand);
 	pthread_mutex_destroy(&e->lock);
 	bfs_badset_destroy(e->bad);
 	free(e->workers);

@@ -335,6 +335,7 @@ int bfs__start_locked(bfs_engine *e, struct bfs_batch *b, uint64_t id,
 	b->last_use = ++e->tick;
 	b->consumed = 0;
 	b->delivered = 0;
+	b->to_hand_on = 0;
 	b->cancelled = 0;
 	b->err = 0;
 	b->err_at = 0;
@@ -571,6 +572,7 @@ static void strip_locked(bfs_engine *e, struct bfs_batch *b, struct freed *f)
 	b->cancelled = 0;
 	b->consumed = 0;
 	b->delivered = 0;
+	b->to_hand_on = 0;
 	b->prepared = 0;
 	if (b->counted) {
 		e->slot_mem -= e->slot_bytes;

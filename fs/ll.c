@@ -448,10 +448,12 @@ static int push_file(bfs_ll *ll, const bfs_view_file_bytes *f)
 	return fuse_lowlevel_notify_store(ll->se, ino, (off_t)first, &bv, 0);
 }
 
-/* The engine calls this only while its pool is otherwise idle, so the
- * copy costs no decoding; the reader's read() (or mmap) is then one copy
- * out of the page cache instead of ~20 FUSE round trips
- * (docs/BENCHMARKS.md). */
+/* The engine calls this from its courier thread for read-ahead that
+ * became ready while its pool was otherwise idle, so the copy costs no
+ * decoding; the reader's read() (or mmap) is then one copy out of the
+ * page cache instead of ~20 FUSE round trips (docs/BENCHMARKS.md).  The
+ * look-up and the stores may wait on this mount's loop threads, and they
+ * on the engine's workers: never on the courier, so this may block. */
 int bfs_ll_push(bfs_ll *ll, uint64_t id, const bfs_batch *b)
 {
 	bfs_view_push plan;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -418,6 +419,77 @@ static void test_engine_hands_on_idle_read_ahead_only(void **state)
 	bfs_engine_put(e, b);
 	free(h.bytes);
 	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+/* deliver_ahead that waits, as the mount's may (its look-up through the
+ * mount waits on a loop thread, and every loop thread may be in a READ
+ * waiting on the engine), until a reader has got another batch. */
+struct blocking_hand {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int entered;           /* the call began */
+	int reader_got;        /* the reader's get returned meanwhile */
+	int saw_reader;        /* the call ended after the reader's get */
+};
+
+static int wait_for_reader(void *ctx, uint64_t id, const bfs_batch *b)
+{
+	struct blocking_hand *h = ctx;
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20; /* only so that a deadlock fails, not hangs */
+	pthread_mutex_lock(&h->lock);
+	if (!h->entered++)
+		pthread_cond_broadcast(&h->cv);
+	while (!h->reader_got &&
+	       pthread_cond_timedwait(&h->cv, &h->lock, &until) == 0)
+		;
+	h->saw_reader |= h->reader_got;
+	pthread_mutex_unlock(&h->lock);
+	return 0;
+}
+
+/* A delivery that waits on a reader does not stop the pool: with one
+ * worker, a batch that no one has started yet is produced while the
+ * delivery waits.  (A worker that delivered itself once hung a
+ * --threads 1 mount: its look-up waited on loop threads that waited on
+ * that worker.) */
+static void test_engine_decodes_while_a_delivery_waits_on_a_reader(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	struct blocking_hand h = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				   .cv = PTHREAD_COND_INITIALIZER };
+	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
+			      .threads = 1, .prefetch = 1,
+			      .deliver_ahead = wait_for_reader, .ctx = &h };
+	char msg[BFS_ERRMSG_MAX];
+	struct timespec until;
+	bfs_engine *e = NULL;
+	bfs_batch *b;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	/* 0 asked for, then read-ahead 1 with nothing queued: handed on */
+	bfs_engine_hint(e, 1, 0);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	pthread_mutex_lock(&h.lock);
+	while (!h.entered &&
+	       pthread_cond_timedwait(&h.cv, &h.lock, &until) == 0)
+		;
+	assert_int_equal(h.entered, 1);
+	pthread_mutex_unlock(&h.lock);
+	/* batch 4: no one has started it, and the delivery still waits */
+	assert_int_equal(bfs_engine_get(e, 2, 4, &b, msg), 0);
+	assert_int_equal(bfs_batch_count(b), 4);
+	bfs_engine_put(e, b);
+	pthread_mutex_lock(&h.lock);
+	h.reader_got = 1;
+	pthread_cond_broadcast(&h.cv);
+	pthread_mutex_unlock(&h.lock);
+	bfs_engine_destroy(e); /* joins the courier */
+	assert_int_equal(h.saw_reader, 1);
 	bfs_source_close(src);
 }
 
@@ -1412,6 +1484,7 @@ int main(void)
 		cmocka_unit_test(test_engine_many_readers_on_few_slots_see_the_same_bytes),
 		cmocka_unit_test(test_engine_rejects_ids_out_of_range),
 		cmocka_unit_test(test_engine_hands_on_idle_read_ahead_only),
+		cmocka_unit_test(test_engine_decodes_while_a_delivery_waits_on_a_reader),
 		cmocka_unit_test(test_engine_get_without_readahead_starts_only_its_batch),
 		cmocka_unit_test(test_engine_slot_files_keep_what_readers_hold),
 		cmocka_unit_test(test_engine_slot_files_fall_back_when_tmpfs_is_full),
