@@ -37,7 +37,7 @@
  *   Writes.  One writer thread per bfs_cache.  bfs_cache_submit() queues a
  *   batch of (key, label, pointer to bytes); the writer takes every
  *   submission queued one after the other (up to 32 MiB of values, or one
- *   larger submission) into one write transaction, copies their bytes
+ *   larger submission) into one write transaction, writes their bytes
  *   into the transaction's pages, calls each done(ctx) so the caller can
  *   reuse the memory, and only then commits (with its fdatasync): a
  *   writer behind the decoders pays one sync for all it catches up on,
@@ -65,8 +65,14 @@
  *   the writer probes again.  Serving is never affected: a miss decodes.
  *   Integrity.  Every value carries a CRC32C, checked on every get; so do
  *   shard indexes and the counter and fingerprint records.  The
- *   environment is opened without MDB_WRITEMAP (a full disk can then only
- *   fail a write(), never SIGBUS a mapped store), with MDB_NOTLS (reader
+ *   environment is opened with MDB_WRITEMAP where fallocate() works on
+ *   data.mdb (else without it, as before): a write transaction's pages
+ *   are the shared map's, and every page it may touch past the committed
+ *   end is given its blocks (fallocate, a chunk ahead) before the
+ *   transaction writes, so a full disk is an ENOSPC of that fallocate
+ *   (the full path below), never a SIGBUS of a touched page.  LMDB never
+ *   writes a page the last committed snapshot uses, WRITEMAP or not, so
+ *   the crash story below is unchanged.  Also MDB_NOTLS (reader
  *   transactions belong to bfs_cache_reader objects, not threads) and, by
  *   default, MDB_NOMETASYNC: each commit fdatasync()s its data pages and
  *   the meta page goes to disk with the next commit, so the environment is
@@ -95,7 +101,11 @@
  *   at open -- that would be a random read per sample --; instead every
  *   get and every delete or overwrite checks the 16-byte LMDB page header
  *   in front of the value (page number, P_OVERFLOW, page count), by which
- *   LMDB frees the value's pages.  A value whose header is wrong is never
+ *   LMDB frees the value's pages (not a value the writer's own open
+ *   transaction put, which it knows good: with MDB_WRITEMAP those pages
+ *   lie in the map, flagged dirty by LMDB until the commit, and would
+ *   fail the check -- a sample offered twice before a commit is a
+ *   duplicate, not damage).  A value whose header is wrong is never
  *   served, deleted or overwritten; it is counted in `damaged`, and
  *   DIR/damaged is left so that the next open with the directory to itself
  *   moves the file aside.  What one bad byte can still do unseen, and why
@@ -107,13 +117,20 @@
  *   one MDB_env (a process-wide registry keyed by the directory's device
  *   and inode); a child after fork() must open its own handles.
  *
- *   Writer speed.  The writer is bound by the disk and by one core: LMDB
- *   copies each value into malloc()ed overflow pages which glibc trims
- *   and faults in again at every commit.  Measured here (2-core VM, 1.6k
- *   values of 602,112 bytes): 0.6 GB/s, and 1.0-1.3 GB/s when the program
- *   (not this library: it is process-wide) sets at start-up
- *       mallopt(M_MMAP_THRESHOLD, 64 << 20);
- *       mallopt(M_TRIM_THRESHOLD, 1 << 30);
+ *   Writer speed.  The writer's CPU is the filling epoch's cost, taken
+ *   from decoding.  With MDB_WRITEMAP a value's bytes are copied once:
+ *   MDB_RESERVE gives their place in the map, and the writer computes
+ *   the CRC over a 256 KiB piece and pwrite()s that piece to data.mdb
+ *   at once, while it is still in the CPU's cache (the page cache is the
+ *   map's, so LMDB and readers see the bytes); the value header, with
+ *   the CRC, goes last.  pwrite() fills whole pages, where a first touch
+ *   through the map would zero each page first; and the map past the
+ *   committed end is MADV_RANDOM, so that LMDB's touch of a value's first
+ *   page does not read ahead (zero) the pages about to be written.  After
+ *   the commit the values' pages are unmapped from the process (they stay
+ *   in the page cache), so a filling epoch's resident set does not grow
+ *   with the cache.  Without MDB_WRITEMAP LMDB copies each value into
+ *   malloc()ed overflow pages and writev()s them at commit: two copies.
  *   A writer slower than decoding holds decoding back instead of losing
  *   samples: a queued submission pins the caller's memory until its
  *   done(ctx) (the engine's batch slot, see INTEGRATION; done comes once
@@ -295,7 +312,8 @@ typedef struct {
 	uint64_t entries;       /* samples stored */
 	uint64_t index_entries; /* shard indexes stored */
 	uint64_t bytes_used;    /* pages in use by the cache's databases */
-	uint64_t file_bytes;    /* size of data.mdb (high-water mark) */
+	uint64_t file_bytes;    /* data.mdb's blocks on disk (high-water
+				   mark; its length may be the map's) */
 	uint64_t map_bytes;     /* this process's limit (the map size) */
 	uint64_t total_hits;    /* persisted: every process, since created or */
 	uint64_t total_misses;  /*   cleared, including unflushed counts here */

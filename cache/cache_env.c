@@ -18,6 +18,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,8 +136,121 @@ int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn)
 		pthread_rwlock_rdlock(&e->maplock);
 		rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
 	}
+	if (rc == 0 && !rdonly && (rc = bfs__reserve(e, 0)) != 0)
+		mdb_txn_abort(*txn);
 	if (rc)
 		pthread_rwlock_unlock(&e->maplock);
+	return rc;
+}
+
+/* Slack past what the caller says a transaction puts (its values, and
+ * the tree pages of each, which the caller counts): LMDB's free list,
+ * which can need 8 bytes for every page of the file, so 1/256 of the
+ * committed size, plus 64 KiB for the meta database and the tree tops.
+ * Extended a chunk at a time so most transactions make no system call
+ * beyond fstat. */
+#define RESERVE_SLACK (64ull << 10)
+#define RESERVE_CHUNK (64ull << 20)
+/* bfs__txn_end_drop: values at most this many pages apart are dropped
+ * by one call */
+#define DROP_GAP 64
+
+/* The map past `used` (the committed end) MADV_RANDOM, before it
+ * MADV_NORMAL (readers read ahead), at most two areas of the map. */
+static void no_readahead_past(struct bfs__env *e, uint64_t used)
+{
+	long os = sysconf(_SC_PAGESIZE);
+	uint64_t at;
+
+	if (!e->map || os <= 0 ||
+	    (e->random_map == e->map && e->random_from == used))
+		return;
+	at = used / (uint64_t)os * (uint64_t)os;
+	if (at > e->mapsize)
+		return;
+	if (at > 0)
+		(void)madvise((void *)e->map, at, MADV_NORMAL);
+	if (at < e->mapsize)
+		(void)madvise((void *)(e->map + at), e->mapsize - at,
+			      MADV_RANDOM);
+	e->random_map = e->map;
+	e->random_from = used;
+}
+
+int bfs__reserve(struct bfs__env *e, uint64_t bytes)
+{
+	MDB_envinfo info;
+	struct stat st;
+	uint64_t used, need, to;
+	int fd;
+
+	if (!e->writemap)
+		return 0;
+	if (mdb_env_info(e->env, &info) != 0 ||
+	    mdb_env_get_fd(e->env, &fd) != 0)
+		return EIO;
+	used = ((uint64_t)info.me_last_pgno + 1) * e->psize;
+	no_readahead_past(e, used);
+	need = used + bytes + RESERVE_SLACK + used / 256;
+	if (need > info.me_mapsize)
+		need = info.me_mapsize; /* LMDB stops at the map: MDB_MAP_FULL */
+	/* another process may have cut the file (it opened with a smaller
+	 * map): what is past its end has no blocks any more */
+	if (fstat(fd, &st) != 0)
+		return errno;
+	if ((uint64_t)st.st_size < e->reserved)
+		e->reserved = (uint64_t)st.st_size;
+	if (need <= e->reserved)
+		return 0;
+	to = need + RESERVE_CHUNK;
+	if (to > info.me_mapsize)
+		to = info.me_mapsize;
+	if (fallocate(fd, 0, (off_t)used, (off_t)(to - used)) != 0) {
+		/* the chunk does not fit: try for just what is needed */
+		if (need <= used ||
+		    fallocate(fd, 0, (off_t)used, (off_t)(need - used)) != 0)
+			return errno ? errno : ENOSPC;
+		to = need;
+	}
+	e->reserved = to;
+	return 0;
+}
+
+int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
+		      const MDB_val *vals, size_t n)
+{
+	long os = sysconf(_SC_PAGESIZE);
+	int rc = 0;
+
+	if (commit)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	/* Only pages of our own map (maplock still held: it cannot move).
+	 * Values put one after the other lie side by side: one call for
+	 * each run of them (each call costs the other threads a TLB
+	 * flush), pages between two values of a run included -- dropping a
+	 * mapping is harmless, the page is read again from the cache. */
+	for (size_t i = 0; e->writemap && e->map && os > 0 && i < n;) {
+		uintptr_t base = (uintptr_t)e->map, end = base + e->mapsize;
+		uintptr_t a = (uintptr_t)vals[i].mv_data;
+		uintptr_t b = a + vals[i].mv_size;
+
+		for (i++; i < n; i++) {
+			uintptr_t a2 = (uintptr_t)vals[i].mv_data;
+			uintptr_t b2 = a2 + vals[i].mv_size;
+
+			if (a2 < b || a2 - b > DROP_GAP * (uintptr_t)os)
+				break;
+			b = b2;
+		}
+		if (!a || a < base || b > end)
+			continue;
+		a &= ~(uintptr_t)(os - 1);
+		b = (b + (uintptr_t)os - 1) & ~(uintptr_t)(os - 1);
+		(void)madvise((void *)a, b - a, MADV_DONTNEED);
+	}
+	pthread_rwlock_unlock(&e->maplock);
 	return rc;
 }
 

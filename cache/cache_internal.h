@@ -116,6 +116,20 @@ struct bfs__env {
 	const uint8_t *map;
 	size_t mapsize;
 	_Atomic int damaged;    /* 1 once bfs__note_damage wrote the marker */
+	/* MDB_WRITEMAP: write transactions put their pages straight into the
+	 * shared map, so every page LMDB may touch past the committed end
+	 * must have its blocks first (bfs__reserve), or a full disk would be
+	 * a SIGBUS.  Set at open.  reserved: data.mdb has blocks up to here
+	 * (bytes), as far as this process made sure; protected by LMDB's
+	 * write lock (read and written only inside a write transaction). */
+	int writemap;
+	uint64_t reserved;
+	/* MDB_WRITEMAP: the map is MADV_RANDOM from random_from (bytes) on,
+	 * in the map at random_map: LMDB's first touch of a new page there
+	 * must not read ahead (zero) the pages that pwrite() is about to
+	 * fill.  Protected like reserved. */
+	const uint8_t *random_map;
+	uint64_t random_from;
 	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
 				   only after mdb_env_close */
 	/* Read-held by every transaction of this process, write-held while
@@ -217,6 +231,18 @@ void bfs__note_map(struct bfs__env *e);
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
 /* Commit (commit=1) or abort, then release maplock. */
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
+/* Inside a write transaction of e: with e->writemap, make sure data.mdb
+ * has blocks for `bytes` more (what the transaction will put) past the
+ * committed end, plus a slack for LMDB's own pages (tree, free list);
+ * without, nothing.  0, or an errno (ENOSPC, EDQUOT, ...): the
+ * transaction must then write nothing (abort it). */
+int bfs__reserve(struct bfs__env *e, uint64_t bytes);
+/* Commit (commit=1) or abort like bfs__txn_end, then, still under
+ * maplock, drop this process's mapping of the pages of vals[0..n) (the
+ * values put in txn): their bytes stay in the page cache, but they no
+ * longer count in the process's resident set. */
+int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
+		      const MDB_val *vals, size_t n);
 /* Renew a reset read-only transaction (a reader's) with e->maplock
  * read-held, adopting a grown map on MDB_MAP_RESIZED.  On success the
  * caller must bfs__txn_reset() it.  Returns an LMDB/errno code. */
@@ -227,9 +253,12 @@ void bfs__txn_reset(struct bfs__env *e, MDB_txn *txn);
 /* 0, or BFS_E_CORRUPT when v (read in a transaction of e, maplock held)
  * lies on an overflow page whose header is not what LMDB wrote: LMDB
  * would free or overwrite the wrong pages when the value is deleted or
- * replaced, so it must be neither.  Values outside the map (pages dirtied
- * by the caller's own write transaction) and values inside leaf pages
- * pass. */
+ * replaced, so it must be neither.  Values outside the map (without
+ * MDB_WRITEMAP, pages dirtied by the caller's own write transaction) and
+ * values inside leaf pages pass.  With MDB_WRITEMAP the pages the
+ * caller's write transaction dirtied lie in the map, flagged dirty until
+ * the commit, and fail: a writer never checks a value its own
+ * transaction put (it knows that one good). */
 int bfs__check_ovhdr(const struct bfs__env *e, const MDB_val *v);
 /* Record that c found its environment damaged at run time (why: text):
  * once per environment, DIR/damaged is written, so the next open that

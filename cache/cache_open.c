@@ -71,8 +71,13 @@ uint64_t bfs_cache_default_size(const char *dir)
 	if (!dir || snprintf(path, sizeof(path), "%s/data.mdb", dir) >=
 			    (int)sizeof(path))
 		return BFS_CACHE_DEFAULT_MIN;
-	if (stat(path, &st) == 0)
-		existing = (uint64_t)st.st_size;
+	/* what it holds on disk: with MDB_WRITEMAP the file is as long as
+	 * its map, most of it a hole */
+	if (stat(path, &st) == 0) {
+		existing = (uint64_t)st.st_blocks * 512;
+		if (existing > (uint64_t)st.st_size)
+			existing = (uint64_t)st.st_size;
+	}
 	snprintf(path, sizeof(path), "%s", dir);
 	for (;;) {
 		char *slash;
@@ -208,6 +213,29 @@ static int vet_files(bfs_cache *c, int excl, char *errmsg)
 
 /* ---- the environment registry ------------------------------------------ */
 
+/*
+ * Whether the writer may use MDB_WRITEMAP on dir's data.mdb: LMDB then
+ * puts values straight into the shared map (no copy into its own pages,
+ * none through write()), which is safe on a full disk only when each
+ * page gets its blocks before it is touched (bfs__reserve).  So only
+ * where fallocate() works: tried on the file, keeping its size (a new,
+ * empty file stays one that LMDB initializes).  A full disk says no
+ * here too, and the cache then writes as before.
+ */
+static int writemap_ok(const char *dir)
+{
+	char path[PATH_MAX];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	ok = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 65536) == 0;
+	close(fd);
+	return ok;
+}
+
 static void env_free(struct bfs__env *e)
 {
 	if (!e)
@@ -233,6 +261,10 @@ static int open_dbis(struct bfs__env *e, int admin, char *errmsg)
 	rc = mdb_txn_begin(e->env, NULL, admin ? MDB_RDONLY : 0, &txn);
 	if (rc)
 		goto fail;
+	if (!admin && (rc = bfs__reserve(e, 0)) != 0) {
+		mdb_txn_abort(txn);
+		goto fail;
+	}
 	if ((rc = mdb_dbi_open(txn, "samples", flags, &e->samples)) ||
 	    (rc = mdb_dbi_open(txn, "index", flags, &e->index)) ||
 	    (rc = mdb_dbi_open(txn, "meta", flags, &e->meta))) {
@@ -333,6 +365,10 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 	}
 	flags = MDB_NOTLS;
 	flags |= c->o.sync == BFS_CACHE_SYNC_NONE ? MDB_NOSYNC : MDB_NOMETASYNC;
+	if (!c->o.admin && writemap_ok(c->dir)) {
+		flags |= MDB_WRITEMAP;
+		e->writemap = 1;
+	}
 	rc = mdb_env_open(e->env, c->dir, flags, 0600);
 	if (rc) {
 		mdb_env_close(e->env);
@@ -349,11 +385,11 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 	e->lock_fd = open(path, O_RDWR | O_CLOEXEC);
 	if (e->lock_fd >= 0 && fstat(e->lock_fd, &st) == 0 && st.st_size > 0)
 		(void)posix_fallocate(e->lock_fd, 0, st.st_size);
+	mdb_env_stat(e->env, &ms);
+	e->psize = ms.ms_psize;
 	err = open_dbis(e, c->o.admin, errmsg);
 	if (err)
 		goto fail;
-	mdb_env_stat(e->env, &ms);
-	e->psize = ms.ms_psize;
 	bfs__note_map(e);
 	e->next = reg_head;
 	reg_head = e;

@@ -307,6 +307,11 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 #undef LD
 	if (mdb_env_info(e->env, &info) == 0)
 		st->map_bytes = info.me_mapsize;
-	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &fst) == 0)
-		st->file_bytes = (uint64_t)fst.st_size;
+	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &fst) == 0) {
+		/* its blocks: with MDB_WRITEMAP the file is as long as the
+		 * map, the rest a hole */
+		st->file_bytes = (uint64_t)fst.st_blocks * 512;
+		if (st->file_bytes > (uint64_t)fst.st_size)
+			st->file_bytes = (uint64_t)fst.st_size;
+	}
 }

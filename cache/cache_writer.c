@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/crc32c.h"
 
@@ -35,6 +36,10 @@
 #define GROUP_BYTES_MAX (32ull << 20)
 #define DEL_CHUNK 256        /* entries per delete transaction */
 #define PUT_ATTEMPTS 6
+/* Pages of LMDB's tree one put or delete may touch besides its value's
+ * (a leaf and the branches above it, each split once, copied on write):
+ * reserved with MDB_WRITEMAP (bfs__reserve). */
+#define TREE_PAGES 16
 
 #define ADD(field, n) \
 	atomic_fetch_add_explicit(&c->field, (n), memory_order_relaxed)
@@ -94,14 +99,16 @@ static int flush_due(bfs_cache *c)
 	return bfs__now_ns() - c->last_flush_ns >= BFS__FLUSH_NS;
 }
 
-/* Commit txn; flushed = 1 when flush_counters ran inside it. */
-static int commit(bfs_cache *c, MDB_txn *txn, int flushed)
+/* Commit txn; flushed = 1 when flush_counters ran inside it; vals[0..n):
+ * the values put, whose pages the process stops mapping. */
+static int commit(bfs_cache *c, MDB_txn *txn, int flushed,
+		  const MDB_val *vals, size_t n)
 {
 	int rc;
 
 	if (flushed)
 		atomic_fetch_add(&c->flush_seq, 1); /* odd: see get_stats */
-	rc = bfs__txn_end(c->e, txn, 1);
+	rc = bfs__txn_end_drop(c->e, txn, 1, vals, n);
 	if (flushed) {
 		if (rc == 0) {
 			atomic_store(&c->flushed_hits, c->pend_hits);
@@ -129,7 +136,7 @@ static int flush_now(bfs_cache *c)
 		bfs__txn_end(c->e, txn, 0);
 		return rc;
 	}
-	return commit(c, txn, 1);
+	return commit(c, txn, 1, NULL, 0);
 }
 
 static void maybe_sync(bfs_cache *c, int force)
@@ -214,6 +221,12 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 		rc = bfs__txn_begin(c->e, 0, &txn);
 		if (rc)
 			break;
+		rc = bfs__reserve(c->e, (uint64_t)DEL_CHUNK * TREE_PAGES *
+					c->e->psize);
+		if (rc) {
+			bfs__txn_end(c->e, txn, 0);
+			break;
+		}
 		rc = del_prefix_txn(c, txn, prefix, plen, DEL_CHUNK,
 				    max_bytes - b, &n, &nb, &more);
 		if (rc) {
@@ -262,8 +275,15 @@ static int next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
 static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 {
 	uint8_t fp[8] = { 0 }, prefix[16];
+	MDB_envinfo info;
 	int rc;
 
+	/* any number of entries: as many pages again as the file holds,
+	 * at most, are copied on write */
+	if ((rc = mdb_env_info(c->e->env, &info)) != 0 ||
+	    (rc = bfs__reserve(c->e, ((uint64_t)info.me_last_pgno + 1) *
+					   c->e->psize)) != 0)
+		return rc;
 	for (;;) {
 		uint64_t n = 0, b = 0, next;
 		int more;
@@ -374,6 +394,83 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 
 /* ---- writing samples -------------------------------------------------- */
 
+/* Values are written through the file in pieces of this size (within
+ * a core's L2 cache): the CRC
+ * reads a piece, and write() copies it while it is still in the CPU's
+ * cache. */
+#define WRITE_PIECE (256u << 10)
+
+/*
+ * With MDB_WRITEMAP, write the value whose reserved space LMDB put at dst
+ * (in its map) with pwrite() instead of a copy through the map: the
+ * kernel copies whole pages into the page cache, where a first touch of
+ * the map would have made it zero (or read) each page first.  The bytes
+ * land in the same pages (one page cache), and the commit's sync covers
+ * them.  0, or an errno; -1 when this cannot be done here (no map known):
+ * the caller then copies through the map.
+ */
+static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
+{
+	struct bfs__vhdr h = {
+		.magic = BFS__VMAGIC,
+		.version = BFS__CACHE_FORMAT,
+		.hdr_len = BFS__VHDR,
+		.len = it->len,
+		.label = it->label,
+		.check = it->key.check,
+		.stamp_ns = bfs__wall_ns(),
+		.h = it->shape.h,
+		.w = it->shape.w,
+		.src_h = it->shape.src_h,
+		.src_w = it->shape.src_w,
+	};
+	const uint8_t *src = it->data, *ph = (const uint8_t *)dst - 16;
+	uint64_t pgno;
+	uint16_t flags;
+	uint32_t crc = 0;
+	off_t off;
+	int fd;
+
+	/* an overflow value starts 16 bytes into its first page, whose
+	 * header LMDB has just written: the page number says where it is
+	 * in the file (a value inside a leaf page is copied in place) */
+	if (!e->writemap || !e->psize ||
+	    (uintptr_t)dst % e->psize != 16 ||
+	    mdb_env_get_fd(e->env, &fd) != 0)
+		return -1;
+	memcpy(&pgno, ph, 8);
+	memcpy(&flags, ph + 10, 2);
+	if (!(flags & 0x04 /* P_OVERFLOW */))
+		return -1;
+	off = (off_t)(pgno * e->psize + 16);
+	for (size_t done = 0; done < it->len;) {
+		/* pieces end on WRITE_PIECE boundaries of the file, so that
+		 * the kernel can use large page-cache folios for them */
+		off_t at_file = off + BFS__VHDR + (off_t)done;
+		size_t n = WRITE_PIECE - (size_t)(at_file % WRITE_PIECE);
+		ssize_t w;
+
+		if (n > it->len - done)
+			n = it->len - done;
+
+		crc = bfs_crc32c(crc, src + done, n);
+		w = pwrite(fd, src + done, n, off + BFS__VHDR + (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? errno : EIO;
+		if ((size_t)w < n) /* the rest of the piece again */
+			crc = bfs_crc32c(0, src, done + (size_t)w);
+		done += (size_t)w;
+	}
+	crc = bfs__vhdr_crc(crc, &h);
+	h.crc = bfs_crc32c(crc, it->key.k, BFS_CACHE_KEY_BYTES);
+	/* the header last, through the map: its page is LMDB's first page
+	 * of the value, already touched */
+	memcpy(dst, &h, BFS__VHDR);
+	return 0;
+}
+
 static void fill_value(void *dst, const bfs_cache_item *it)
 {
 	struct bfs__vhdr h = {
@@ -395,6 +492,25 @@ static void fill_value(void *dst, const bfs_cache_item *it)
 	crc = bfs__vhdr_crc(crc, &h);
 	h.crc = bfs_crc32c(crc, it->key.k, BFS_CACHE_KEY_BYTES);
 	memcpy(dst, &h, BFS__VHDR);
+}
+
+/*
+ * Whether v is a value the caller's write transaction put itself
+ * (vals[0..n), in the order put): the same key offered twice before a
+ * commit, the same shard indexed twice in one run.  Such a value is
+ * known good and must not meet the page check: with MDB_WRITEMAP its
+ * overflow pages lie in the map, flagged dirty by LMDB until the commit
+ * (and past the committed end when new), which bfs__check_ovhdr reads as
+ * damage.  An overflow value never moves inside its transaction, so its
+ * address names it; a value inside a leaf may move, but the page check
+ * passes those.
+ */
+static int put_in_txn(const MDB_val *vals, size_t n, const MDB_val *v)
+{
+	for (size_t i = n; i-- > 0;)
+		if (vals[i].mv_data == v->mv_data)
+			return 1;
+	return 0;
 }
 
 static int is_full(int rc)
@@ -426,11 +542,13 @@ static void release_group(struct bfs__pending *group)
  * *released 1 (those items are lost: decoded and offered again later).
  */
 static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
-		     struct bfs__pending *group, size_t *nput, uint64_t *ins,
-		     uint64_t *dup, int *released)
+		     struct bfs__pending *group, MDB_val *vals, size_t *nput,
+		     uint64_t *ins, uint64_t *dup, int *released)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
+	uint64_t need = 0;
+	size_t nv = 0;
 	int rc, flushed = 0;
 
 	*ins = *dup = 0;
@@ -439,6 +557,14 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
+	for (size_t i = 0; i < n; i++)
+		need += BFS__VHDR + items[i]->len + TREE_PAGES * e->psize;
+	/* the values' pages get their blocks before they are written: a full
+	 * disk is then this error, never a fault in the copy */
+	if ((rc = bfs__reserve(e, need)) != 0) {
+		bfs__txn_end(e, txn, 0);
+		return rc;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const bfs_cache_item *it = items[i];
 		MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)it->key.k };
@@ -446,6 +572,11 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 
 		rc = mdb_put(txn, e->samples, &k, &v,
 			     MDB_NOOVERWRITE | MDB_RESERVE);
+		if (rc == MDB_KEYEXIST && put_in_txn(vals, nv, &v)) {
+			/* offered twice before this commit: the first copy */
+			(*dup)++;
+			continue;
+		}
 		if (rc == MDB_KEYEXIST) {
 			/* another mount got there first: keep a good copy,
 			 * replace a corrupt or foreign one -- never one whose
@@ -471,7 +602,15 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 			bfs__txn_end(e, txn, 0);
 			return rc;
 		}
-		fill_value(v.mv_data, it);
+		rc = write_value(e, v.mv_data, it);
+		if (rc > 0) {
+			*nput = i;
+			bfs__txn_end(e, txn, 0);
+			return rc;
+		}
+		if (rc < 0)
+			fill_value(v.mv_data, it);
+		vals[nv++] = v;
 		(*ins)++;
 	}
 	if (flush_due(c) && flush_counters(c, txn) == 0)
@@ -479,7 +618,7 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 	*nput = n;
 	release_group(group);
 	*released = 1;
-	return commit(c, txn, flushed);
+	return commit(c, txn, flushed, vals, nv);
 }
 
 static void pause_inserts(bfs_cache *c)
@@ -497,6 +636,7 @@ static void pause_inserts(bfs_cache *c)
 static void process_group(bfs_cache *c, struct bfs__pending *group)
 {
 	const bfs_cache_item **items;
+	MDB_val *vals;
 	size_t n = 0, m, nput = 0, k = 0;
 	uint64_t ins, dup, need = 0;
 	int rc = 0, reclaimed = 0, released = 0;
@@ -508,7 +648,11 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 		release_group(group);
 		return;
 	}
-	if (!(items = malloc(n * sizeof(*items)))) {
+	items = malloc(n * sizeof(*items));
+	vals = malloc(n * sizeof(*vals));
+	if (!items || !vals) {
+		free(items);
+		free(vals);
 		ADD(write_errors, 1);
 		release_group(group);
 		return;
@@ -520,7 +664,8 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 		}
 	m = n;
 	for (int attempt = 0; attempt < PUT_ATTEMPTS && m > 0; attempt++) {
-		rc = put_group(c, items, m, group, &nput, &ins, &dup, &released);
+		rc = put_group(c, items, m, group, vals, &nput, &ins, &dup,
+			       &released);
 		if (rc == 0) {
 			ADD(inserts, ins);
 			ADD(duplicates, dup);
@@ -556,6 +701,7 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 	}
 done:
 	free(items);
+	free(vals);
 	release_group(group);
 }
 
@@ -567,9 +713,10 @@ int bfs_cache_inserting(bfs_cache *c)
 /* ---- index puts and CRC deletions ----------------------------------------- */
 
 /* If an index for another identity of the same path is stored, purge the
- * samples of that old identity. */
+ * samples of that old identity.  vals[0..nv): the indexes txn has put. */
 static int purge_replaced(bfs_cache *c, MDB_txn *txn,
-			  const struct bfs__pending *p)
+			  const struct bfs__pending *p, const MDB_val *vals,
+			  size_t nv)
 {
 	struct bfs__env *e = c->e;
 	MDB_val k = { 16, (void *)p->ikey }, v;
@@ -584,8 +731,8 @@ static int purge_replaced(bfs_cache *c, MDB_txn *txn,
 	if (rc)
 		return rc;
 	/* the put replaces the old value: LMDB frees its pages by their
-	 * header */
-	if (bfs__check_ovhdr(e, &v)) {
+	 * header (one this run put is known good) */
+	if (!put_in_txn(vals, nv, &v) && bfs__check_ovhdr(e, &v)) {
 		bfs__note_damage(c, "a shard index's overflow page header is damaged");
 		return MDB_CORRUPTED;
 	}
@@ -614,12 +761,30 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
+	MDB_val *vals = NULL;
+	size_t nidx = 0, nv = 0;
 	int rc, flushed = 0;
 
 	*bytes = 0;
+	for (struct bfs__pending *p = run; p; p = p->next) {
+		*bytes += (p->kind != BFS__P_CRCDEL ? p->ival_len : 0) +
+			  TREE_PAGES * e->psize;
+		nidx += p->kind != BFS__P_CRCDEL;
+	}
+	/* the indexes put: unmapped after the commit, and known good when
+	 * the run puts the same one again (purge_replaced) */
+	if (nidx && !(vals = malloc(nidx * sizeof(*vals))))
+		return ENOMEM;
 	rc = bfs__txn_begin(e, 0, &txn);
-	if (rc)
+	if (rc) {
+		free(vals);
 		return rc;
+	}
+	if ((rc = bfs__reserve(e, *bytes)) != 0) {
+		bfs__txn_end(e, txn, 0);
+		free(vals);
+		return rc;
+	}
 	for (struct bfs__pending *p = run; p; p = p->next) {
 		if (p->kind == BFS__P_CRCDEL) {
 			MDB_val k = { BFS_CACHE_KEY_BYTES, p->key.k }, v;
@@ -638,21 +803,27 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			}
 		} else {
 			MDB_val k = { 16, p->ikey };
-			MDB_val v = { p->ival_len, p->ival };
+			MDB_val v = { p->ival_len, NULL };
 
-			rc = purge_replaced(c, txn, p);
+			rc = purge_replaced(c, txn, p, vals, nv);
 			if (rc == 0)
-				rc = mdb_put(txn, e->index, &k, &v, 0);
-			*bytes += p->ival_len + 2 * e->psize;
+				rc = mdb_put(txn, e->index, &k, &v, MDB_RESERVE);
+			if (rc == 0) {
+				memcpy(v.mv_data, p->ival, p->ival_len);
+				vals[nv++] = v;
+			}
 		}
 		if (rc) {
 			bfs__txn_end(e, txn, 0);
+			free(vals);
 			return rc;
 		}
 	}
 	if (flush_due(c) && flush_counters(c, txn) == 0)
 		flushed = 1;
-	return commit(c, txn, flushed);
+	rc = commit(c, txn, flushed, vals, nv);
+	free(vals);
+	return rc;
 }
 
 static void process_run(bfs_cache *c, struct bfs__pending *run)

@@ -65,6 +65,8 @@ for _ in range(100):
         break
     time.sleep(0.1)
 assert s["cache"]["entries"] <= 120, s["cache"]   # never one per epoch
+# a sample both epochs missed is offered twice: a duplicate, never damage
+assert s["cache"]["damaged"] == 0 and s["cache"]["write_errors"] == 0, s["cache"]
 PY
 unmount_wait "$D/aug"
 mount_fg "$D/shards" "$D/aug1" "${A[@]}" --augment flip,crop --cache "$D/c" --threads 1 ||
