@@ -39,7 +39,7 @@
  *   submission queued one after the other (up to 32 MiB of values, or one
  *   larger submission) into one write transaction, writes their bytes
  *   into the transaction's pages, calls each done(ctx) so the caller can
- *   reuse the memory, and only then commits (with its fdatasync): a
+ *   reuse the memory, and only then commits (with its sync): a
  *   writer behind the decoders pays one sync for all it catches up on,
  *   and the caller's memory never waits for the disk.  What a kill -9 or
  *   a power loss leaves is what the sync mode says (Integrity): a
@@ -74,7 +74,9 @@
  *   writes a page the last committed snapshot uses, WRITEMAP or not, so
  *   the crash story below is unchanged.  Also MDB_NOTLS (reader
  *   transactions belong to bfs_cache_reader objects, not threads) and, by
- *   default, MDB_NOMETASYNC: each commit fdatasync()s its data pages and
+ *   default, MDB_NOMETASYNC: each commit syncs its data pages (msync with
+ *   WRITEMAP, which flushes the file's range however its pages were
+ *   written; fdatasync without) and
  *   the meta page goes to disk with the next commit, so the environment is
  *   consistent after a kill -9 *and* after a power loss (the last commit
  *   may be undone).  BFS_CACHE_SYNC_NONE (MDB_NOSYNC) skips the fsync: a
