@@ -216,6 +216,21 @@ int bfs__reserve(struct bfs__env *e, uint64_t bytes)
 	return 0;
 }
 
+void bfs__drop_range(struct bfs__env *e, const void *from, size_t len)
+{
+	static long os;
+	uintptr_t base = (uintptr_t)e->map, end = base + e->mapsize;
+	uintptr_t a = (uintptr_t)from, b = a + len;
+
+	if (!os)
+		os = sysconf(_SC_PAGESIZE);
+	if (!e->map || os <= 0 || !a || a < base || b > end || b <= a)
+		return;
+	a &= ~(uintptr_t)(os - 1);
+	b = (b + (uintptr_t)os - 1) & ~(uintptr_t)(os - 1);
+	(void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 		      const MDB_val *vals, size_t n)
 {
@@ -232,7 +247,6 @@ int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 	 * flush), pages between two values of a run included -- dropping a
 	 * mapping is harmless, the page is read again from the cache. */
 	for (size_t i = 0; e->writemap && e->map && os > 0 && i < n;) {
-		uintptr_t base = (uintptr_t)e->map, end = base + e->mapsize;
 		uintptr_t a = (uintptr_t)vals[i].mv_data;
 		uintptr_t b = a + vals[i].mv_size;
 
@@ -244,11 +258,7 @@ int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 				break;
 			b = b2;
 		}
-		if (!a || a < base || b > end)
-			continue;
-		a &= ~(uintptr_t)(os - 1);
-		b = (b + (uintptr_t)os - 1) & ~(uintptr_t)(os - 1);
-		(void)madvise((void *)a, b - a, MADV_DONTNEED);
+		bfs__drop_range(e, (const void *)a, b - a);
 	}
 	pthread_rwlock_unlock(&e->maplock);
 	return rc;

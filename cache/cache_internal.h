@@ -212,6 +212,8 @@ struct bfs_cache_reader {
 	 * and e->maplock read-held by the thread that asked, until
 	 * bfs_cache_put_ref, the next get, or destroy.  Owner thread only. */
 	int lent;
+	const void *lent_at;    /* the lent value's bytes in the map */
+	size_t lent_len;
 };
 
 /* The functions each file shares, in the order above (cache_read.c and
@@ -237,6 +239,11 @@ int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
  * without, nothing.  0, or an errno (ENOSPC, EDQUOT, ...): the
  * transaction must then write nothing (abort it). */
 int bfs__reserve(struct bfs__env *e, uint64_t bytes);
+/* Drop this process's mapping of the map's pages that [from, from+len)
+ * touches (maplock held; a range outside the map is ignored): their bytes
+ * stay in the page cache, and a later read maps them again, but they no
+ * longer count in the process's resident set. */
+void bfs__drop_range(struct bfs__env *e, const void *from, size_t len);
 /* Commit (commit=1) or abort like bfs__txn_end, then, still under
  * maplock, drop this process's mapping of the pages of vals[0..n) (the
  * values put in txn): their bytes stay in the page cache, but they no
