@@ -599,8 +599,8 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 }
 
 /* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
- * the same pass when flipped: straight in, or through w->out when stage 2
- * normalizes or lays it out.  *need gets the memory it reserves; with
+ * the same pass when flipped: straight in (streamed: BFS_RESIZE_STREAM),
+ * or through w->out when stage 2 normalizes or lays it out.  *need gets the memory it reserves; with
  * wait 0 (src is a store's view) it does not wait for it: -EAGAIN.  0 or
  * an error. */
 static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
