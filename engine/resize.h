@@ -57,8 +57,8 @@ size_t bfs_resize_scratch_size(int src_w, int src_h, int dst_w, int dst_h);
  * Pure function of its inputs: same bytes on every call, any thread, any
  * number of threads at once (each with its own scratch).  The horizontal
  * pass uses AVX2 where the CPU has it and SSE2 otherwise, with the same
- * bits; BATCHFS_RESIZE_NO_AVX2 set in the environment keeps it on SSE2
- * (for tests).
+ * bits; BATCHFS_RESIZE_NO_AVX2 set in the environment keeps it on SSE2, and
+ * BFS_RESIZE_STREAM below off (for tests).
  */
 int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                    void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);
@@ -71,6 +71,24 @@ int bfs_resize_rgb(const uint8_t *src, int src_w, int src_h, size_t src_stride,
  */
 int bfs_resize_rgb_mirror(const uint8_t *src, int src_w, int src_h, size_t src_stride,
                           void *dst, int dst_w, int dst_h, bfs_dtype dtype, void *scratch);
+
+/* Flags of bfs_resize_rgb_flags. */
+#define BFS_RESIZE_MIRROR 1u /* as bfs_resize_rgb_mirror */
+/* dst is written once and read later, after other work, by someone else
+ * (a batch being filled): with AVX2, float32 rows are written with
+ * streaming stores, which do not fetch dst's lines into the cache (and
+ * leave them out of it), fenced before the call returns.  The same bytes;
+ * only where they are cached changes.  Other dtypes, or no AVX2: ignored. */
+#define BFS_RESIZE_STREAM 2u
+
+/*
+ * bfs_resize_rgb with flags (BFS_RESIZE_*, ORed; 0 is bfs_resize_rgb).
+ * Same arguments, scratch and returns as bfs_resize_rgb, and -EINVAL for
+ * an unknown flag (dst untouched).
+ */
+int bfs_resize_rgb_flags(const uint8_t *src, int src_w, int src_h, size_t src_stride,
+                         void *dst, int dst_w, int dst_h, bfs_dtype dtype, unsigned flags,
+                         void *scratch);
 
 /*
  * Center-crop mode (torchvision Resize(short_side) + CenterCrop((dst_h,

@@ -599,8 +599,8 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 }
 
 /* The box src resized to the epoch's oh x ow into jb->dst, mirrored in
- * the same pass when flipped: straight in, or through w->out when stage 2
- * normalizes or lays it out.  *need gets the memory it reserves; with
+ * the same pass when flipped: straight in (streamed: BFS_RESIZE_STREAM),
+ * or through w->out when stage 2 normalizes or lays it out.  *need gets the memory it reserves; with
  * wait 0 (src is a store's view) it does not wait for it: -EAGAIN.  0 or
  * an error. */
 static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_src *src,
@@ -610,8 +610,7 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 	bfs_engine *e = w->e;
 	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
 	size_t rs = bfs_resize_scratch_size(src->w, src->h, ow, oh);
-	int (*resize)(const uint8_t *, int, int, size_t, void *, int, int, bfs_dtype, void *) =
-		a->flip ? bfs_resize_rgb_mirror : bfs_resize_rgb;
+	unsigned flip = a->flip ? BFS_RESIZE_MIRROR : 0;
 	bfs_aug none = { 0 };
 	bfs_post_opts po;
 	int err;
@@ -624,11 +623,11 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 		bfs_seterr(msg, "out of memory for RandomResizedCrop scratch");
 		return -ENOMEM;
 	}
-	if (!out_need)
-		err = resize(src->p, src->w, src->h, src->stride, jb->dst, ow, oh, e->o.dtype,
-			     w->scratch);
-	else if (!(err = resize(src->p, src->w, src->h, src->stride, w->out, ow, oh, rdt,
-				w->scratch))) {
+	if (!out_need) /* the batch: written once, read by the consumer */
+		err = bfs_resize_rgb_flags(src->p, src->w, src->h, src->stride, jb->dst, ow, oh,
+					   e->o.dtype, flip | BFS_RESIZE_STREAM, w->scratch);
+	else if (!(err = bfs_resize_rgb_flags(src->p, src->w, src->h, src->stride, w->out, ow,
+					      oh, rdt, flip, w->scratch))) {
 		bfs__post_of(e, (unsigned)jb->epoch, rdt, &po);
 		bfs_post_apply(&po, &none, w->out, jb->dst); /* mirrored already */
 	}

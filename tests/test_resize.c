@@ -233,11 +233,11 @@ static void test_resize_matches_tensorflow_formula_bit_for_bit(void **state)
 
 static void test_resize_sse2_pass_gives_the_avx2_passes_bits(void **state)
 {
-	/* The horizontal pass takes AVX2 where the CPU has it; a child told
-	 * not to (BATCHFS_RESIZE_NO_AVX2, read once per process) runs the SSE2
-	 * pass over the same images, plain and mirrored, float32 and uint8,
-	 * and must write the same bytes.  Widths around the vector loop's
-	 * ends included. */
+	/* The horizontal pass (and a streamed float32 row's vertical pass)
+	 * take AVX2 where the CPU has it; a child told not to
+	 * (BATCHFS_RESIZE_NO_AVX2) runs the SSE2 passes over the same images,
+	 * plain, mirrored and streamed, float32 and uint8, and must write the
+	 * same bytes.  Widths around the vector loops' ends included. */
 	static const int sizes[][4] = {
 		{ 500, 375, 224, 224 }, { 53, 37, 64, 48 }, { 77, 101, 17, 31 }, { 3, 3, 5, 7 },
 		{ 640, 480, 7, 5 }, { 33, 65, 33, 64 }, { 2, 1000, 3, 11 }, { 512, 683, 4, 3 },
@@ -268,10 +268,12 @@ static void test_resize_sse2_pass_gives_the_avx2_passes_bits(void **state)
 			bfs_dtype dt[2] = { BFS_DTYPE_FLOAT32, BFS_DTYPE_UINT8 };
 
 			assert_non_null(scratch);
-			for (int k = 0; k < 4; k++) {
+			for (int k = 0; k < 6; k++) {
 				uint8_t *out = malloc(bytes[k % 2]), *child = malloc(bytes[k % 2]);
-				int rc = (k < 2 ? bfs_resize_rgb : bfs_resize_rgb_mirror)(
-					src, sw, sh, (size_t)sw * 3, out, dw, dh, dt[k % 2], scratch);
+				unsigned flags = (k >= 2 && k < 4 ? BFS_RESIZE_MIRROR : 0) |
+						 (k >= 4 ? BFS_RESIZE_STREAM : 0);
+				int rc = bfs_resize_rgb_flags(src, sw, sh, (size_t)sw * 3, out, dw,
+							      dh, dt[k % 2], flags, scratch);
 
 				if (pid == 0) {
 					if (rc || write(fd[1], out, bytes[k % 2]) != (ssize_t)bytes[k % 2])
@@ -286,9 +288,9 @@ static void test_resize_sse2_pass_gives_the_avx2_passes_bits(void **state)
 						got += (size_t)r;
 					assert_int_equal(got, bytes[k % 2]);
 					if (memcmp(out, child, bytes[k % 2]))
-						fail_msg("%dx%d -> %dx%d %s%s: the SSE2 pass differs", sw, sh,
-							 dw, dh, k % 2 ? "uint8" : "float32",
-							 k < 2 ? "" : " mirrored");
+						fail_msg("%dx%d -> %dx%d %s flags %u: the SSE2 pass differs",
+							 sw, sh, dw, dh, k % 2 ? "uint8" : "float32",
+							 flags);
 				}
 				free(out);
 				free(child);
@@ -394,6 +396,72 @@ static void test_resize_honours_source_stride(void **state)
 	free(b);
 }
 
+static void test_resize_streamed_float32_is_exact_at_every_alignment_of_dst(void **state)
+{
+	/* With BFS_RESIZE_STREAM (and AVX2) float32 rows are written with
+	 * 32-byte streaming stores from their first 32-byte boundary on, the
+	 * floats before it and after the last full 8 one by one.  Every start
+	 * within a 32-byte line, with rows of 8k floats and not, plain and
+	 * mirrored, streamed and not: TF's values, and not a byte written
+	 * outside dst. */
+	static const int sizes[][4] = {
+		{ 53, 37, 13, 9 }, { 500, 375, 224, 4 }, { 7, 5, 3, 2 }, { 40, 30, 16, 3 },
+	};
+	const size_t guard = 16; /* floats each side */
+
+	for (size_t t = 0; t < sizeof(sizes) / sizeof(sizes[0]); t++) {
+		int sw = sizes[t][0], sh = sizes[t][1], dw = sizes[t][2], dh = sizes[t][3];
+		size_t n = (size_t)dw * dh * 3, total = n + 2 * guard + 8;
+		uint8_t *src = random_image(sw, sh, 500 + t);
+		void *scratch = malloc(bfs_resize_scratch_size(sw, sh, dw, dh));
+		float *buf = aligned_alloc(32, (total * sizeof(float) + 31) & ~(size_t)31);
+
+		assert_non_null(scratch);
+		assert_non_null(buf);
+		for (int off = 0; off < 8; off++) {
+			for (int k = 0; k < 4; k++) {
+				float *dst = buf + guard + off;
+				int m = k & 1;
+				unsigned flags = (m ? BFS_RESIZE_MIRROR : 0) |
+						 (k & 2 ? BFS_RESIZE_STREAM : 0);
+
+				memset(buf, 0xA5, total * sizeof(float));
+				assert_int_equal(bfs_resize_rgb_flags(src, sw, sh, (size_t)sw * 3, dst,
+								      dw, dh, BFS_DTYPE_FLOAT32,
+								      flags, scratch),
+						 0);
+				for (size_t i = 0; i < total; i++) {
+					const uint8_t *b = (const uint8_t *)(buf + i);
+
+					if (buf + i >= dst && buf + i < dst + n)
+						continue;
+					if (b[0] != 0xA5 || b[1] != 0xA5 || b[2] != 0xA5 || b[3] != 0xA5)
+						fail_msg("%dx%d->%dx%d flags %u at +%d floats: float "
+							 "%zd outside dst written", sw, sh, dw, dh,
+							 flags, off, (ssize_t)(buf + i - dst));
+				}
+				for (int y = 0; y < dh; y++)
+					for (int x = 0; x < dw; x++)
+						for (int c = 0; c < 3; c++) {
+							float r = tf_reference(src, sw, sh, dw, dh, y,
+									       m ? dw - 1 - x : x, c) /
+								  255.0f;
+							float got = dst[((size_t)y * dw + x) * 3 + c];
+
+							if (got != r)
+								fail_msg("%dx%d->%dx%d flags %u at +%d "
+									 "floats, y=%d x=%d c=%d: got %a "
+									 "want %a", sw, sh, dw, dh, flags,
+									 off, y, x, c, got, r);
+						}
+			}
+		}
+		free(buf);
+		free(scratch);
+		free(src);
+	}
+}
+
 static void test_resize_stays_inside_the_scratch_it_asked_for(void **state)
 {
 	/* resize() allocates exactly the advertised scratch (misaligned) and
@@ -441,7 +509,13 @@ static void test_resize_rejects_bad_arguments(void **state)
 	assert_int_equal(bfs_resize_rgb(src, 0, 2, 6, dst, 2, 2, BFS_DTYPE_UINT8, scratch), -EINVAL);
 	assert_int_equal(bfs_resize_rgb(src, 2, 2, 6, dst, 2, 0, BFS_DTYPE_UINT8, scratch), -EINVAL);
 	assert_int_equal(bfs_resize_rgb(src, 2, 2, 6, dst, 2, 2, (bfs_dtype)7, scratch), -EINVAL);
+	memset(dst, 0x5A, sizeof(dst));
+	assert_int_equal(bfs_resize_rgb_flags(src, 2, 2, 6, dst, 2, 2, BFS_DTYPE_FLOAT32, 4u,
+					      scratch), -EINVAL);
+	assert_int_equal(dst[0], 0x5A); /* untouched */
 	assert_int_equal(bfs_resize_rgb(src, 2, 2, 6, dst, 2, 2, BFS_DTYPE_UINT8, scratch), 0);
+	assert_int_equal(bfs_resize_rgb_flags(src, 2, 2, 6, dst, 2, 2, BFS_DTYPE_FLOAT32,
+					      BFS_RESIZE_MIRROR | BFS_RESIZE_STREAM, scratch), 0);
 }
 
 /* The center-crop window as torchvision computes it, written as Python
@@ -736,6 +810,7 @@ int main(void)
 		cmocka_unit_test(test_resize_float16_is_the_rounded_float32_value),
 		cmocka_unit_test(test_resize_float16_rounds_tiny_values_to_subnormals),
 		cmocka_unit_test(test_resize_honours_source_stride),
+		cmocka_unit_test(test_resize_streamed_float32_is_exact_at_every_alignment_of_dst),
 		cmocka_unit_test(test_resize_stays_inside_the_scratch_it_asked_for),
 		cmocka_unit_test(test_resize_is_a_pure_function_of_its_inputs),
 		cmocka_unit_test(test_resize_rejects_bad_arguments),
