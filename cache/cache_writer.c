@@ -400,18 +400,10 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
  * cache. */
 #define WRITE_PIECE (256u << 10)
 
-/*
- * With MDB_WRITEMAP, write the value whose reserved space LMDB put at dst
- * (in its map) with pwrite() instead of a copy through the map: the
- * kernel copies whole pages into the page cache, where a first touch of
- * the map would have made it zero (or read) each page first.  The bytes
- * land in the same pages (one page cache), and the commit's sync covers
- * them.  0, or an errno; -1 when this cannot be done here (no map known):
- * the caller then copies through the map.
- */
-static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
+/* The header of item it's value, all but its CRC. */
+static struct bfs__vhdr value_header(const bfs_cache_item *it)
 {
-	struct bfs__vhdr h = {
+	return (struct bfs__vhdr){
 		.magic = BFS__VMAGIC,
 		.version = BFS__CACHE_FORMAT,
 		.hdr_len = BFS__VHDR,
@@ -424,6 +416,20 @@ static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
 		.src_h = it->shape.src_h,
 		.src_w = it->shape.src_w,
 	};
+}
+
+/*
+ * With MDB_WRITEMAP, write the value whose reserved space LMDB put at dst
+ * (in its map) with pwrite() instead of a copy through the map: the
+ * kernel copies whole pages into the page cache, where a first touch of
+ * the map would have made it zero (or read) each page first.  The bytes
+ * land in the same pages (one page cache), and the commit's sync covers
+ * them.  0, or an errno; -1 when this cannot be done here (no map known):
+ * the caller then copies through the map.
+ */
+static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
+{
+	struct bfs__vhdr h = value_header(it);
 	const uint8_t *src = it->data, *ph = (const uint8_t *)dst - 16;
 	uint64_t pgno;
 	uint16_t flags;
@@ -473,19 +479,7 @@ static int write_value(struct bfs__env *e, void *dst, const bfs_cache_item *it)
 
 static void fill_value(void *dst, const bfs_cache_item *it)
 {
-	struct bfs__vhdr h = {
-		.magic = BFS__VMAGIC,
-		.version = BFS__CACHE_FORMAT,
-		.hdr_len = BFS__VHDR,
-		.len = it->len,
-		.label = it->label,
-		.check = it->key.check,
-		.stamp_ns = bfs__wall_ns(),
-		.h = it->shape.h,
-		.w = it->shape.w,
-		.src_h = it->shape.src_h,
-		.src_w = it->shape.src_w,
-	};
+	struct bfs__vhdr h = value_header(it);
 	uint32_t crc;
 
 	crc = bfs__copy_crc((uint8_t *)dst + BFS__VHDR, it->data, it->len, 0);
