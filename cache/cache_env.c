@@ -218,12 +218,10 @@ int bfs__reserve(struct bfs__env *e, uint64_t bytes)
 
 void bfs__drop_range(struct bfs__env *e, const void *from, size_t len)
 {
-	static long os;
+	long os = sysconf(_SC_PAGESIZE);
 	uintptr_t base = (uintptr_t)e->map, end = base + e->mapsize;
 	uintptr_t a = (uintptr_t)from, b = a + len;
 
-	if (!os)
-		os = sysconf(_SC_PAGESIZE);
 	if (!e->map || os <= 0 || !a || a < base || b > end || b <= a)
 		return;
 	a &= ~(uintptr_t)(os - 1);
