@@ -300,6 +300,11 @@ void bfs_engine_put(bfs_engine *e, bfs_batch *b);
 unsigned bfs_batch_count(const bfs_batch *b);
 const void *bfs_batch_images(const bfs_batch *b);
 const int64_t *bfs_batch_labels(const bfs_batch *b);
+/* The source sample whose pixels and label position j (< count) holds:
+ * bfs_engine_sample_index's, or with BFS_ON_ERROR_SKIP the sample that
+ * replaced a bad one there (also when the position failed: its own).
+ * Valid while b is pinned. */
+uint64_t bfs_batch_sample(const bfs_batch *b, unsigned j);
 /* With rrc: position j's box in its source image's pixels, its flip and
  * the source image's width and height, as the worker drew and used them.
  * 0, or -EINVAL (no rrc, j out of range, or the position failed).  Valid

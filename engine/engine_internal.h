@@ -105,6 +105,10 @@ struct bfs_batch {
 	size_t arena_used;
 	struct rrc_rec *rrc;  /* rrc: what position j drew, owned like images[j] */
 	int64_t *labels;
+	/* position j: the source sample whose pixels and label it holds --
+	 * its own (bfs__sample_of), or in skip mode the one that replaced it;
+	 * owned like images[j] */
+	uint64_t *served;
 	/* cache bookkeeping, position j owned like images[j] */
 	struct cache_rec *rec;
 	bfs_store_item *items;

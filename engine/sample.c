@@ -894,6 +894,7 @@ int bfs__produce(struct worker *w, struct bfs_batch *b, unsigned j, char *msg)
 
 	if (b->rrc)
 		b->rrc[j].ok = 0;
+	b->served[j] = i;
 	err = try_sample(w, &jb, i, label, rec, msg, &fresh);
 	if (!err) {
 		finish(e, id, i, jb.s1, jb.dst);
@@ -908,6 +909,7 @@ int bfs__produce(struct worker *w, struct bfs_batch *b, unsigned j, char *msg)
 	if (replace(w, &jb, i, err, label, rec, &r) != 0)
 		return err;
 	note_replacement(e, at, r);
+	b->served[j] = r;
 	finish(e, id, i, jb.s1, jb.dst);
 	return 0;
 }

@@ -136,13 +136,15 @@ static int small_buffers(bfs_engine *e, struct bfs_batch *b)
 		b->rrc = calloc(e->o.batch, sizeof(*b->rrc));
 	if (!b->labels)
 		b->labels = calloc(e->o.batch, sizeof(*b->labels));
+	if (!b->served)
+		b->served = calloc(e->o.batch, sizeof(*b->served));
 	if (!b->rec)
 		b->rec = calloc(e->o.batch, sizeof(*b->rec));
 	if (e->o.store && !b->items)
 		b->items = calloc(e->o.batch, sizeof(*b->items));
 	b->e = e;
 	return (s1 && !b->stage1) || (e->arena_cap && !b->arena) || (e->rrc && !b->rrc) ||
-	       !b->labels || !b->rec || (e->o.store && !b->items) ? -ENOMEM : 0;
+	       !b->labels || !b->served || !b->rec || (e->o.store && !b->items) ? -ENOMEM : 0;
 }
 
 /* ---- held files --------------------------------------------------------- */
@@ -670,6 +672,11 @@ unsigned bfs_batch_count(const bfs_batch *b) { return b->n; }
 const void *bfs_batch_images(const bfs_batch *b) { return b->images; }
 const int64_t *bfs_batch_labels(const bfs_batch *b) { return b->labels; }
 
+uint64_t bfs_batch_sample(const bfs_batch *b, unsigned j)
+{
+	return b->served[j];
+}
+
 int bfs_batch_rrc(const bfs_batch *b, unsigned j, bfs_rrc_box *box, int *flip,
 		  int *src_w, int *src_h)
 {
@@ -706,6 +713,7 @@ void bfs__slots_free(bfs_engine *e)
 		free(b->arena);
 		free(b->rrc);
 		free(b->labels);
+		free(b->served);
 		free(b->rec);
 		free(b->items);
 	}

@@ -335,9 +335,32 @@ static int wait_batch(const bfs_files *f, uint64_t reader, uint64_t id,
 	return bfs_engine_get(f->eng, reader, id, b, msg);
 }
 
-/* batch-NNNNNN.index.json: for each position, where the sample came from,
- * its label and the augmentation drawn.  Waits for the batch (for the
- * labels); a failed batch still lists its samples, with the error. */
+/* Where source sample i came from: "sample", "shard" and the record or
+ * member, into the open object. */
+static void sample_origin(const bfs_files *f, bfs_json *j, uint64_t i)
+{
+	uint64_t rec = 0;
+	const char *shard = bfs_source_sample_shard(f->src, i, &rec);
+
+	bfs_json_u64(j, "sample", i);
+	bfs_json_str(j, "shard", shard);
+	switch (bfs_source_format(f->src)) {
+	case BFS_FORMAT_TFRECORD:
+		bfs_json_u64(j, "record", rec);
+		break;
+	case BFS_FORMAT_TAR:
+		bfs_json_str(j, "member", bfs_source_member_name(f->src, i));
+		break;
+	default:
+		break;
+	}
+}
+
+/* batch-NNNNNN.index.json: for each position, where the sample it holds
+ * came from (in skip mode a bad sample's replacement, with "replaces"
+ * naming the bad one), its label and the augmentation drawn.  Waits for
+ * the batch (for the labels); a failed batch still lists its samples,
+ * with the error. */
 int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 		    char **buf, size_t *len)
 {
@@ -370,24 +393,17 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 		bfs_json_str(&j, "error", msg[0] ? msg : bfs_strerror(err));
 	bfs_json_open(&j, "samples", '[');
 	for (unsigned k = 0; k < count; k++) {
-		uint64_t i = bfs_engine_sample_index(f->eng, id, k), rec = 0;
-		const char *shard = bfs_source_sample_shard(f->src, i, &rec);
-		const char *member = bfs_source_member_name(f->src, i);
+		uint64_t i = bfs_engine_sample_index(f->eng, id, k);
+		uint64_t s = b ? bfs_batch_sample(b, k) : i;
 		int flip, x0, y0;
 
 		bfs_json_open(&j, NULL, '{');
 		bfs_json_u64(&j, "position", k);
-		bfs_json_u64(&j, "sample", i);
-		bfs_json_str(&j, "shard", shard);
-		switch (bfs_source_format(f->src)) {
-		case BFS_FORMAT_TFRECORD:
-			bfs_json_u64(&j, "record", rec);
-			break;
-		case BFS_FORMAT_TAR:
-			bfs_json_str(&j, "member", member);
-			break;
-		default:
-			break;
+		sample_origin(f, &j, s);
+		if (s != i) {
+			bfs_json_open(&j, "replaces", '{');
+			sample_origin(f, &j, i);
+			bfs_json_close(&j, '}');
 		}
 		if (b)
 			bfs_json_i64(&j, "label", bfs_batch_labels(b)[k]);

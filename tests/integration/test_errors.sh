@@ -84,6 +84,29 @@ for s in bad:
         r += 1
     assert np.array_equal(imgs[s], imgs[r]) and labs[s] == labs[r], s
 PY
+check "index.json names the replacement a position holds, and the bad sample it replaces" \
+	$PY - "$D" <<'PY'
+import json, sys
+d = sys.argv[1]
+exp = json.load(open(d + "/expect.json"))
+bad = {int(s) for s in exp["bad"]}
+st = json.load(open(d + "/skip/stats.json"))
+where = {e["sample"]: (e["shard"], e["record"]) for e in st["errors"] if e["kind"] == "sample"}
+seen = 0
+for k in range(exp["batches"]):
+    for x in json.load(open(f"{d}/skip/epoch-0000/batch-{k:06d}.index.json"))["samples"]:
+        i = x.get("replaces", x)["sample"]
+        r = i + 1
+        while i in bad and r in bad:
+            r += 1
+        assert x["sample"] == (r if i in bad else i), x
+        assert ("replaces" in x) == (i in bad), x
+        if i in bad:  # named as stats.json names it; the replacement's own record
+            assert (x["replaces"]["shard"], x["replaces"]["record"]) == where[i], (x, where[i])
+            assert (x["shard"], x["record"]) != where[i], x
+            seen += 1
+assert seen == len(bad) > 0, (seen, bad)
+PY
 check "--on-error skip gives the same bytes with 1 and 2 threads" bash -c "
 	cmp <(cat '$D/skip/epoch-0000/'*) <(cat '$D/skip1/epoch-0000/'*)"
 fusermount3 -u "$D/skip"; fusermount3 -u "$D/skip1"
