@@ -408,6 +408,13 @@ size_t bfs_decode_box_scratch(int width, int height, const bfs_box *box, int sca
 int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
                    const bfs_box *box, int scale, bfs_decoded_box *out, char *errmsg)
 {
+	return bfs_decode_box_flags(d, jpeg, len, max_pixels, box, scale, 0, out, errmsg);
+}
+
+int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+                         const bfs_box *box, int scale, unsigned flags, bfs_decoded_box *out,
+                         char *errmsg)
+{
 	struct jpeg_decompress_struct cinfo;
 	struct box_err jerr;
 	struct box_progress prog;
@@ -420,7 +427,8 @@ int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 	uint64_t npix;
 	int nc, align, x0, x1, sw, sh, rc;
 
-	if (!d || (!jpeg && len) || !box || !out || !scale_ok(scale))
+	if (!d || (!jpeg && len) || !box || !out || !scale_ok(scale) ||
+	    (flags & ~BFS_DECODE_BOX_STOP))
 		return -EINVAL;
 	rc = read_header(d, jpeg, len, &info, errmsg);
 	if (rc)
@@ -506,7 +514,10 @@ int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 	 * skip to the very end would not do it (libjpeg-turbo then marks the
 	 * input done without reading it), so the rows below are skipped but
 	 * the last, which is read (its box columns only) after the box.
+	 * BFS_DECODE_BOX_STOP wants exactly that skip to the end.
 	 */
+	if ((flags & BFS_DECODE_BOX_STOP) && cinfo.output_scanline < cinfo.output_height)
+		jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline);
 	if (cinfo.output_scanline + 1 < cinfo.output_height)
 		jpeg_skip_scanlines(&cinfo, cinfo.output_height - 1 - cinfo.output_scanline);
 	if (cinfo.output_scanline < cinfo.output_height) {

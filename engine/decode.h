@@ -138,6 +138,23 @@ typedef struct {
 int bfs_decode_box(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
                    const bfs_box *box, int scale, bfs_decoded_box *out, char *errmsg);
 
+/*
+ * bfs_decode_box with flags:
+ * BFS_DECODE_BOX_STOP: stop after the box's last row, as TensorFlow's
+ *   decode_and_crop_jpeg does: the rows below it are not entropy-decoded
+ *   (libjpeg-turbo stops reading the stream there).  The box's pixels are
+ *   the same bytes; what changes is that a JPEG damaged below the box is
+ *   not refused.  So it is for a JPEG already known to decode whole: the
+ *   engine remembers, per sample, one whose whole stream decoded without
+ *   an error, and stops early only for those.  (A progressive JPEG reads
+ *   every scan before its first row: the flag changes nothing there.)
+ * flags 0 is bfs_decode_box.  Other bits: -EINVAL.
+ */
+#define BFS_DECODE_BOX_STOP 1u
+int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max_pixels,
+                         const bfs_box *box, int scale, unsigned flags, bfs_decoded_box *out,
+                         char *errmsg);
+
 /* An upper bound on the scratch bytes bfs_decode_box needs for this box of
  * a width x height image at 1/scale (0 for arguments it would refuse).
  * Pure; any thread. */

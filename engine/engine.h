@@ -192,6 +192,9 @@ typedef struct {
 	uint64_t slot_file_errors; /* slot files not had (full tmpfs): plain
 				    * memory used instead */
 	uint64_t samples_decoded;
+	uint64_t boxes_stopped_early; /* rrc: box decodes that stopped after
+				    * the box, the sample's JPEG having decoded
+				    * whole before in this engine's life */
 	uint64_t decode_attempts;  /* samples read from a shard to be decoded
 				    * (cache misses), whether they decoded or
 				    * not: a bad sample is tried once */

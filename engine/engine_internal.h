@@ -214,6 +214,13 @@ struct bfs_engine {
 	bfs_badset *bad;                   /* protected by lock: every bad
 					    * sample, and those being tried */
 	pthread_cond_t bad_cv;             /* a pending sample was decided */
+	/* rrc: bit i of whole_ok is set once source sample i's JPEG has been
+	 * entropy-decoded whole without an error in this engine's life (a
+	 * whole decode, or a box decode that read the stream to its end);
+	 * its later box decodes stop after the box (BFS_DECODE_BOX_STOP): the
+	 * same pixels, and the same samples bad in every epoch.  Words set
+	 * and read with atomics, no lock; NULL without rrc. */
+	uint64_t *whole_ok;
 
 	pthread_cond_t room;               /* memory was given back */
 	size_t scratch_budget;             /* the scratch pool, fixed at create */

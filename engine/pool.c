@@ -585,7 +585,9 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
 	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
-	if (bfs_badset_create(e->nsamples, &e->bad)) {
+	if (bfs_badset_create(e->nsamples, &e->bad) ||
+	    (e->rrc && !(e->whole_ok = calloc((size_t)((e->nsamples + 63) / 64),
+					      sizeof(*e->whole_ok))))) {
 		err = -ENOMEM;
 		goto fail;
 	}
@@ -668,6 +670,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_destroy(&e->hand);
 	pthread_mutex_destroy(&e->lock);
 	bfs_badset_destroy(e->bad);
+	free(e->whole_ok);
 	free(e->workers);
 	free(e->errors);
 	free(e->slots);

@@ -515,17 +515,31 @@ static int rrc_lookup(struct worker *w, const bfs_sample_identity *id, size_t ou
 	return err == 0;
 }
 
+/* Whether source sample i's JPEG has decoded whole in this engine's life
+ * (e->whole_ok), and saying that it has. */
+static int whole_ok(const bfs_engine *e, uint64_t i)
+{
+	return (__atomic_load_n(&e->whole_ok[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1;
+}
+
+static void set_whole_ok(bfs_engine *e, uint64_t i)
+{
+	__atomic_fetch_or(&e->whole_ok[i / 64], (uint64_t)1 << (i % 64), __ATOMIC_RELAXED);
+}
+
 /*
- * Decode the sw x sh JPEG for position jb: whole, and reduced to
- * cache_res, when the store wants it (the copy goes to the slot's arena,
- * for the batch's offer) or the image is larger than cache_res; else its
- * box alone (exact, or at 1/scale with --decode-scale auto).  *src is
- * then the box, in the decoded pixels or in the copy.  0 or an error.
+ * Decode the sw x sh JPEG of source sample i for position jb: whole, and
+ * reduced to cache_res, when the store wants it (the copy goes to the
+ * slot's arena, for the batch's offer) or the image is larger than
+ * cache_res; else its box alone (exact, or at 1/scale with --decode-scale
+ * auto), stopping after the box when the JPEG has decoded whole before
+ * (*stopped 1).  *src is then the box, in the decoded pixels or in the
+ * copy.  0 or an error.
  */
-static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpeg,
+static int rrc_decode(struct worker *w, const struct job *jb, uint64_t i, const uint8_t *jpeg,
 		      size_t len, const bfs_image_info *img, const bfs_rrc_box *box,
 		      int oh, int ow, size_t out_need, struct cache_rec *rec,
-		      struct rrc_src *src, char *msg)
+		      struct rrc_src *src, int *stopped, char *msg)
 {
 	bfs_engine *e = w->e;
 	bfs_box want = { box->x, box->y, box->w, box->h };
@@ -554,18 +568,26 @@ static int rrc_decode(struct worker *w, const struct job *jb, const uint8_t *jpe
 		return err;
 	if (is_jpeg && px > w->dec_bytes)
 		w->dec_bytes = px;
+	*stopped = 0;
 	if (!whole) {
 		bfs_decoded_box db;
+		unsigned flags = whole_ok(e, i) ? BFS_DECODE_BOX_STOP : 0;
 
-		if ((err = bfs_decode_box(w->dec, jpeg, len, e->o.max_pixels, &want, scale, &db,
-					  msg)))
+		if ((err = bfs_decode_box_flags(w->dec, jpeg, len, e->o.max_pixels, &want, scale,
+						flags, &db, msg)))
 			return err;
+		if (flags)
+			*stopped = 1;
+		else /* it read the whole stream */
+			set_whole_ok(e, i);
 		*src = (struct rrc_src){ db.rgb, db.stride, db.box.w, db.box.h };
 		return 0;
 	}
-	if (is_jpeg)
+	if (is_jpeg) {
 		err = bfs_decode_rgb(w->dec, jpeg, len, e->o.max_pixels, &copy, &sw, &sh, msg);
-	else if (!(err = pix_grow(w, img, msg)))
+		if (!err)
+			set_whole_ok(e, i);
+	} else if (!(err = pix_grow(w, img, msg)))
 		err = bfs_image_decode(w->dec, jpeg, len, img, e->o.max_pixels, w->pix,
 				       w->pix_cap, &copy, &sw, &sh, msg);
 	if (err)
@@ -656,7 +678,7 @@ static int make_rrc(struct worker *w, const struct job *jb, uint64_t i, int64_t 
 	const uint8_t *jpeg = NULL, *copy = NULL;
 	size_t len = 0, out_need, in_cap, need = 0;
 	uint64_t t0 = bfs__now_ns();
-	int err, hit = 0, sw, sh, oh, ow, tries = 0;
+	int err, hit = 0, sw, sh, oh, ow, tries = 0, stopped = 0;
 	int view = w->sr && e->store.get_view && e->store.put_view;
 
 	msg[0] = '\0';
@@ -699,10 +721,11 @@ again:
 		src = (struct rrc_src){ copy + ((size_t)sbox.y * shape.w + sbox.x) * 3,
 					(size_t)shape.w * 3, sbox.w, sbox.h };
 	} else {
-		err = rrc_decode(w, jb, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
-				 msg);
+		err = rrc_decode(w, jb, i, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
+				 &stopped, msg);
 		pthread_mutex_lock(&e->lock);
 		e->st.samples_decoded++;
+		e->st.boxes_stopped_early += (uint64_t)stopped;
 		e->st.bytes_read += len;
 		if (!err) {
 			double ns = (double)(bfs__now_ns() - t0);

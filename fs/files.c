@@ -584,6 +584,7 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);
 	bfs_json_u64(&j, "samples_decoded", st.samples_decoded);
 	bfs_json_u64(&j, "decode_attempts", st.decode_attempts);
+	bfs_json_u64(&j, "boxes_stopped_early", st.boxes_stopped_early);
 	bfs_json_u64(&j, "bytes_read", st.bytes_read);
 	bfs_json_u64(&j, "threads", st.threads);
 	bfs_json_f64(&j, "samples_per_second", st.samples_per_s);

@@ -759,29 +759,34 @@ static struct buf encode_lj(const struct lj_kind *k, int w, int h, uint64_t seed
 	return b;
 }
 
-/* Decode box bx of b with bfs_decode_box and compare with ref (the full
- * decode, w x h); 0 when equal, else the number of differing values. */
+/* Decode box bx of b with bfs_decode_box, and again stopping after the
+ * box (BFS_DECODE_BOX_STOP), and compare both with ref (the full decode,
+ * w x h); 0 when equal, else the number of differing values. */
 static long box_diff(bfs_decoder *d, const struct buf *b, const uint8_t *ref, int w, int h,
 		     bfs_box bx)
 {
-	bfs_decoded_box out;
-	char msg[BFS_ERRMSG_MAX] = "";
 	long diff = 0;
 
-	if (bfs_decode_box(d, b->p, b->len, 0, &bx, 1, &out, msg) != 0)
-		fail_msg("box %dx%d at (%d, %d) of %dx%d: %s", bx.w, bx.h, bx.x, bx.y, w, h, msg);
-	assert_int_equal(out.box.x, bx.x);
-	assert_int_equal(out.box.y, bx.y);
-	assert_int_equal(out.box.w, bx.w);
-	assert_int_equal(out.box.h, bx.h);
-	assert_int_equal(out.width, w);
-	assert_int_equal(out.height, h);
-	assert_int_equal(out.scale, 1);
-	assert_true(out.stride * (size_t)bx.h <= bfs_decode_box_scratch(w, h, &bx, 1));
-	for (int y = 0; y < bx.h; y++)
-		for (int x = 0; x < bx.w * 3; x++)
-			diff += out.rgb[(size_t)y * out.stride + x] !=
-				ref[((size_t)(bx.y + y) * w + bx.x) * 3 + x];
+	for (unsigned flags = 0; flags <= BFS_DECODE_BOX_STOP; flags += BFS_DECODE_BOX_STOP) {
+		bfs_decoded_box out;
+		char msg[BFS_ERRMSG_MAX] = "";
+
+		if (bfs_decode_box_flags(d, b->p, b->len, 0, &bx, 1, flags, &out, msg) != 0)
+			fail_msg("box %dx%d at (%d, %d) of %dx%d (flags %u): %s", bx.w, bx.h, bx.x, bx.y,
+				 w, h, flags, msg);
+		assert_int_equal(out.box.x, bx.x);
+		assert_int_equal(out.box.y, bx.y);
+		assert_int_equal(out.box.w, bx.w);
+		assert_int_equal(out.box.h, bx.h);
+		assert_int_equal(out.width, w);
+		assert_int_equal(out.height, h);
+		assert_int_equal(out.scale, 1);
+		assert_true(out.stride * (size_t)bx.h <= bfs_decode_box_scratch(w, h, &bx, 1));
+		for (int y = 0; y < bx.h; y++)
+			for (int x = 0; x < bx.w * 3; x++)
+				diff += out.rgb[(size_t)y * out.stride + x] !=
+					ref[((size_t)(bx.y + y) * w + bx.x) * 3 + x];
+	}
 	return diff;
 }
 
@@ -829,7 +834,8 @@ static void test_decode_box_equals_that_box_of_a_full_decode(void **state)
 		assert_int_equal(bad, 0);
 		boxes += kboxes;
 	}
-	print_message("  %ld boxes in all equal the full decode's pixels\n", boxes);
+	print_message("  %ld boxes in all, decoded to the end of the stream and stopped after\n"
+		      "  the box, equal the full decode's pixels\n", boxes);
 	bfs_decoder_destroy(full);
 	bfs_decoder_destroy(d);
 }
@@ -968,6 +974,81 @@ static void test_decode_box_refuses_what_the_full_decode_refuses(void **state)
 	free(good.p);
 }
 
+/* Stopping after the box is what lets a JPEG damaged below it decode:
+ * so the engine stops early only for JPEGs whose whole stream decoded
+ * before.  A baseline stream cut or flipped below the top box: refused
+ * whole, its top box decoded (the same pixels as the intact stream's)
+ * with BFS_DECODE_BOX_STOP.  A progressive one reads every scan first:
+ * refused either way. */
+static void test_decode_box_stop_serves_a_box_above_damage_the_whole_check_refuses(void **state)
+{
+	struct buf good = encode_lj(&lj_kinds[0], 120, 96, 21);
+	struct buf prog = encode_lj(&lj_kinds[5], 120, 96, 22);
+	bfs_decoder *d, *full;
+	bfs_box top = { 0, 0, 40, 8 };
+	bfs_decoded_box out;
+	uint8_t *ref = malloc((size_t)top.w * top.h * 3);
+	uint64_t seed = 17;
+	int served = 0, refused = 0;
+
+	assert_non_null(ref);
+	assert_int_equal(bfs_decoder_create(&d), 0);
+	assert_int_equal(bfs_decoder_create(&full), 0);
+	assert_int_equal(bfs_decode_box_flags(d, good.p, good.len, 0, &top, 1, BFS_DECODE_BOX_STOP,
+					      &out, NULL), 0);
+	for (int y = 0; y < top.h; y++)
+		memcpy(ref + (size_t)y * top.w * 3, out.rgb + (size_t)y * out.stride,
+		       (size_t)top.w * 3);
+	for (int s = 0; s < 2; s++) {
+		const struct buf *src = s ? &prog : &good;
+
+		for (int i = 0; i < 80; i++) {
+			struct buf b = { malloc(src->len), src->len };
+			const uint8_t *rgb;
+			char m1[BFS_ERRMSG_MAX] = "", m2[BFS_ERRMSG_MAX] = "";
+			int w, h, r1, r2;
+
+			assert_non_null(b.p);
+			memcpy(b.p, src->p, src->len);
+			if (i < 40) {
+				b.len = src->len / 3 + (size_t)i * (src->len / 60);
+			} else {
+				for (int k = 0; k < 3; k++)
+					b.p[src->len / 2 + splitmix64(&seed) % (src->len / 2 - 2)] ^=
+						(uint8_t)(1 + splitmix64(&seed) % 255);
+			}
+			r1 = bfs_decode_rgb(full, b.p, b.len, 0, &rgb, &w, &h, m1);
+			r2 = bfs_decode_box_flags(d, b.p, b.len, 0, &top, 1, BFS_DECODE_BOX_STOP,
+						  &out, m2);
+			if (r1 != 0 && s == 0) { /* damage below the box: served */
+				if (r2 != 0)
+					fail_msg("case %d: stopped box decode %d (%s)", i, r2, m2);
+				for (int y = 0; y < top.h; y++)
+					assert_memory_equal(out.rgb + (size_t)y * out.stride,
+							    ref + (size_t)y * top.w * 3,
+							    (size_t)top.w * 3);
+				served++;
+			} else if (r1 != 0) { /* progressive: every scan was read */
+				assert_int_equal(r2, BFS_E_DECODE);
+				assert_string_equal(m1, m2);
+				refused++;
+			}
+			free(b.p);
+		}
+	}
+	print_message("  stopping after the box: %d damaged baseline streams served their box, "
+		      "%d damaged progressive ones refused\n", served, refused);
+	assert_true(served >= 30);
+	assert_true(refused >= 30);
+	assert_int_equal(bfs_decode_box_flags(d, good.p, good.len, 0, &top, 1, 2, &out, NULL),
+			 -EINVAL);
+	bfs_decoder_destroy(full);
+	bfs_decoder_destroy(d);
+	free(ref);
+	free(prog.p);
+	free(good.p);
+}
+
 static void test_decode_box_scales_the_idct_down(void **state)
 {
 	struct buf b = encode_lj(&lj_kinds[0], 203, 150, 31);
@@ -1063,6 +1144,7 @@ int main(void)
 		cmocka_unit_test(test_decode_box_equals_the_full_decode_of_every_golden_fixture),
 		cmocka_unit_test(test_decode_box_a_crop_without_margin_would_differ),
 		cmocka_unit_test(test_decode_box_refuses_what_the_full_decode_refuses),
+		cmocka_unit_test(test_decode_box_stop_serves_a_box_above_damage_the_whole_check_refuses),
 		cmocka_unit_test(test_decode_box_scales_the_idct_down),
 		cmocka_unit_test(test_decode_box_rejects_boxes_outside_the_image),
 	};

@@ -1244,6 +1244,45 @@ static void test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold(void *
 	bfs_source_close(src);
 }
 
+/* Without a cache every epoch decodes boxes; a sample's JPEG that has
+ * decoded whole once (here in epoch 0) is decoded only down to its box's
+ * last row afterwards, and every byte stays a whole decode's. */
+static void test_engine_rrc_stops_after_the_box_once_a_jpeg_decoded_whole(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_rrc_box b0[3 * NSAMPLES], b1[3 * NSAMPLES];
+	bfs_engine_opts o = { .batch = 4, .height = 20, .width = 28, .threads = 1,
+			      .augment_rrc = 1, .augment_flip = 1, .shuffle = 1, .seed = 77,
+			      .epochs = 3, .cache_res = 4096, .decode_whole = 1 };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+	bfs_engine_stats es;
+	uint8_t *ref, *got;
+	size_t bytes;
+
+	if (bfs_engine_create(src, &o, &e, msg))
+		fail_msg("engine: %s", msg);
+	ref = read_epochs(e, b0);
+	bytes = 3 * NSAMPLES * bfs_engine_sample_bytes(e);
+	bfs_engine_get_stats(e, &es);
+	assert_int_equal(es.boxes_stopped_early, 0); /* whole decodes only */
+	bfs_engine_destroy(e);
+	for (unsigned threads = 1; threads <= 2; threads++) {
+		e = open_rrc(src, threads, NULL, 4096, 3);
+		got = read_epochs(e, b1);
+		bfs_engine_get_stats(e, &es);
+		bfs_engine_destroy(e);
+		assert_memory_equal(got, ref, bytes);
+		assert_memory_equal(b1, b0, sizeof(b0));
+		/* epochs 1 and 2 at least; never a sample's first decode */
+		assert_true(es.boxes_stopped_early >= 2 * NSAMPLES);
+		assert_true(es.boxes_stopped_early <= es.samples_decoded - NSAMPLES);
+		free(got);
+	}
+	free(ref);
+	bfs_source_close(src);
+}
+
 static void test_engine_rrc_decodes_only_boxes_while_the_store_is_full(void **state)
 {
 	bfs_source *src = open_source(dir_good);
@@ -1493,6 +1532,7 @@ int main(void)
 		cmocka_unit_test(test_engine_serves_several_ranks_as_engines_of_their_own),
 		cmocka_unit_test(test_engine_reads_ahead_within_the_reader_s_rank),
 		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
+		cmocka_unit_test(test_engine_rrc_stops_after_the_box_once_a_jpeg_decoded_whole),
 		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),
 		cmocka_unit_test(test_engine_rrc_decodes_again_a_stored_copy_whose_shape_does_not_add_up),
 		cmocka_unit_test(test_engine_rrc_decodes_again_a_viewed_copy_whose_shape_does_not_add_up),

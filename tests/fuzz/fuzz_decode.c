@@ -11,7 +11,9 @@
  * fails as a fresh one does, with the same pixels.  bfs_decode_box of a
  * box taken from the input's last bytes fails exactly when the full decode
  * fails (BFS_E_DECODE, the same message), and otherwise holds the full
- * decode's pixels in that box.
+ * decode's pixels in that box; stopping after the box
+ * (BFS_DECODE_BOX_STOP), it holds them too when the full decode succeeds,
+ * and on any input it returns cleanly, its rows readable when it succeeds.
  *
  * That last property found engine/decode.c keeping libjpeg's quantization
  * and Huffman tables from one image to the next (fixed in 96050e5: a
@@ -51,8 +53,25 @@ static void check_box(bfs_decoder *d2, const uint8_t *data, size_t size, int r,
 	char bmsg[BFS_ERRMSG_MAX];
 	bfs_decoded_box out;
 	bfs_box bx = box_from(data, size, w, h);
-	int rb = bfs_decode_box(d2, data, size, MAX_PIXELS, &bx, 1, &out, bmsg);
+	int rb = bfs_decode_box_flags(d2, data, size, MAX_PIXELS, &bx, 1, BFS_DECODE_BOX_STOP,
+				      &out, bmsg);
+	volatile unsigned sink = 0;
 
+	if (rb == 0)
+		for (int y = 0; y < bx.h; y++)
+			for (int x = 0; x < bx.w * 3; x++)
+				sink += out.rgb[(size_t)y * out.stride + x];
+	if (r == 0) {
+		CHECK(rb == 0, "the stopped box failed (%d: %s) where the full decode did not", rb,
+		      bmsg);
+		for (int y = 0; y < bx.h; y++)
+			CHECK(memcmp(out.rgb + (size_t)y * out.stride,
+				     rgb + ((size_t)(bx.y + y) * w + bx.x) * 3,
+				     (size_t)bx.w * 3) == 0,
+			      "stopped box %dx%d at (%d, %d): row %d differs from the full decode",
+			      bx.w, bx.h, bx.x, bx.y, y);
+	}
+	rb = bfs_decode_box(d2, data, size, MAX_PIXELS, &bx, 1, &out, bmsg);
 	if (r != 0) {
 		CHECK(rb != 0, "the box decoded what the full decode refused (%d: %s)", r, msg);
 		if (r == BFS_E_DECODE && rb == BFS_E_DECODE)

@@ -79,8 +79,52 @@ def boxes(e):
 a, b = boxes(0), boxes(1)
 assert sum(a[i] != b[i] for i in a) > 0.9 * len(a)
 PY
+check "a JPEG that decoded whole once is decoded only down to its box in later epochs" \
+	$PY - "$D/m1" <<'PY'
+import json, sys
+m = sys.argv[1]
+s = json.load(open(m + "/stats.json"))
+small = sum(min(x["image_size"]) <= 128 for k in range(9)
+            for x in json.load(open(f"{m}/epoch-0000/batch-{k:06d}.index.json"))["samples"])
+# epochs 1 and 2 of every image the cache would keep as decoded; the
+# samples compared above include them
+assert small >= 20 and s["boxes_stopped_early"] >= 2 * small, (small, s["boxes_stopped_early"])
+assert s["boxes_stopped_early"] <= s["samples_decoded"] - 72, s
+PY
 sums "$D/m1" >"$D/sums.1"
 unmount_wait "$D/m1"
+
+# JPEGs cut at 60%: a box above the cut would decode if the stream were
+# not read to its end the first time; they are bad in every epoch, with
+# and without the cache, and never served.
+mkdir -p "$D/cut/a"
+for f in "$D/jpegs/class_000/"*; do cp "$f" "$D/cut/a/"; done
+for f in $(ls "$D/cut/a" | head -3); do
+	n=$(stat -c %s "$D/cut/a/$f")
+	head -c $((n * 6 / 10)) "$D/jpegs/class_000/$f" >"$D/cut/a/$f"
+	echo "$f"
+done >"$D/cut.names"
+for c in none "$D/cutcache"; do
+	mount_fg "$D/cut" "$D/cm" --augment rrc --shuffle 5 --epochs 3 --batch 4 --size 32x32 \
+		--on-error skip --cache "$c" || { not_ok "mount cut JPEGs"; t_end; }
+	check "JPEGs cut below many of their boxes are bad in every epoch (--cache $(basename "$c"))" \
+		$PY - "$D/cm" "$D/cut.names" <<'PY'
+import json, os, sys
+m, names = sys.argv[1], set(open(sys.argv[2]).read().split())
+for e in range(3):
+    replaced = []
+    for k in range(json.load(open(m + "/dataset.json"))["batches_per_epoch"]):
+        for x in json.load(open(f"{m}/epoch-{e:04d}/batch-{k:06d}.index.json"))["samples"]:
+            assert os.path.basename(x["shard"]) not in names, (e, k, x)
+            if "replaces" in x:
+                replaced.append(os.path.basename(x["replaces"]["shard"]))
+                assert x["sample"] == 3, x  # the first good one after them
+    assert sorted(replaced) == sorted(names), (e, replaced)
+s = json.load(open(m + "/stats.json"))
+assert s["errors_total"] == 3, s["errors_total"]
+PY
+	unmount_wait "$D/cm"
+done
 
 mount_fg "$D/jpegs" "$D/m2" "${A[@]}" --cache none --threads 2 || { not_ok "mount 2 threads"; t_end; }
 sums "$D/m2" >"$D/sums.2"
