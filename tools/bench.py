@@ -981,12 +981,16 @@ class Bench:
             o += ["--threads", "auto"]
         return o + list(extra)
 
-    def timed_epoch(self, src, opts, mv, epoch=0, wait_entries=False):
+    def timed_epoch(self, src, opts, mv, epoch=0, wait_entries=False, before=(), keep=None):
         """A fresh mount, one reader reading epoch `epoch` in order: its
         images/s and CPU.  wait_entries: then wait until the cache holds
-        the epoch (the writer catches up) before unmounting."""
+        the epoch (the writer catches up) before unmounting.  before: epochs
+        read first, not timed.  keep: a folder that gets copies of the
+        timed epoch's batch files."""
         with Mount(self, src, opts) as m:
             n = m.ds["samples_per_epoch"]
+            for e in before:
+                self.read_epoch(m, mv, epoch=e)
             c0, s0 = proc_cpu(m.pid), self_cpu()
             t0 = time.perf_counter()
             nbytes = self.read_epoch(m, mv, epoch=epoch)
@@ -1000,6 +1004,10 @@ class Bench:
                     if c.get("entries", 0) >= n or c.get("full"):
                         break
                     time.sleep(0.1)
+            for k in range(m.ds["batches_per_epoch"] if keep else 0):
+                for lab in (False, True):
+                    shutil.copyfile(m.batch(k, lab, epoch=epoch),
+                                    os.path.join(keep, os.path.basename(m.batch(k, lab))))
         return {"seconds": dt, "images": n, "bytes": nbytes, "images_per_s": n / dt,
                 "cpu_s": cpu, "images_per_cpu_s": n / cpu if cpu > 0 else 0,
                 "stats": st, "opts": opts}
@@ -1015,14 +1023,18 @@ class Bench:
         P.begin("rrc", "RandomResizedCrop: cold, whole, fill and warm epochs")
         mv = memoryview(bytearray(READ_SIZE))
         reps = max(1, self.sizes["cold_rounds"] - 2)
-        res = {k: [] for k in ("cold", "whole", "seed_none", "seed_fill", "fill", "warm")}
+        res = {k: [] for k in ("cold", "whole", "cold1", "seed_none", "seed_fill", "fill",
+                               "warm", "reader", "disk")}
+        keep = tempfile.mkdtemp(prefix="batchfs-bench-warm-", dir="/dev/shm") \
+            if os.path.isdir("/dev/shm") else None
         for r in range(reps):
             plan = [("cold", self.rrc_opts(["--cache", "none"])),
                     ("whole", self.rrc_opts(["--cache", "none", "--decode-whole"])),
                     ("seed_none", self.mount_opts("float32")),
-                    ("seed_fill", None)]
+                    ("seed_fill", None),
+                    ("cold1", self.rrc_opts(["--cache", "none", "--epochs", "2"]))]
             if r % 2:
-                plan = [plan[1], plan[0], plan[3], plan[2]]
+                plan = [plan[1], plan[0], plan[3], plan[2], plan[4]]
             for j, (key, opts) in enumerate(plan):
                 P.note(f"rrc: {key} epoch, round {r + 1}/{reps}")
                 if key == "seed_fill":
@@ -1031,6 +1043,8 @@ class Bench:
                     opts[opts.index("--cache") + 1] = cdir
                     res[key].append(self.timed_epoch(self.epoch_dir, opts, mv, 0, True))
                     shutil.rmtree(cdir, ignore_errors=True)
+                elif key == "cold1":  # epoch 1, after epoch 0 checked every JPEG
+                    res[key].append(self.timed_epoch(self.epoch_dir, opts, mv, 1, before=(0,)))
                 else:
                     res[key].append(self.timed_epoch(self.epoch_dir, opts, mv))
                 P.update((r + (j + 1) / 6) / reps)
@@ -1039,22 +1053,72 @@ class Bench:
             P.note(f"rrc: epoch filling the cache, round {r + 1}/{reps}")
             res["fill"].append(self.timed_epoch(self.epoch_dir, opts, mv, 0, True))
             P.note(f"rrc: warm epoch from the cache, round {r + 1}/{reps}")
-            res["warm"].append(self.timed_epoch(self.epoch_dir, opts, mv, 1))
+            res["warm"].append(self.timed_epoch(self.epoch_dir, opts, mv, 1,
+                                                keep=keep if r == 0 else None))
             shutil.rmtree(cdir, ignore_errors=True)
+            if keep:
+                P.note(f"rrc: the reader alone, round {r + 1}/{reps}")
+                res["reader"].append(self.reader_alone(keep, res["warm"][-1], mv))
+            P.note(f"rrc: this disk writing the seed fill's bytes, round {r + 1}/{reps}")
+            res["disk"].append(self.disk_write(res["seed_fill"][-1]))
             P.update((r + 1) / reps)
+        if keep:
+            shutil.rmtree(keep, ignore_errors=True)
         out = {}
         for k, runs in res.items():
+            if not runs:
+                continue
             runs.sort(key=lambda x: x["images_per_s"])
             e = dict(runs[len(runs) // 2])
             e["all_images_per_s"] = [x["images_per_s"] for x in runs]
             out[k] = e
         # pairwise ratios, round by round (the same background load)
         for num, den in (("cold", "whole"), ("seed_fill", "seed_none"), ("fill", "cold"),
-                         ("fill", "whole"), ("warm", "cold")):
+                         ("fill", "whole"), ("warm", "cold"), ("cold1", "whole"),
+                         ("cold1", "cold"), ("reader", "cold")):
             rs = [a["images_per_s"] / b["images_per_s"] for a, b in zip(res[num], res[den])]
-            out[f"{num}/{den}"] = statistics.median(rs)
+            if rs:
+                out[f"{num}/{den}"] = statistics.median(rs)
         self.res["rrc"] = out
         return out
+
+    def reader_alone(self, d, warm, mv):
+        """The bench's reader on copies of a warm epoch's batch files in a
+        tmpfs (no FUSE, no daemon): the most images/s it takes in, and the
+        CPU it needs for them, on this machine."""
+        src = DirBatches(d, len([f for f in os.listdir(d) if not f.endswith(".labels.npy")]))
+        s0, t0 = self_cpu(), time.perf_counter()
+        nbytes = self.read_epoch(src, mv)
+        dt, cpu = time.perf_counter() - t0, self_cpu() - s0
+        n = warm["images"]
+        return {"seconds": dt, "images": n, "bytes": nbytes, "images_per_s": n / dt,
+                "cpu_s": cpu, "images_per_cpu_s": n / cpu if cpu > 0 else 0}
+
+    def disk_write(self, fill):
+        """This machine writing as many bytes as the seed pipeline's cache
+        fill puts (its entries' values), to a new file where the caches
+        live, 256 KiB a write, then fdatasync: the wall time and the CPU
+        the kernel's page cache takes for them."""
+        c = (fill["stats"].get("cache") or {})
+        n = fill["images"]
+        per = c.get("bytes_used", 0) / max(1, c.get("entries", 0)) or 224 * 224 * 3 * 4
+        total = int(per * n)
+        buf = memoryview(os.urandom(256 << 10))  # slices of it copy nothing
+        path = os.path.join(self.tmp, "disk-write.bin")
+        s0, t0 = self_cpu(), time.perf_counter()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            done = 0
+            while done < total:
+                done += os.write(fd, buf[:min(len(buf), total - done)])
+            t1, s1 = time.perf_counter(), self_cpu()
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        dt, cpu = time.perf_counter() - t0, self_cpu() - s0
+        os.unlink(path)
+        return {"seconds": dt, "images": n, "bytes": total, "images_per_s": n / dt,
+                "write_cpu_s": s1 - s0, "write_s": t1 - t0, "cpu_s": cpu}
 
     def tf_rrc(self):
         P.begin("tf_rrc", "TensorFlow's RandomResizedCrop pipeline")
@@ -1564,6 +1628,13 @@ def build_rows(b):
               f"{x['cold/whole']:.2f}x decode-whole", ">= 1.3x", verdict(x["cold/whole"] >= 1.3))
         b.row("  the same boxes decoded whole, then cropped (--decode-whole)",
               wh["images_per_s"], wh["bytes"] / wh["seconds"] / 1e6, "1.00", "(info)", "")
+        c1 = x.get("cold1")
+        if c1:
+            b.row("  epoch 1 of a --cache none mount (JPEGs checked whole in epoch 0: "
+                  "boxes stop after their last row)", c1["images_per_s"],
+                  c1["bytes"] / c1["seconds"] / 1e6,
+                  f"{x['cold1/whole']:.2f}x decode-whole, {x['cold1/cold']:.2f}x epoch 0",
+                  "(info)", "")
         t = r.get("tf_rrc")
         if t and "images_per_s" in t:
             ratio = c["images_per_s"] / t["images_per_s"]
@@ -1579,6 +1650,13 @@ def build_rows(b):
         b.row(f"  warm: images per CPU-second (daemon + reader), {cores} cores", None, None,
               f"{wm['images_per_cpu_s']:,.0f} /s per core", ">= 2,000",
               verdict(wm["images_per_cpu_s"] >= 2000))
+        rd = x.get("reader")
+        if rd:
+            b.row("  the reader alone: the warm epoch's files in tmpfs, no FUSE, no daemon",
+                  rd["images_per_s"], rd["bytes"] / rd["seconds"] / 1e6,
+                  f"{x['reader/cold']:.2f}x cold ({rd['images_per_cpu_s']:,.0f} per CPU-s): "
+                  "the most a warm epoch read this way can reach",
+                  "(info)", "")
         b.row("rrc,flip epoch filling a fresh cache", fl["images_per_s"],
               fl["bytes"] / fl["seconds"] / 1e6, f"{x['fill/cold']:.2f}x --cache none",
               ">= 0.9x", verdict(x["fill/cold"] >= 0.9))
@@ -1590,6 +1668,17 @@ def build_rows(b):
               ">= 0.9x", verdict(x["seed_fill/seed_none"] >= 0.9))
         b.row("  same pipeline, --cache none", sn["images_per_s"], sn["bytes"] / sn["seconds"] / 1e6,
               "1.00", "(info)", "")
+        dk = x.get("disk")
+        if dk:
+            made = dk["bytes"] / sn["images"] * sn["images_per_s"] / 1e6
+            wcpu = dk["write_cpu_s"] / dk["images"]
+            ncpu = sn["cpu_s"] / sn["images"]
+            b.row(f"  this disk: the fill's {dk['bytes'] / 1e6:,.0f} MB of values written, "
+                  "then fdatasync", dk["images_per_s"], dk["bytes"] / dk["seconds"] / 1e6,
+                  f"{dk['bytes'] / dk['seconds'] / 1e6:,.0f} MB/s (--cache none makes "
+                  f"{made:,.0f}); the copy in costs {wcpu * 1e3:.2f} ms CPU an image to "
+                  f"--cache none's {ncpu * 1e3:.2f}: at most {ncpu / (ncpu + wcpu):.2f}x",
+                  "(info)", "")
     mm = r.get("rrc_memory")
     if mm:
         peak, lim = mm["vm_hwm"] / MiB, mm["budget"] / MiB + 64
@@ -1794,10 +1883,17 @@ METHOD = """
   in its box alone), the same epoch with `--decode-whole` (the same boxes
   and bytes, every image decoded whole and cropped), the seed pipeline
   with `--cache none` and filling a fresh cache (waiting for the writer
-  after the epoch, not timed), an rrc epoch filling a fresh cache, and
+  after the epoch, not timed), epoch 1 of a `--cache none` mount after
+  its epoch 0 (not timed), an rrc epoch filling a fresh cache, and
   epoch 1 (other boxes) on a remount of that cache.  Each ratio is the
   median of the rounds' ratios.  Images per CPU-second: the warm epoch's
-  images over the daemon's and the reader's CPU time.  TensorFlow's RRC
+  images over the daemon's and the reader's CPU time.  Two rows measure
+  this machine rather than batchfs, each round: the reader alone (the
+  same reads of copies of the first round's warm epoch files in
+  /dev/shm), and this disk writing as many bytes as the seed fill's cache
+  values, 256 KiB a `write()` into a new file beside the caches, then one
+  `fdatasync` (MB/s over both; the CPU of the writes alone is what
+  copying the values into the page cache costs).  TensorFlow's RRC
   pipeline is tools/bench/tf_rrc.py (`sample_distorted_bounding_box` with
   area 0.08..1 and ratio 3/4..4/3, `decode_and_crop_jpeg`, resize,
   `random_flip_left_right`, / 255, batch 32, prefetch), timed as tf_seed.py.
