@@ -549,6 +549,7 @@ static int rrc_decode(struct worker *w, const struct job *jb, uint64_t i, const 
 	int sw = img->width, sh = img->height, is_jpeg = img->format == BFS_IMAGE_JPEG;
 	int rw, rh, whole, offer, scale = 1, err;
 
+	*stopped = 0;
 	bfs_rrc_reduced_size(sw, sh, e->cache_res, &rw, &rh);
 	offer = w->sr && jb->b->arena && (!e->store.wants || e->store.wants(e->store.ctx));
 	/* PNG and WebP are decoded whole, then cropped: the same bytes */
@@ -568,7 +569,6 @@ static int rrc_decode(struct worker *w, const struct job *jb, uint64_t i, const 
 		return err;
 	if (is_jpeg && px > w->dec_bytes)
 		w->dec_bytes = px;
-	*stopped = 0;
 	if (!whole) {
 		bfs_decoded_box db;
 		unsigned flags = whole_ok(e, i) ? BFS_DECODE_BOX_STOP : 0;
