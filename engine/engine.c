@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include "engine/augment.h"
@@ -181,17 +183,134 @@ size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 	return len > 0 ? (size_t)len : 0;
 }
 
-uint64_t bfs_engine_default_mem(void)
+/* ---- the memory budget's room ------------------------------------------ */
+
+static uint64_t read_u64_file(const char *dir, const char *name)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-	uint64_t mem = pages > 0 && psize > 0
-		? (uint64_t)pages * (uint64_t)psize / 8 : 1ull << 30;
+	char file[4400];
+	unsigned long long v = 0;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/%s", dir, name);
+	if (!(f = fopen(file, "re")))
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1) /* "max": no limit */
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+/* This process's cgroup memory limit and what the group uses now (v2
+ * memory.max/current, or v1 memory.limit_in_bytes/usage_in_bytes); 0 if
+ * none or unreadable.  A v1 "no limit" is a huge number, which the caller
+ * ignores as larger than the RAM. */
+static void cgroup_mem(uint64_t *max, uint64_t *current)
+{
+	char line[4096], v2[4200] = "", v1[4200] = "";
+	FILE *f;
+
+	*max = *current = 0;
+	if (!(f = fopen("/proc/self/cgroup", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, ':'), *q = p ? strchr(p + 1, ':') : NULL;
+
+		if (!q)
+			continue;
+		q[strcspn(q, "\n")] = '\0';
+		if (strncmp(line, "0::", 3) == 0)
+			snprintf(v2, sizeof(v2), "/sys/fs/cgroup%s", q + 1);
+		else if (q - p == 7 && strncmp(p + 1, "memory", 6) == 0)
+			snprintf(v1, sizeof(v1), "/sys/fs/cgroup/memory%s", q + 1);
+	}
+	fclose(f);
+	if (v2[0] && (*max = read_u64_file(v2, "memory.max")))
+		*current = read_u64_file(v2, "memory.current");
+	else if (v1[0] && (*max = read_u64_file(v1, "memory.limit_in_bytes")))
+		*current = read_u64_file(v1, "memory.usage_in_bytes");
+}
+
+void bfs_engine_mem_room(const char *dir, bfs_mem_room *out)
+{
+	struct sysinfo si;
+	struct statvfs sv;
+	uint64_t cg_max, cg_cur;
+	char line[256];
+	FILE *f;
+
+	*out = (bfs_mem_room){ 0 };
+	if (sysinfo(&si) == 0 && si.totalram)
+		out->ram_total = (uint64_t)si.totalram * (si.mem_unit ? si.mem_unit : 1);
+	else {
+		long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+
+		if (pages > 0 && psize > 0)
+			out->ram_total = (uint64_t)pages * (uint64_t)psize;
+	}
+	if ((f = fopen("/proc/meminfo", "re"))) {
+		unsigned long long kb;
+
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+				out->ram_available = (uint64_t)kb << 10;
+				break;
+			}
+		fclose(f);
+	}
+	cgroup_mem(&cg_max, &cg_cur);
+	if (cg_max) {
+		uint64_t left = cg_max > cg_cur ? cg_max - cg_cur : 0;
+
+		if (!out->ram_total || cg_max < out->ram_total)
+			out->ram_total = cg_max;
+		if (!out->ram_available || left < out->ram_available)
+			out->ram_available = left ? left : 1;
+	}
+	if (dir && statvfs(dir, &sv) == 0)
+		out->dir_free = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+}
+
+uint64_t bfs_engine_mem_cap(const bfs_mem_room *r)
+{
+	uint64_t cap = UINT64_MAX;
+
+	if (r->ram_total)
+		cap = r->ram_total / 2;
+	if (r->ram_available && r->ram_available / 2 < cap)
+		cap = r->ram_available / 2;
+	return cap == UINT64_MAX ? 1ull << 30 : cap;
+}
+
+uint64_t bfs_engine_mem_max(const bfs_mem_room *r)
+{
+	if (r->ram_available && (!r->ram_total || r->ram_available < r->ram_total))
+		return r->ram_available;
+	return r->ram_total;
+}
+
+uint64_t bfs_engine_default_mem_for(const bfs_mem_room *r)
+{
+	uint64_t mem = r->ram_total ? r->ram_total / 8 : 1ull << 30;
+	uint64_t cap = bfs_engine_mem_cap(r);
 
 	if (mem > (1ull << 30))
 		mem = 1ull << 30;
 	if (mem < (256ull << 20))
 		mem = 256ull << 20;
-	return mem;
+	return mem < cap ? mem : cap;
+}
+
+uint64_t bfs_engine_default_mem(void)
+{
+	bfs_mem_room r;
+
+	bfs_engine_mem_room(NULL, &r);
+	return bfs_engine_default_mem_for(&r);
+}
+
+int bfs_engine_dir_fits(const bfs_mem_room *r, uint64_t budget)
+{
+	return budget <= r->dir_free / 4 * 3;
 }
 
 void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])

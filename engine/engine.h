@@ -80,7 +80,14 @@ typedef struct {
 	unsigned threads;        /* decode workers; 0 = online cores */
 	unsigned prefetch;       /* batches read ahead per reader; 0 = auto */
 	uint64_t mem_bytes;      /* memory budget: batch slots + decoder
-				  * scratch; 0 = bfs_engine_default_mem() */
+				  * scratch; 0 = the default (see
+				  * bfs_engine_default_mem_for), which may
+				  * grow to hold big batches, never past
+				  * bfs_engine_mem_cap */
+	const struct bfs_mem_room *room; /* what the machine can give; NULL:
+				  * measured at create (bfs_engine_mem_room,
+				  * lend_dir's free space included).  Tests
+				  * set it; copied */
 	unsigned slots;          /* batches held in memory; 0 = as many as
 				  * mem_bytes allows (tests set it) */
 	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
@@ -207,6 +214,8 @@ typedef struct {
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
 	uint64_t mem_budget;       /* the budget (--mem) */
+	uint64_t mem_cap;          /* the most a default budget may take on
+				    * this machine (bfs_engine_mem_cap) */
 	uint64_t mem_bytes;        /* what the budget counts now: the three
 				    * below, never more than mem_budget */
 	uint64_t mem_slots;        /* batch slots */
@@ -216,6 +225,9 @@ typedef struct {
 	uint64_t held_files;       /* how many files that is */
 	uint64_t lend_declined;    /* bfs_engine_lend() refusals: the budget
 				    * could not pay for another held file */
+	uint64_t batch_mem_errors; /* batches failed because their memory
+				    * could not be had (allocation refused):
+				    * each read of one fails with EIO */
 	double samples_per_s;      /* production rate while busy (all threads) */
 	double worker_idle;        /* share of worker time spent idle */
 	unsigned threads;
@@ -227,19 +239,65 @@ typedef struct {
 	bfs_reader_stats readers[BFS_MAX_READERS];
 } bfs_engine_stats;
 
+/* What the machine can give a memory budget, in bytes; 0: unknown. */
+typedef struct bfs_mem_room {
+	uint64_t ram_total;      /* physical memory (sysinfo), or the
+				  * cgroup's memory.max when lower */
+	uint64_t ram_available;  /* MemAvailable (/proc/meminfo), or what the
+				  * cgroup has left when lower */
+	uint64_t dir_free;       /* free space of the slot directory
+				  * (statvfs f_bavail), where slot files go */
+} bfs_mem_room;
+
+/* Measure *out: RAM from sysinfo (_SC_PHYS_PAGES if that fails), what is
+ * available from /proc/meminfo, both lowered to a cgroup v2 memory.max
+ * when there is one, and dir's free space from statvfs (dir NULL: 0).
+ * What cannot be read stays 0.  Any thread. */
+void bfs_engine_mem_room(const char *dir, bfs_mem_room *out);
+
+/* The most a budget may take on a machine with room *r: half of its RAM
+ * and half of what is available now, so that the trainer, the page cache
+ * and everyone else keep the other half (batch slots in a tmpfs are
+ * shared memory, which the kernel's OOM killer does not charge to the
+ * daemon: a budget past the RAM made it kill other processes).  Unknown
+ * quantities do not limit; nothing known: 1 GiB.  Pure. */
+uint64_t bfs_engine_mem_cap(const bfs_mem_room *r);
+
+/* The most an explicit --mem may be: what is available (RAM when that is
+ * unknown); 0: no limit known.  Pure. */
+uint64_t bfs_engine_mem_max(const bfs_mem_room *r);
+
 /* The default memory budget: 1/8 of physical memory, between 256 MiB and
- * 1 GiB.  1 GiB holds ~50 float32 batches of 32 x 224 x 224 x 3 (19 MB):
- * read-ahead for several readers plus decoder scratch, while staying a
- * small share of a training machine's host memory. */
+ * 1 GiB, never more than bfs_engine_mem_cap(r).  1 GiB holds ~50 float32
+ * batches of 32 x 224 x 224 x 3 (19 MB): read-ahead for several readers
+ * plus decoder scratch, while staying a small share of a training
+ * machine's host memory.  Create grows it (to four batches and scratch,
+ * or to decode an image of max_pixels) as far as the cap, and refuses
+ * options that do not fit there.  Pure. */
+uint64_t bfs_engine_default_mem_for(const bfs_mem_room *r);
+
+/* bfs_engine_default_mem_for this machine's room (no slot directory). */
 uint64_t bfs_engine_default_mem(void);
 
-/* Start the worker pool over src, which must outlive the engine.
+/* The slot directory only fits budgets up to 3/4 of its free space (a
+ * quarter is left to others); a larger one turns lending off.  Pure. */
+int bfs_engine_dir_fits(const bfs_mem_room *r, uint64_t budget);
+
+/* Start the worker pool over src, which must outlive the engine.  With
+ * lend_dir, a budget the directory has no room for (bfs_engine_dir_fits)
+ * leaves lending off: bfs_engine_lend_note says why.
  * Errors: -EINVAL (bad options, or a memory budget too small for two
- * batches plus decoder scratch: errmsg says how much is needed),
+ * batches plus decoder scratch: errmsg says how much is needed; a default
+ * budget that would need more than bfs_engine_mem_cap, or an explicit one
+ * above bfs_engine_mem_max: errmsg names the budget and the room),
  * BFS_E_EMPTY (no batch: fewer samples than one batch with
  * drop_remainder), -ENOMEM, -EAGAIN (threads). */
 int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		      bfs_engine **out, char *errmsg);
+/* Why opts.lend_dir was not used (the directory has no room for the
+ * budget), or "" when it is used or none was given.  Owned by e. */
+const char *bfs_engine_lend_note(const bfs_engine *e);
+
 /* Stop the workers and free everything.  No batch may be held.  NULL ok. */
 void bfs_engine_destroy(bfs_engine *e);
 

@@ -187,6 +187,10 @@ struct bfs_engine {
 	int rrc;              /* RandomResizedCrop (o.augment_rrc) */
 	int cache_res;        /* rrc: shorter side bound; 0 = none */
 	size_t arena_cap;     /* rrc with a store: bytes of a slot's arena */
+	bfs_mem_room mroom;   /* what the machine gives (opts.room or measured) */
+	uint64_t mem_cap;     /* bfs_engine_mem_cap(&room): a default's limit */
+	uint64_t mem_max;     /* bfs_engine_mem_max(&room): an explicit one's */
+	char lend_note[256];  /* why lend_dir was dropped, or "" */
 	bfs_dtype s1_dtype;
 	size_t s1_bytes;
 	int post;             /* stage 2 does something */

@@ -282,23 +282,70 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 	return in_max + bfs_image_scratch_max(pixels) + rs;
 }
 
+/* "--batch 16 of 10000x10000 float32 (the size schedule's largest)": what
+ * one batch holds, for the messages below. */
+static void describe_batch(const bfs_engine *e, char *out, size_t cap)
+{
+	int h = e->o.height, w = e->o.width, from_schedule = 0;
+
+	for (unsigned k = 0; k < e->o.nsizes; k++)
+		if ((uint64_t)e->o.sizes[k].h * (uint64_t)e->o.sizes[k].w >
+		    (uint64_t)h * (uint64_t)w) {
+			h = e->o.sizes[k].h;
+			w = e->o.sizes[k].w;
+			from_schedule = 1;
+		}
+	int n = snprintf(out, cap, "--batch %u of %dx%d %s%s", e->o.batch, h, w,
+			 bfs_dtype_name(e->o.dtype),
+			 from_schedule ? ", the size schedule's largest" : "");
+
+	if (e->arena_cap && n > 0 && (size_t)n < cap)
+		snprintf(out + n, cap - (size_t)n,
+			 ", and room for their --cache-res %d copies in the cache",
+			 e->cache_res ? e->cache_res : BFS_CACHE_RES_DEFAULT);
+}
+
+/* " (half of the RAM 23541 MiB and of the 20000 MiB available)" */
+static void describe_room(const bfs_engine *e, char *out, size_t cap)
+{
+	snprintf(out, cap, "half of the RAM %llu MiB and of the %llu MiB available",
+		 (unsigned long long)(e->mroom.ram_total >> 20),
+		 (unsigned long long)(e->mroom.ram_available >> 20));
+}
+
 /* Split the budget (--mem): a scratch pool for the workers (at least
  * SCRATCH_BASE each, an eighth of the budget if that is more) and batch
  * slots in the rest.  A worker may borrow past the pool from the slots'
  * share (reserve), so the largest sample decodes as long as it fits in
  * the budget beside one batch and the other workers' SCRATCH_BASE.  With
  * --max-pixels that must hold for the largest image it allows: a default
- * budget grows to fit it, a default --max-pixels (max_pixels_auto) shrinks
- * to what the budget decodes, and otherwise the options are refused with
- * the --mem that would do.  0 or -EINVAL (errmsg says why). */
+ * budget grows to fit it (up to e->mem_cap), a default --max-pixels
+ * (max_pixels_auto) shrinks to what the budget decodes, and otherwise the
+ * options are refused with the --mem that would do.  A default budget too
+ * small for two batches grows to hold four, never past e->mem_cap; what
+ * does not fit there is refused, naming the batch and the room.  An
+ * explicit --mem above what the machine has available (e->mem_max) is
+ * refused.  0 or -EINVAL (errmsg says why). */
 static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
 {
 	uint64_t slot_bytes = e->images_cap + e->o.batch * sizeof(int64_t) +
 			      (e->post && !e->rrc ? (uint64_t)e->s1_bytes * e->o.batch : 0) +
 			      e->arena_cap;
 	uint64_t others = (uint64_t)(e->o.threads - 1) * SCRATCH_BASE;
-	uint64_t scratch, slots, in_max = 0, len_max = 0;
+	uint64_t scratch, slots, in_max = 0, len_max = 0, cap = e->mem_cap;
+	char batch[160], room[160];
 
+	describe_batch(e, batch, sizeof(batch));
+	describe_room(e, room, sizeof(room));
+	if (!mem_default && e->mem_max && e->o.mem_bytes > e->mem_max) {
+		bfs_seterr(errmsg,
+			   "--mem %llu MiB is more than this machine has: %llu MiB available of %llu MiB of RAM; use --mem %lluM or less",
+			   (unsigned long long)(e->o.mem_bytes >> 20),
+			   (unsigned long long)(e->mroom.ram_available >> 20),
+			   (unsigned long long)(e->mroom.ram_total >> 20),
+			   (unsigned long long)(cap >> 20));
+		return -EINVAL;
+	}
 	for (uint64_t i = 0; i < e->nsamples; i++) {
 		bfs_sample_identity id;
 
@@ -308,45 +355,58 @@ static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
 	in_max = bfs__pow2_at_least((size_t)len_max + 4, 0);
 	if (e->o.max_pixels) {
 		uint64_t need = need_for_pixels(e, in_max, e->o.max_pixels);
-		uint64_t mem = e->o.mem_bytes;
+		/* a default budget may grow as far as the machine's cap */
+		uint64_t mem = mem_default ? cap : e->o.mem_bytes;
+		uint64_t grown = (need + slot_bytes + others + (1u << 20) - 1) &
+				 ~((uint64_t)(1u << 20) - 1);
 
-		if (need + slot_bytes + others > mem) {
-			if (mem_default) {
-				mem = need + slot_bytes + others;
-				e->o.mem_bytes = (mem + (1u << 20) - 1) & ~((uint64_t)(1u << 20) - 1);
+		if (need + slot_bytes + others <= e->o.mem_bytes) {
+			/* fits as it is */
+		} else if (mem_default && grown <= cap) {
+			e->o.mem_bytes = grown;
+		} else if (slot_bytes + others + in_max < mem) {
+			/* a batch fits: what the budget decodes beside it is
+			 * the question */
+			uint64_t fit = (mem - slot_bytes - others - in_max) / 4;
+
+			while (fit && need_for_pixels(e, in_max, fit) + slot_bytes +
+					      others > mem)
+				fit -= fit / 64 + 1;
+			if (e->o.max_pixels_auto && fit >= 1) {
+				e->o.max_pixels = fit;
+				if (mem_default)
+					e->o.mem_bytes = mem;
 			} else {
-				uint64_t fit = mem > slot_bytes + others + in_max
-					? (mem - slot_bytes - others - in_max) / 4 : 0;
+				bfs_seterr(errmsg,
+					   "%s%llu MiB%s cannot decode an image of --max-pixels %llu with %u threads (it needs %llu MiB beside a batch and the other threads' scratch); use --mem %lluM or more%s",
+					   mem_default ? "the default --mem, at most " : "--mem ",
+					   (unsigned long long)(mem >> 20),
+					   mem_default ? " on this machine," : "",
+					   (unsigned long long)e->o.max_pixels,
+					   e->o.threads,
+					   (unsigned long long)((need + (1u << 20) - 1) >> 20),
+					   (unsigned long long)((need + slot_bytes + others) >> 20) + 1,
+					   fit ? ", or a smaller --max-pixels" : "");
+				if (fit) {
+					size_t n = strlen(errmsg);
 
-				while (fit && need_for_pixels(e, in_max, fit) + slot_bytes +
-						      others > mem)
-					fit -= fit / 64 + 1;
-				if (e->o.max_pixels_auto && fit >= 1) {
-					e->o.max_pixels = fit;
-				} else {
-					bfs_seterr(errmsg,
-						   "--mem %llu MiB cannot decode an image of --max-pixels %llu with %u threads (it needs %llu MiB beside a batch and the other threads' scratch); use --mem %lluM or more%s",
-						   (unsigned long long)(mem >> 20),
-						   (unsigned long long)e->o.max_pixels,
-						   e->o.threads,
-						   (unsigned long long)((need + (1u << 20) - 1) >> 20),
-						   (unsigned long long)((need + slot_bytes + others) >> 20) + 1,
-						   fit ? ", or a smaller --max-pixels" : "");
-					if (fit) {
-						size_t n = strlen(errmsg);
-
-						snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
-							 " (at most %llu)",
-							 (unsigned long long)fit);
-					}
-					return -EINVAL;
+					snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+						 " (at most %llu)",
+						 (unsigned long long)fit);
 				}
+				return -EINVAL;
 			}
 		}
+		/* else not even a batch fits: refused below, naming it */
 	}
 	scratch = (uint64_t)e->o.threads * SCRATCH_BASE;
-	if (mem_default && scratch + 2 * slot_bytes > e->o.mem_bytes)
-		e->o.mem_bytes = scratch + 4 * slot_bytes; /* many threads */
+	if (mem_default && scratch + 2 * slot_bytes > e->o.mem_bytes) {
+		/* many threads, or big batches: room for four, if the machine
+		 * has it */
+		uint64_t want = scratch + 4 * slot_bytes;
+
+		e->o.mem_bytes = want < cap ? want : cap > e->o.mem_bytes ? cap : e->o.mem_bytes;
+	}
 	if (scratch < e->o.mem_bytes / 8)
 		scratch = e->o.mem_bytes / 8;
 	slots = e->o.mem_bytes > scratch
@@ -356,13 +416,28 @@ static int fit_budget(bfs_engine *e, int mem_default, char *errmsg)
 	if (e->o.slots)
 		slots = e->o.slots; /* an explicit count wins */
 	if (slots < 2) {
-		bfs_seterr(errmsg,
-			   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB plus %llu MiB of decoder scratch (%u threads); use --mem %llu M or more",
-			   (unsigned long long)(e->o.mem_bytes >> 20),
-			   (unsigned long long)(slot_bytes >> 20),
-			   (unsigned long long)(scratch >> 20),
-			   e->o.threads,
-			   (unsigned long long)((2 * slot_bytes + scratch * 8 / 7) >> 20) + 1);
+		uint64_t need = 2 * slot_bytes + (uint64_t)e->o.threads * SCRATCH_BASE;
+
+		if (need < (2 * slot_bytes) * 8 / 7)
+			need = (2 * slot_bytes) * 8 / 7; /* scratch takes an eighth */
+		if (mem_default)
+			bfs_seterr(errmsg,
+				   "one batch takes %llu MiB (%s): two of them and the decoder scratch of %u threads need a --mem of %llu MiB, more than this machine gives the default --mem (%llu MiB: %s); use a smaller --batch or size%s",
+				   (unsigned long long)((slot_bytes + (1u << 20) - 1) >> 20), batch,
+				   e->o.threads, (unsigned long long)(need >> 20) + 1,
+				   (unsigned long long)(e->o.mem_bytes >> 20), room,
+				   e->mem_max && need > e->mem_max ? ""
+				   : ", or an explicit --mem of that size");
+		else
+			bfs_seterr(errmsg,
+				   "--mem %llu MiB is too small: it must hold 2 batches of %llu MiB (%s) plus %llu MiB of decoder scratch (%u threads); use --mem %lluM or more%s",
+				   (unsigned long long)(e->o.mem_bytes >> 20),
+				   (unsigned long long)(slot_bytes >> 20), batch,
+				   (unsigned long long)(scratch >> 20),
+				   e->o.threads,
+				   (unsigned long long)(need >> 20) + 1,
+				   e->mem_max && need > e->mem_max
+				   ? ", more than this machine has available: use a smaller --batch or size" : "");
 		return -EINVAL;
 	}
 	e->o.slots = (unsigned)slots;
@@ -444,9 +519,16 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		e->o.threads = online_cores();
 	if (!e->o.epochs)
 		e->o.epochs = 1;
+	if (opts->room)
+		e->mroom = *opts->room;
+	else
+		bfs_engine_mem_room(opts->lend_dir, &e->mroom);
+	e->o.room = NULL; /* copied */
+	e->mem_cap = bfs_engine_mem_cap(&e->mroom);
+	e->mem_max = bfs_engine_mem_max(&e->mroom);
 	mem_default = !e->o.mem_bytes;
 	if (!e->o.mem_bytes)
-		e->o.mem_bytes = bfs_engine_default_mem();
+		e->o.mem_bytes = bfs_engine_default_mem_for(&e->mroom);
 	if (e->o.height < 1 || e->o.width < 1 || e->o.height > BFS_ENGINE_MAX_SIDE ||
 	    e->o.width > BFS_ENGINE_MAX_SIDE || e->o.batch < 1 || e->o.batch > 65536 ||
 	    e->o.threads > 1024 || e->o.slots > MAX_SLOTS) {
@@ -574,6 +656,16 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 	if (e->o.prefetch >= e->o.slots)
 		e->o.prefetch = e->o.slots - 1;
+	if (e->o.lend_dir && !bfs_engine_dir_fits(&e->mroom, e->o.mem_bytes)) {
+		/* slot files would fill it: plain memory, which counts against
+		 * the daemon, instead */
+		snprintf(e->lend_note, sizeof(e->lend_note),
+			 "%s has %llu MiB free, less than --mem %llu MiB and a quarter to spare; see --slot-dir",
+			 e->o.lend_dir, (unsigned long long)(e->mroom.dir_free >> 20),
+			 (unsigned long long)(e->o.mem_bytes >> 20));
+		e->o.lend_dir = NULL;
+		e->slot_head = 0;
+	}
 
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->work, NULL);
@@ -626,12 +718,18 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->st.prefetch = e->o.prefetch;
 	e->st.slots = e->nslots;
 	e->st.mem_budget = e->o.mem_bytes;
+	e->st.mem_cap = e->mem_cap;
 	*out = e;
 	return 0;
 fail:
 	bfs_seterr(errmsg, "cannot start the engine: %s", bfs_strerror(err));
 	bfs_engine_destroy(e);
 	return err;
+}
+
+const char *bfs_engine_lend_note(const bfs_engine *e)
+{
+	return e->lend_note;
 }
 
 void bfs_engine_destroy(bfs_engine *e)

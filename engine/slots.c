@@ -449,6 +449,7 @@ void bfs__prepare(bfs_engine *e, struct bfs_batch *b)
 		} else {
 			b->err = err;
 			bfs_seterr(b->errmsg, "out of memory for a batch");
+			e->st.batch_mem_errors++;
 			b->done = b->next = b->n;
 			b->state = SLOT_FAILED;
 		}

@@ -600,6 +600,7 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_str(&j, "prefetch_mode", st.prefetch ? "fixed" : "auto");
 	bfs_json_u64(&j, "memory_bytes", st.mem_bytes);
 	bfs_json_u64(&j, "memory_budget", st.mem_budget);
+	bfs_json_u64(&j, "memory_cap", st.mem_cap);
 	bfs_json_open(&j, "memory", '{');
 	bfs_json_u64(&j, "batch_slots", st.mem_slots);
 	bfs_json_u64(&j, "decoder_scratch", st.mem_scratch);
@@ -667,7 +668,9 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_close(&j, '}');
 	}
 	bfs_json_close(&j, ']');
-	bfs_json_u64(&j, "errors_total", nerr + nscan);
+	/* batches that failed for want of memory count as errors too */
+	bfs_json_u64(&j, "batch_memory_errors", st.batch_mem_errors);
+	bfs_json_u64(&j, "errors_total", nerr + nscan + st.batch_mem_errors);
 	/* the list below holds the first SHOW sample errors */
 	bfs_json_u64(&j, "errors_left_out", nerr - shown);
 	bfs_json_open(&j, "bad_shards", '[');

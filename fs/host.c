@@ -265,7 +265,7 @@ const char *bfs_host_slot_dir(const char *dir, uint64_t budget, char *why,
 		snprintf(why, cap, "%s is not a tmpfs", dir);
 		return NULL;
 	}
-	if ((uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < budget) {
+	if (budget && (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < budget) {
 		snprintf(why, cap,
 			 "%s has %llu MiB free, less than --mem %llu MiB; see --slot-dir",
 			 dir, (unsigned long long)((uint64_t)sf.f_bavail *

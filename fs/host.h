@@ -51,8 +51,10 @@ FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 /* dir, if it can hold the engine's slot files for passthrough: this
  * process can register backing files (CAP_SYS_ADMIN), dir is a tmpfs (a
  * disk file system would write batches back) with room for the memory
- * budget, and it grants file leases (how the engine tells that readers
- * let go of a file).  Else NULL with *why (cap bytes) saying why not. */
+ * budget (budget 0: not checked here; the mount leaves that to the
+ * engine, which knows the budget it settles on), and it grants file
+ * leases (how the engine tells that readers let go of a file).  Else NULL
+ * with *why (cap bytes) saying why not. */
 const char *bfs_host_slot_dir(const char *dir, uint64_t budget, char *why,
 			      size_t cap);
 

@@ -1,7 +1,10 @@
 /*
  * inspect.c - `batchfs inspect`: describe .npy files (see inspect.h).
  *
- * Each file is mmap'ed and read once, front to back, in blocks of 4096
+ * Each file is read (pread, never mapped: a page fault on a mount's file
+ * that fails its read, a batch holding a bad sample, is SIGBUS, while a
+ * read says EIO, and then the batch's index.json says why), then walked
+ * front to back in blocks of 4096
  * elements: a block is converted to doubles, then folded into running
  * min/max and (Chan et al.) mean/M2, which stays accurate for long arrays.
  * 1-D integer arrays additionally get a label summary from a sorted copy.
@@ -9,6 +12,7 @@
 #include "fs/inspect.h"
 
 #include "engine/error.h"
+#include "fs/jsonread.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -282,16 +285,77 @@ static int label_summary(const uint8_t *p, uint64_t n, dtype d)
 
 /* ---- one file ----------------------------------------------------------- */
 
+/* Read fd's len bytes from offset 0 into buf.  0, or -errno with *at the
+ * offset of the read that failed, or 1 when the file ends at *at. */
+static int read_all(int fd, uint8_t *buf, size_t len, size_t *at)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			*at = got;
+			return n < 0 ? -errno : 1;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* For a batch file of a mount (DIR/batch-NNNNNN.npy or .labels.npy) whose
+ * read failed: what the mount says of the batch, from its index.json
+ * ("error": the bad sample's shard, record and reason), into err.  0, or
+ * -1 when there is no such file or it says nothing. */
+static int mount_says(const char *path, char *err, size_t cap)
+{
+	size_t n = strlen(path), tail = 0, got = 0;
+	char ipath[4096], text[1 << 16], why[128];
+	const bfs_jr *e;
+	bfs_jr *v = NULL;
+	int fd, r = -1;
+
+	if (n > 11 && !strcmp(path + n - 11, ".labels.npy"))
+		tail = 11;
+	else if (n > 4 && !strcmp(path + n - 4, ".npy"))
+		tail = 4;
+	if (!tail || n - tail + 12 > sizeof(ipath))
+		return -1;
+	memcpy(ipath, path, n - tail);
+	strcpy(ipath + n - tail, ".index.json");
+	if ((fd = open(ipath, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	while (got < sizeof(text)) {
+		ssize_t k = read(fd, text + got, sizeof(text) - got);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	close(fd);
+	if (bfs_jr_parse(text, got, &v, why, sizeof(why)) == 0 &&
+	    (e = bfs_jr_get(v, "error")) && e->type == BFS_JR_STRING) {
+		snprintf(err, cap, "%s", e->str);
+		r = 0;
+	}
+	bfs_jr_free(v);
+	return r;
+}
+
 static int inspect_file(const char *path, int *first)
 {
 	char err[BFS_ERRMSG_MAX];
 	bfs_npy_info info;
 	bfs_inspect_stats s;
 	struct stat st;
-	void *map = NULL;
-	size_t size;
+	uint8_t *map = NULL;
+	size_t size, at = 0;
 	dtype d;
-	int fd, r = 1;
+	int fd, r = 1, rerr;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
@@ -304,14 +368,26 @@ static int inspect_file(const char *path, int *first)
 	}
 	size = (size_t)st.st_size;
 	if (size > 0) {
-		map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			map = NULL;
-			fprintf(stderr, "batchfs inspect: %s: mmap: %s\n", path,
-				strerror(errno));
+		if (!(map = malloc(size))) {
+			fprintf(stderr, "batchfs inspect: %s: %zu bytes: %s\n", path,
+				size, strerror(ENOMEM));
 			goto out;
 		}
-		madvise(map, size, MADV_SEQUENTIAL);
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+		if ((rerr = read_all(fd, map, size, &at))) {
+			char says[BFS_ERRMSG_MAX];
+
+			if (rerr > 0)
+				fprintf(stderr, "batchfs inspect: %s: the file ends at byte %zu, before its size %zu\n",
+					path, at, size);
+			else
+				fprintf(stderr, "batchfs inspect: %s: read at byte %zu: %s\n",
+					path, at, strerror(-rerr));
+			if (mount_says(path, says, sizeof(says)) == 0)
+				fprintf(stderr, "batchfs inspect: %s: the mount failed this batch: %s\n",
+					path, says);
+			goto out;
+		}
 	}
 	if (bfs_npy_parse(map, size, &info, err)) {
 		fprintf(stderr, "batchfs inspect: %s: %s\n", path, err);
@@ -366,8 +442,7 @@ static int inspect_file(const char *path, int *first)
 	r = 0;
 out:
 	fflush(stdout);
-	if (map)
-		munmap(map, size);
+	free(map);
 	if (fd >= 0)
 		close(fd);
 	return r;

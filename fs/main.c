@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
 #include "fs/mounthelper.h"
+#include "fs/optparse.h"
 #include "fs/status.h"
 
 static const char usage_top[] =
@@ -91,7 +93,9 @@ static const char usage_mount[] =
 	"  --prefetch auto|N    batches decoded ahead of each reader (auto:\n"
 	"                       autotuned per reader, like tf.data AUTOTUNE)\n"
 	"  --mem SIZE           memory budget for decoded batches and decoder\n"
-	"                       scratch (default: 1/8 of RAM, 256M..1G)\n"
+	"                       scratch (default: 1/8 of RAM, 256M..1G; big\n"
+	"                       batches grow it, to half of RAM and of what\n"
+	"                       is available at most)\n"
 	"  --cache DIR|none     LMDB cache of preprocessed samples, shared by\n"
 	"                       mounts (default $XDG_CACHE_HOME/batchfs)\n"
 	"  --cache-size SIZE    cache limit (default 10% of the free disk\n"
@@ -122,8 +126,8 @@ static const char usage_mount[] =
 	"                       $XDG_STATE_HOME/batchfs/batchfs.log)\n"
 	"  --allow-other        let other users read the mount\n"
 	"  --slot-dir DIR       the tmpfs that holds decoded batches for\n"
-	"                       passthrough (default /dev/shm; it needs room\n"
-	"                       for --mem)\n"
+	"                       passthrough (default /dev/shm; the budget must\n"
+	"                       fit in 3/4 of its free space)\n"
 	"  --no-passthrough     serve every read of a batch file through the\n"
 	"                       daemon, instead of letting the kernel read\n"
 	"                       the decoded batch directly (for comparison)\n"
@@ -174,70 +178,31 @@ static int bad_option(const char *cmd, int c, char **argv)
 	return usage_error(cmd, "unknown option '%s'", arg);
 }
 
+/* The numbers of the options, read whole by fs/optparse (a value that
+ * would wrap, or has a sign it may not have, is refused, not bent). */
+
 /* "64M", "1G", "1000": sizes and counts with binary suffixes. */
 static int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-	uint64_t mul = 1;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': mul = 1ull << 10; end++; break;
-	case 'm': case 'M': mul = 1ull << 20; end++; break;
-	case 'g': case 'G': mul = 1ull << 30; end++; break;
-	case 't': case 'T': mul = 1ull << 40; end++; break;
-	}
-	if (*end == 'i' || *end == 'B')
-		end++;
-	if (*end || (v && mul > UINT64_MAX / v))
-		return -1;
-	*out = v * mul;
-	return 0;
+	return bfs_opt_size(s, 0, out) ? -1 : 0;
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max,
 		      unsigned *out)
 {
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
-		return -1;
-	*out = (unsigned)v;
-	return 0;
+	return bfs_opt_uint(s, min, max, out) ? -1 : 0;
 }
 
+/* "HxW" or "N" (NxN), each side 1..BFS_ENGINE_MAX_SIDE. */
 static int parse_hw(const char *s, int *h, int *w)
 {
-	unsigned a, b;
-	char tail;
-
-	if (sscanf(s, "%ux%u%c", &a, &b, &tail) == 2 ||
-	    sscanf(s, "%uX%u%c", &a, &b, &tail) == 2) {
-	} else if (sscanf(s, "%u%c", &a, &tail) == 1) {
-		b = a;
-	} else {
-		return -1;
-	}
-	if (a < 1 || b < 1 || a > 16384 || b > 16384)
-		return -1;
-	*h = (int)a;
-	*w = (int)b;
-	return 0;
+	return bfs_opt_hw(s, BFS_ENGINE_MAX_SIDE, h, w) ? -1 : 0;
 }
 
-/* "A,B": two numbers (for --rrc-scale and --rrc-ratio). */
+/* "A,B": two finite numbers (for --rrc-scale and --rrc-ratio). */
 static int parse_pair(const char *s, double v[2])
 {
-	char tail;
-
-	return sscanf(s, "%lf,%lf%c", &v[0], &v[1], &tail) == 2 ? 0 : -1;
+	return bfs_opt_doubles(s, v, 2) ? -1 : 0;
 }
 
 /* "160@0,192@40,224x200@80": sizes from an epoch on, ascending epochs. */
@@ -354,7 +319,7 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		case O_SIZE:
 			if (parse_hw(optarg, &o.engine.height, &o.engine.width))
-				return bad("--size", optarg, "HxW, e.g. 224x224");
+				return bad("--size", optarg, "HxW or N, sides 1..16384, e.g. 224x224");
 			break;
 		case O_DTYPE:
 			if (!strcmp(optarg, "float32"))
@@ -378,16 +343,11 @@ static int cmd_mount(int argc, char **argv)
 			else if (parse_uint(optarg, 1, 1023, &o.engine.prefetch))
 				return bad("--prefetch", optarg, "auto or 1..1023");
 			break;
-		case O_SHUFFLE: {
-			char *end;
-
-			errno = 0;
-			o.engine.seed = strtoull(optarg, &end, 0);
-			if (errno || end == optarg || *end || optarg[0] == '-')
+		case O_SHUFFLE:
+			if (bfs_opt_seed(optarg, &o.engine.seed))
 				return bad("--shuffle", optarg, "a seed, 0..2^64-1");
 			o.engine.shuffle = 1;
 			break;
-		}
 		case O_RESIZE:
 			if (!strcmp(optarg, "stretch"))
 				o.engine.resize_crop = 0;
@@ -407,6 +367,9 @@ static int cmd_mount(int argc, char **argv)
 		case O_AUGMENT: {
 			char buf[64], *tok, *save = NULL;
 
+			if (strlen(optarg) >= sizeof(buf))
+				return bad("--augment", optarg,
+					   "flip, crop, rrc, a comma-separated list of them, or none");
 			snprintf(buf, sizeof(buf), "%s", optarg);
 			for (tok = strtok_r(buf, ",", &save); tok;
 			     tok = strtok_r(NULL, ",", &save)) {
@@ -433,11 +396,17 @@ static int cmd_mount(int argc, char **argv)
 		case O_MEAN:
 		case O_STD: {
 			float *v = c == O_MEAN ? o.engine.mean : o.engine.std;
-			char tail;
+			double d[3];
+			int ok = bfs_opt_doubles(optarg, d, 3) == 0;
 
-			if (sscanf(optarg, "%f,%f,%f%c", &v[0], &v[1], &v[2], &tail) != 3)
+			for (int k = 0; ok && k < 3; k++) {
+				v[k] = (float)d[k];
+				ok = isfinite(v[k]) && (c == O_MEAN || v[k] > 0.0f);
+			}
+			if (!ok)
 				return bad(c == O_MEAN ? "--mean" : "--std", optarg,
-					   "three numbers R,G,B in the 0..1 scale");
+					   c == O_MEAN ? "three finite numbers R,G,B in the 0..1 scale"
+						       : "three numbers R,G,B above 0, in the 0..1 scale");
 			o.engine.normalize = 1;
 			break;
 		}
@@ -485,15 +454,11 @@ static int cmd_mount(int argc, char **argv)
 				return bad("--cache-size", optarg, "a size such as 20G");
 			o.cache_size = v;
 			break;
-		case O_LABEL_OFFSET: {
-			char *end;
-
-			errno = 0;
-			o.engine.label_offset = strtoll(optarg, &end, 10);
-			if (errno || end == optarg || *end)
-				return bad("--label-offset", optarg, "an integer");
+		case O_LABEL_OFFSET:
+			if (bfs_opt_i64(optarg, INT64_MIN, INT64_MAX, &o.engine.label_offset))
+				return bad("--label-offset", optarg,
+					   "an integer, -2^63..2^63-1");
 			break;
-		}
 		case O_EPOCHS:
 			if (parse_uint(optarg, 1, 100000, &o.engine.epochs))
 				return bad("--epochs", optarg, "1..100000");

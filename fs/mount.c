@@ -382,11 +382,12 @@ static int serve(void *ctx, int notify_fd)
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
 		goto fail;
 	}
+	/* the engine checks the directory's room against the budget it
+	 * settles on (a default one grows for big batches), and leaves the
+	 * slot files out when it has none (bfs_engine_lend_note) */
 	if (!o->no_passthrough)
 		eo.lend_dir = bfs_host_slot_dir(o->slot_dir ? o->slot_dir : "/dev/shm",
-						eo.mem_bytes ? eo.mem_bytes
-							     : bfs_engine_default_mem(),
-						pt_why, sizeof(pt_why));
+						0, pt_why, sizeof(pt_why));
 	if ((err = bfs_ll_create(&m.ll))) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
 		goto fail;
@@ -402,6 +403,10 @@ static int serve(void *ctx, int notify_fd)
 		snprintf(msg, sizeof(msg), "batchfs: %s",
 			 errmsg[0] ? errmsg : bfs_strerror(err));
 		goto fail;
+	}
+	if (eo.lend_dir && !bfs_engine_options(m.eng)->lend_dir) {
+		snprintf(pt_why, sizeof(pt_why), "%s", bfs_engine_lend_note(m.eng));
+		eo.lend_dir = NULL;
 	}
 	vo.src = m.src;
 	vo.eng = m.eng;
@@ -482,10 +487,12 @@ static int serve(void *ctx, int notify_fd)
 			snprintf(samples, sizeof(samples), "%llu samples",
 				 (unsigned long long)bfs_source_count(m.src));
 		snprintf(msg, sizeof(msg),
-			 "batchfs: mounted %s on %s: %s, %llu batches of %u, %s %dx%d, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
+			 "batchfs: mounted %s on %s: %s, %llu batches of %u, %s %dx%d, memory %llu MiB%s, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
 			 bfs_source_dir(m.src), o->mountpoint, samples,
 			 (unsigned long long)bfs_view_shape(m.view)->batches,
 			 e->batch, bfs_dtype_name(e->dtype), e->height, e->width,
+			 (unsigned long long)(e->mem_bytes >> 20),
+			 eo.mem_bytes ? " (--mem)" : " (default)",
 			 m.cache ? bfs_cache_dir(m.cache) : "none",
 			 cache_why[0] ? " (" : "", cache_why, cache_why[0] ? ")" : "",
 			 m.pt ? "where the kernel offers it" : "off",

@@ -673,13 +673,16 @@ static void test_engine_passes_over_a_held_slot_file(void **state)
 
 /* A tmpfs too small for every slot file (ENOSPC at posix_fallocate): the
  * slots that get no file use plain memory, every batch is still served
- * with the same bytes, and the errors are counted.  Needs root (mount). */
+ * with the same bytes, and the errors are counted.  Needs root (mount).
+ * The engine is told the directory has room (as when others fill it
+ * after create looked), or it would leave the directory out. */
 static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 {
 	char dir[64], msg[BFS_ERRMSG_MAX];
+	bfs_mem_room room;
 	bfs_engine_opts o = { .batch = 4, .height = 24, .width = 32,
 			      .threads = 1, .prefetch = 2, .slots = 4,
-			      .lend_dir = dir };
+			      .lend_dir = dir, .room = &room };
 	bfs_source *src;
 	bfs_engine *e;
 	bfs_engine_stats st;
@@ -693,6 +696,8 @@ static void test_engine_slot_files_fall_back_when_tmpfs_is_full(void **state)
 		rmdir(dir);
 		skip();
 	}
+	bfs_engine_mem_room(NULL, &room);
+	room.dir_free = 1ull << 40;
 	src = open_source(dir_good);
 	want = plain_bytes(src);
 	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
@@ -809,6 +814,121 @@ static void test_engine_big_image_borrows_from_the_budget(void **state)
 	bfs_source_close(src);
 	snprintf(msg, sizeof(msg), "rm -rf '%s'", dir);
 	assert_int_equal(system(msg), 0);
+}
+
+/* The budget's room, as pure functions: the cap is half of the RAM and
+ * half of what is available; the default 1/8 of the RAM (256 MiB..1 GiB)
+ * never above it; an explicit --mem at most what is available. */
+static void test_engine_mem_cap_is_a_share_of_ram_and_of_what_is_available(void **state)
+{
+	const uint64_t M = 1ull << 20, G = 1ull << 30;
+	static const struct {
+		bfs_mem_room r;
+		uint64_t cap, dflt, max;
+	} cases[] = {
+		{ { 24 * (1ull << 30), 20 * (1ull << 30), 0 }, 10ull << 30, 1ull << 30, 20ull << 30 },
+		{ { 24 * (1ull << 30), 1ull << 30, 0 }, 512ull << 20, 512ull << 20, 1ull << 30 },
+		{ { 1ull << 30, 1ull << 30, 0 }, 512ull << 20, 256ull << 20, 1ull << 30 },
+		{ { 4ull << 30, 0, 0 }, 2ull << 30, 512ull << 20, 4ull << 30 },
+		{ { 0, 6ull << 30, 0 }, 3ull << 30, 1ull << 30, 6ull << 30 },
+		{ { 0, 0, 0 }, 1ull << 30, 1ull << 30, 0 },
+		{ { 256ull << 20, 100ull << 20, 0 }, 50ull << 20, 50ull << 20, 100ull << 20 },
+		{ { 1ull << 40, 1ull << 40, 0 }, 1ull << 39, 1ull << 30, 1ull << 40 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const bfs_mem_room *r = &cases[i].r;
+
+		assert_true(bfs_engine_mem_cap(r) == cases[i].cap);
+		assert_true(bfs_engine_default_mem_for(r) == cases[i].dflt);
+		assert_true(bfs_engine_mem_max(r) == cases[i].max);
+		assert_true(bfs_engine_default_mem_for(r) <= bfs_engine_mem_cap(r));
+		if (r->ram_total)
+			assert_true(bfs_engine_mem_cap(r) <= r->ram_total / 2);
+	}
+	/* a quarter of the slot directory stays free */
+	assert_true(bfs_engine_dir_fits(&(bfs_mem_room){ 0, 0, 4 * G }, 3 * G));
+	assert_false(bfs_engine_dir_fits(&(bfs_mem_room){ 0, 0, 4 * G }, 3 * G + M));
+	assert_false(bfs_engine_dir_fits(&(bfs_mem_room){ 0, 0, 0 }, M));
+	/* this machine, measured: within its RAM */
+	{
+		bfs_mem_room r;
+
+		bfs_engine_mem_room("/tmp", &r);
+		assert_true(r.ram_total > 0);
+		assert_true(r.dir_free > 0);
+		assert_true(bfs_engine_default_mem() <= r.ram_total / 2);
+	}
+}
+
+/* A default budget grows for big batches (to four of them), but never
+ * past the machine's cap: before, --size-schedule 10000x10000 with
+ * --batch 16 made a 73 GiB budget on a 23 GiB machine, and /dev/shm grew
+ * until the OOM killer ended other processes.  What does not fit in the
+ * cap is refused, naming the batch and the room; an explicit --mem above
+ * what is available is refused; and a slot directory without room for
+ * the budget is left out, saying why.  Nothing big is allocated: slots
+ * get their memory when a batch first needs it. */
+static void test_engine_default_budget_never_grows_past_the_machine(void **state)
+{
+	const uint64_t M = 1ull << 20, G = 1ull << 30;
+	bfs_mem_room room = { 4 * G, 3 * G, 0 }; /* cap 1.5 GiB */
+	bfs_source *src = open_source(dir_good);
+	/* one batch: 32 x 1024 x 1024 x 3 float32 = 384 MiB */
+	bfs_engine_opts o = { .batch = 32, .height = 1024, .width = 1024,
+			      .threads = 2, .room = &room };
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_engine_stats st;
+	bfs_engine *e = NULL;
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	bfs_engine_get_stats(e, &st);
+	/* four batches and scratch would be 1.55 GiB: the cap holds it */
+	assert_true(st.mem_budget <= 3 * G / 2);
+	assert_true(st.mem_cap == 3 * G / 2);
+	assert_true(st.slots >= 2);
+	assert_true(bfs_engine_options(e)->mem_bytes == st.mem_budget);
+	bfs_engine_destroy(e);
+
+	/* the size schedule's largest size counts */
+	o.batch = 16;
+	o.height = o.width = 64;
+	o.augment_rrc = 1;
+	o.nsizes = 2;
+	o.sizes[0].from = 0;
+	o.sizes[0].h = o.sizes[0].w = 64;
+	o.sizes[1].from = 1;
+	o.sizes[1].h = o.sizes[1].w = 10000;
+	o.epochs = 2;
+	msg[0] = '\0';
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_null(e);
+	assert_non_null(strstr(msg, "one batch takes 18311 MiB"));
+	assert_non_null(strstr(msg, "--batch 16 of 10000x10000 float32, the size schedule's largest"));
+	assert_non_null(strstr(msg, "the default --mem (1536 MiB: half of the RAM 4096 MiB and of the 3072 MiB available)"));
+	assert_non_null(strstr(msg, "use a smaller --batch or size"));
+
+	/* an explicit --mem: at most what is available */
+	o.augment_rrc = 0;
+	o.nsizes = 0;
+	o.epochs = 1;
+	o.mem_bytes = 3 * G + M;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "--mem 3073 MiB is more than this machine has: 3072 MiB available of 4096 MiB of RAM"));
+	o.mem_bytes = 64 * M;
+	o.lend_dir = "/tmp"; /* a slot directory with 40 MiB free: left out */
+	room.dir_free = 40 * M;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_null(bfs_engine_options(e)->lend_dir);
+	assert_string_equal(bfs_engine_lend_note(e),
+			    "/tmp has 40 MiB free, less than --mem 64 MiB and a quarter to spare; see --slot-dir");
+	bfs_engine_destroy(e);
+	room.dir_free = 100 * M; /* room: used */
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_string_equal(bfs_engine_options(e)->lend_dir, "/tmp");
+	assert_string_equal(bfs_engine_lend_note(e), "");
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
 }
 
 /* One engine for ranks A..B of W (the local ranks of a node): each rank's
@@ -1540,6 +1660,8 @@ int main(void)
 		cmocka_unit_test(test_engine_rrc_a_damaged_view_is_counted_decoded_again_and_offered_again),
 		cmocka_unit_test(test_engine_size_schedule_gives_each_epoch_its_shape),
 		cmocka_unit_test(test_engine_rrc_refuses_conflicting_options),
+		cmocka_unit_test(test_engine_mem_cap_is_a_share_of_ram_and_of_what_is_available),
+		cmocka_unit_test(test_engine_default_budget_never_grows_past_the_machine),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

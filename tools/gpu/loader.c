@@ -241,6 +241,25 @@ static int fill_slot(struct reader *r, struct slot *s, int64_t seq,
 			bfs_seterr(errmsg, "%s: empty file", ipath);
 			goto out;
 		}
+		/* A batch the mount failed (a bad sample) reads as EIO, but a
+		 * page fault in a mapping of it is SIGBUS, which would end the
+		 * process in cudaHostRegister or the copy.  Read its first
+		 * bytes first: a batchfs read returns only once the batch is
+		 * whole, so past this the mapping's pages read as they did. */
+		{
+			unsigned char probe[4096];
+			ssize_t n;
+
+			do
+				n = pread(fd, probe, sizeof(probe), 0);
+			while (n < 0 && errno == EINTR);
+			if (n < 0) {
+				err = -errno;
+				bfs_seterr(errmsg, "%s: read: %s%s", ipath, strerror(errno),
+					   errno == EIO ? " (a batchfs mount fails a batch that holds a bad sample: its .index.json and stats.json say which)" : "");
+				goto out;
+			}
+		}
 		if (ld->can_ro_register) {
 			s->map = mmap(NULL, isize, PROT_READ, MAP_SHARED, fd, 0);
 			flags = cudaHostRegisterReadOnly;

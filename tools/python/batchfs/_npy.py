@@ -9,6 +9,8 @@ that is not ``*.labels.npy``, sorted by name, each an NPY array of dtype
 checked against the file's size.
 """
 
+import errno
+import json
 import os
 
 import numpy as np
@@ -139,22 +141,47 @@ def _readinto_exact(f, view, path):
         raise BatchfsError("%s: bytes after the array data" % path)
 
 
+def mount_says(path):
+    """What a batchfs mount says of the batch file ``path`` whose read
+    failed: the "error" of its batch-NNNNNN.index.json (the bad sample's
+    file or shard and record, and why), or None."""
+    path = os.fspath(path)
+    for tail in (".labels.npy", ".npy"):
+        if path.endswith(tail):
+            try:
+                with open(path[:-len(tail)] + ".index.json", "rb") as f:
+                    err = json.loads(f.read()).get("error")
+            except (OSError, ValueError, AttributeError):
+                return None
+            return err if isinstance(err, str) else None
+    return None
+
+
 def read_npy(path, expect=None):
-    """Read one .npy file into a fresh C-order array (one copy: readinto).
+    """Read one .npy file into a fresh C-order array (one copy: readinto;
+    never a mapping, whose page fault on a failed read is SIGBUS).
 
     ``expect(header, path)``, if given, may raise to refuse the file before
     its data are read.  Raises BatchfsError for a file that is not what the
-    header says.
+    header says; OSError for a read that fails, EIO naming what the mount
+    says of the batch (mount_says) when it says something.
     """
-    with open(path, "rb", buffering=0) as f:
-        h = read_header(f, path)
-        if expect is not None:
-            expect(h, path)
-        arr = np.empty(h.shape, dtype=h.dtype)
-        if arr.nbytes:
-            _readinto_exact(f, memoryview(arr.reshape(-1)).cast("B"), path)
-        elif f.read(1):
-            raise BatchfsError("%s: bytes after the array data" % path)
+    try:
+        with open(path, "rb", buffering=0) as f:
+            h = read_header(f, path)
+            if expect is not None:
+                expect(h, path)
+            arr = np.empty(h.shape, dtype=h.dtype)
+            if arr.nbytes:
+                _readinto_exact(f, memoryview(arr.reshape(-1)).cast("B"), path)
+            elif f.read(1):
+                raise BatchfsError("%s: bytes after the array data" % path)
+    except OSError as e:
+        says = mount_says(path) if e.errno == errno.EIO else None
+        if says is None:
+            raise
+        raise OSError(errno.EIO, "%s; the mount failed this batch: %s" %
+                      (os.strerror(errno.EIO), says), os.fspath(path)) from e
     return arr
 
 

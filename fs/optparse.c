@@ -1,0 +1,183 @@
+/*
+ * optparse.c - the command line's numbers read whole, with sign and
+ * overflow checks (see optparse.h).
+ */
+#include "fs/optparse.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* strtoull of s in base, s starting with a digit; *end past the number. */
+static int digits(const char *s, int base, uint64_t *v, const char **end)
+{
+	char *e;
+	unsigned long long x;
+
+	if (!s || !is_digit(s[0]))
+		return -EINVAL; /* no sign, no space: strtoull would take both */
+	errno = 0;
+	x = strtoull(s, &e, base);
+	if (e == s)
+		return -EINVAL;
+	if (errno == ERANGE)
+		return -ERANGE;
+	*v = x;
+	*end = e;
+	return 0;
+}
+
+int bfs_opt_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	const char *end;
+	uint64_t v;
+	int err;
+
+	if ((err = digits(s, 10, &v, &end)))
+		return err;
+	if (*end)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int bfs_opt_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	uint64_t v;
+	int err;
+
+	if ((err = bfs_opt_u64(s, min, max, &v)))
+		return err;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int bfs_opt_seed(const char *s, uint64_t *out)
+{
+	const char *end;
+	uint64_t v;
+	int err;
+
+	if ((err = digits(s, 0, &v, &end)))
+		return err;
+	if (*end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int bfs_opt_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	int neg = s && s[0] == '-';
+	const char *end;
+	uint64_t mag;
+	int64_t v;
+	int err;
+
+	if (s && (s[0] == '-' || s[0] == '+'))
+		s++;
+	if ((err = digits(s, 10, &mag, &end)))
+		return err;
+	if (*end)
+		return -EINVAL;
+	if (neg) {
+		if (mag > (uint64_t)INT64_MAX + 1)
+			return -ERANGE;
+		v = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+	} else {
+		if (mag > (uint64_t)INT64_MAX)
+			return -ERANGE;
+		v = (int64_t)mag;
+	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+int bfs_opt_size(const char *s, uint64_t min, uint64_t *out)
+{
+	const char *end;
+	uint64_t v, mul = 1;
+	int err;
+
+	if ((err = digits(s, 10, &v, &end)))
+		return err;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	case 't': case 'T': mul = 1ull << 40; end++; break;
+	}
+	if (mul > 1 && *end == 'i')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (v && mul > UINT64_MAX / v)
+		return -ERANGE;
+	if (v * mul < min)
+		return -ERANGE;
+	*out = v * mul;
+	return 0;
+}
+
+int bfs_opt_hw(const char *s, int max_side, int *h, int *w)
+{
+	const char *end;
+	uint64_t a, b;
+	int err;
+
+	if ((err = digits(s, 10, &a, &end)))
+		return err;
+	if (*end == 'x' || *end == 'X') {
+		if ((err = digits(end + 1, 10, &b, &end)))
+			return err;
+	} else {
+		b = a;
+	}
+	if (*end)
+		return -EINVAL;
+	if (a < 1 || b < 1 || a > (uint64_t)max_side || b > (uint64_t)max_side)
+		return -ERANGE;
+	*h = (int)a;
+	*w = (int)b;
+	return 0;
+}
+
+int bfs_opt_doubles(const char *s, double *v, int n)
+{
+	double tmp[16];
+
+	if (!s || n < 1 || n > 16)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		char *end;
+
+		/* strtod skips leading spaces: a number starts here or not at all */
+		if (!(is_digit(*s) || *s == '-' || *s == '+' || *s == '.' ||
+		      *s == 'n' || *s == 'N' || *s == 'i' || *s == 'I'))
+			return -EINVAL;
+		errno = 0;
+		tmp[i] = strtod(s, &end);
+		if (end == s)
+			return -EINVAL;
+		if (errno == ERANGE || !isfinite(tmp[i]))
+			return -ERANGE;
+		if (*end != (i + 1 < n ? ',' : '\0'))
+			return -EINVAL;
+		s = end + 1;
+	}
+	for (int i = 0; i < n; i++)
+		v[i] = tmp[i];
+	return 0;
+}
