@@ -29,7 +29,12 @@
  * the complete records before the problem are kept and the problem is
  * listed in bfs_source_scan_errors().  A record whose length CRC alone
  * fails but whose length the next record proves keeps its slot, unlisted,
- * and its read fails with BFS_E_CRC.
+ * and its read fails with BFS_E_CRC.  A TFRecord record or a tar image
+ * member over 4 GiB - 1 bytes (the most one sample may hold) keeps its slot
+ * too, unlisted, and the scan goes on after it (a CRC-valid length field,
+ * a tar header's size, says where the next one starts); its read fails
+ * with BFS_E_CORRUPT naming the record index or member name, the offset of
+ * its header, its length and the limit.  Its identity's length is 0.
  *
  * Detection (BFS_FORMAT_AUTO) looks at names first, then at contents:
  * files named *.tfrecord, *.tfrec(s) or *-of-* are TFRecord shards and

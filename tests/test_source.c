@@ -33,6 +33,7 @@
 #include <turbojpeg.h>
 #include <zlib.h>
 
+#include "engine/crc32c.h"
 #include "engine/error.h"
 #include "engine/example.h"
 #include "engine/source.h"
@@ -2595,6 +2596,145 @@ static void test_source_reads_a_gzip_tfrecord_tensorflow_wrote(void **state)
 	bfs_source_close(b);
 }
 
+/* ---- records and members over 4 GiB (sparse files: no disk) ---------- */
+
+#define HUGE_LEN ((uint64_t)5 << 30) /* over the 4 GiB a sample may hold */
+
+/* The bytes of dir/rel on disk, which must stay small: the holes of a
+ * sparse file cost nothing. */
+static void assert_small_on_disk(const char *dir, const char *rel)
+{
+	char path[256];
+	struct stat st;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true((uint64_t)st.st_size > HUGE_LEN);
+	assert_true((uint64_t)st.st_blocks * 512 < (4u << 20));
+}
+
+/* dir/rel: record 0 (label 10), record 1 whose CRC-valid length is
+ * HUGE_LEN (its payload a hole), record 2 (label 12); *hdr1 is the offset
+ * of record 1's header. */
+static void tfr_put_huge(const char *dir, const char *rel, off_t *hdr1)
+{
+	uint8_t h[BFS_TFRECORD_HEADER];
+	uint64_t len = HUGE_LEN;
+	uint32_t crc;
+	off_t at;
+	int fd = tfr_create(dir, rel);
+
+	tfr_append(fd, "image/encoded", "img0", 4, "image/class/label", 10);
+	at = lseek(fd, 0, SEEK_END);
+	memcpy(h, &len, 8); /* little-endian like this host */
+	crc = bfs_crc32c_mask(bfs_crc32c(0, h, 8));
+	memcpy(h + 8, &crc, 4);
+	assert_int_equal(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+	assert_int_equal(ftruncate(fd, at + BFS_TFRECORD_HEADER + (off_t)len +
+				   BFS_TFRECORD_FOOTER), 0);
+	tfr_append(fd, "image/encoded", "img2", 4, "image/class/label", 12);
+	assert_int_equal(close(fd), 0);
+	*hdr1 = at;
+}
+
+/* The record over 4 GiB is a bad sample that names itself and the limit;
+ * the records around it read. */
+static void expect_huge_record(bfs_source *s, off_t hdr1)
+{
+	char msg[BFS_ERRMSG_MAX], want[64];
+
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 10);
+	assert_int_equal(label_of(s, 2), 12);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CORRUPT);
+	snprintf(want, sizeof(want), "record 1 at offset %lld", (long long)hdr1);
+	if (!strstr(msg, want) || !strstr(msg, "5368709120") ||
+	    !strstr(msg, "4294967295"))
+		fail_msg("%s", msg);
+}
+
+static void test_source_keeps_the_records_after_one_over_4_gib_and_names_it(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_sample_identity id;
+	bfs_source *s;
+	off_t hdr1;
+
+	tfr_put_huge(dir, "a.tfrecord", &hdr1);
+	assert_small_on_disk(dir, "a.tfrecord");
+	s = open_source(&o);
+	expect_huge_record(s, hdr1);
+	/* no memory is planned for it */
+	assert_int_equal(bfs_source_identity(s, 1, &id), 0);
+	assert_int_equal(id.length, 0);
+	bfs_source_close(s);
+	/* the same from the stored index */
+	assert_int_equal(m.puts, 1);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	expect_huge_record(s, hdr1);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_names_it(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	char path[256], msg[BFS_ERRMSG_MAX], want[64];
+	size_t head;
+	bfs_source *s;
+	int fd;
+
+	/* a.jpg a.cls, then b.jpg of HUGE_LEN bytes (a hole), b.cls, c.jpg,
+	 * c.cls: the archive written in two parts around the hole */
+	tar_text(&t, "a.jpg", "jpeg-a");
+	tar_text(&t, "a.cls", "1");
+	tar_member(&t, "b.jpg", NULL, 0);
+	snprintf((char *)t.p + t.len - 512 + 124, 12, "%011llo",
+		 (unsigned long long)HUGE_LEN);
+	{ /* the checksum again, for the new size */
+		uint8_t *h = t.p + t.len - 512;
+		unsigned sum = 0;
+
+		memset(h + 148, ' ', 8);
+		for (int i = 0; i < 512; i++)
+			sum += h[i];
+		snprintf((char *)h + 148, 8, "%06o", sum);
+		h[155] = ' ';
+	}
+	head = t.len;
+	tar_text(&t, "b.cls", "2");
+	tar_text(&t, "c.jpg", "jpeg-c");
+	tar_text(&t, "c.cls", "3");
+	tar_bytes(&t, NULL, 1024);
+	path_of(path, sizeof(path), dir, "x.tar");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, t.p, head, 0), (ssize_t)head);
+	assert_int_equal(pwrite(fd, t.p + head, t.len - head,
+				(off_t)(head + HUGE_LEN)), (ssize_t)(t.len - head));
+	assert_int_equal(close(fd), 0);
+	free(t.p);
+	assert_small_on_disk(dir, "x.tar");
+
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CORRUPT);
+	snprintf(want, sizeof(want), "at offset %zu", (size_t)1024 + 1024);
+	if (!strstr(msg, "member b.jpg") || !strstr(msg, want) ||
+	    !strstr(msg, "5368709120") || !strstr(msg, "4294967295"))
+		fail_msg("%s", msg);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2669,6 +2809,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_keeps_a_gzip_shards_index_in_the_store, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_serves_the_records_before_gzip_damage_and_names_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test(test_source_reads_a_gzip_tfrecord_tensorflow_wrote),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_after_one_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
