@@ -90,6 +90,7 @@ struct bfs_source {
 	size_t nerrs;
 
 	bfs_source_opts o;    /* index_get/put/ctx and progress only */
+	uint32_t max_ratio;   /* gzindex max_ratio: 0 no limit */
 	size_t index_hits;
 	bfs_source_progress prog; /* what the progress hook is told */
 
@@ -993,6 +994,9 @@ static int load_gz_index(bfs_source *s, const char *name, const struct stat *st)
 	p += h.errlen + h.labelslen;
 	if (bfs_gzindex_load(p, (size_t)h.gzlen, (uint64_t)st->st_size, &gz, NULL))
 		goto out;
+	if (s->max_ratio && bfs_gzindex_size(gz) > BFS_GZ_RATIO_FLOOR &&
+	    bfs_gzindex_size(gz) / s->max_ratio > (uint64_t)st->st_size)
+		goto out; /* past this mount's limit: indexing again refuses it */
 	p += h.gzlen;
 	/* the entries must fill the rest exactly, each checked before use */
 	{
@@ -1089,7 +1093,7 @@ static int index_gz_shard(bfs_source *s, const char *name, int fd,
 	 * fails is still read: only the records it damaged fail */
 	err = bfs_gzindex_build(fd, (uint64_t)st->st_size, 0,
 				s->format == BFS_FORMAT_TFRECORD ? BFS_GZ_KEEP_BAD_CRC : 0,
-				&gz, msg);
+				s->max_ratio, &gz, msg);
 	if (err == -ENOMEM)
 		return err;
 	if ((err = add_shard(s, name, st))) {
@@ -1431,6 +1435,9 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.index_ctx = o->index_ctx;
 	s->o.progress = o->progress;
 	s->o.progress_ctx = o->progress_ctx;
+	s->max_ratio = !o->max_inflate_ratio ? BFS_INFLATE_RATIO_DEFAULT
+		     : o->max_inflate_ratio == BFS_INFLATE_RATIO_NONE ? 0
+		     : o->max_inflate_ratio;
 	s->dir = strdup(real);
 	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
 	s->label_key = strdup(!o->label_key ? "image/class/label"
