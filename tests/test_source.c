@@ -2735,6 +2735,133 @@ static void test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_name
 	bfs_source_close(s);
 }
 
+/* ---- gzip bombs ------------------------------------------------------ */
+
+/* dir/rel: gzip of dir/plain's bytes followed by n zero bytes (a gzip
+ * bomb in small: zeros inflate over 1000 times); dir/plain is removed. */
+static void gz_bomb_put(const char *dir, const char *plain, const char *rel,
+			size_t n)
+{
+	static const uint8_t zero[1 << 20];
+	size_t plen, cap = n / 500 + (1 << 20), len;
+	uint8_t *p = file_get(dir, plain, &plen), *o = malloc(cap + plen);
+	z_stream zs = { 0 };
+	char path[256];
+
+	assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_out = o;
+	zs.avail_out = (uInt)(cap + plen);
+	zs.next_in = p;
+	zs.avail_in = (uInt)plen;
+	assert_int_equal(deflate(&zs, Z_NO_FLUSH), Z_OK);
+	for (size_t done = 0; done < n; done += sizeof(zero)) {
+		zs.next_in = (Bytef *)zero;
+		zs.avail_in = sizeof(zero);
+		assert_int_equal(deflate(&zs, Z_NO_FLUSH), Z_OK);
+	}
+	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	len = cap + plen - zs.avail_out;
+	deflateEnd(&zs);
+	file_put(dir, rel, o, len);
+	free(o);
+	free(p);
+	path_of(path, sizeof(path), dir, plain);
+	assert_int_equal(unlink(path), 0);
+}
+
+static void assert_bomb_error(const char *msg, const char *shard)
+{
+	if (!strstr(msg, shard) || !strstr(msg, "more than 100 times") ||
+	    !strstr(msg, "ratio ") || !strstr(msg, "--max-inflate-ratio"))
+		fail_msg("%s", msg);
+}
+
+static void test_source_refuses_a_gzip_tfrecord_bomb_naming_shard_ratio_and_option(void **state)
+{
+	static const int64_t l[] = { 7, 8 };
+	const char *dir = *state;
+	struct istore m = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+	size_t n;
+	uint8_t *p;
+
+	/* a.tfrecord.gz: one record and 64 MiB of zeros; alone, nothing is
+	 * left to mount, and the error says which shard and why */
+	tfr_put(dir, "a", l, 1);
+	gz_bomb_put(dir, "a", "a.tfrecord.gz", 64u << 20);
+	assert_int_equal(open_error(&o, msg), BFS_E_EMPTY);
+	assert_bomb_error(msg, "a.tfrecord.gz");
+	assert_int_equal(m.puts, 0);
+
+	/* beside a good shard: that one is served, the bomb listed */
+	tfr_put(dir, "b", l + 1, 1);
+	p = file_get(dir, "b", &n);
+	gz_put(dir, "b.tfrecord.gz", p, n, 1);
+	free(p);
+	{
+		char path[256];
+
+		path_of(path, sizeof(path), dir, "b");
+		assert_int_equal(unlink(path), 0);
+	}
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 8);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord.gz");
+	assert_bomb_error(bfs_source_scan_error(s, 0), "");
+	bfs_source_close(s);
+
+	/* with no limit it is indexed (its zeros are no record), and that
+	 * index, stored, is not taken by a mount with the limit */
+	o.max_inflate_ratio = BFS_INFLATE_RATIO_NONE;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(label_of(s, 0), 7);
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "length CRC"));
+	bfs_source_close(s);
+	assert_int_equal(istore_find(&m, "a.tfrecord.gz") >= 0, 1);
+	o.max_inflate_ratio = 0;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nindex_hits(s), 1); /* b's only */
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "--max-inflate-ratio"));
+	bfs_source_close(s);
+	/* a limit of its own: 2000 lets these zeros through */
+	o.max_inflate_ratio = 2000;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .dir = dir };
+	tar_buf t = { 0 };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	/* a tar ends at its zero blocks: 64 MiB more of them is still a
+	 * valid archive of one sample, and a bomb */
+	tar_text(&t, "k.jpg", "jpeg-k");
+	tar_text(&t, "k.cls", "4");
+	tar_put(&t, dir, "x");
+	gz_bomb_put(dir, "x", "x.tar.gz", 64u << 20);
+	assert_int_equal(open_error(&o, msg), BFS_E_EMPTY);
+	assert_bomb_error(msg, "x.tar.gz");
+	o.max_inflate_ratio = BFS_INFLATE_RATIO_NONE;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 4);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2811,6 +2938,8 @@ int main(void)
 		cmocka_unit_test(test_source_reads_a_gzip_tfrecord_tensorflow_wrote),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_after_one_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_gzip_tfrecord_bomb_naming_shard_ratio_and_option, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
