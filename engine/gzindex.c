@@ -276,12 +276,12 @@ static uint32_t le32(const unsigned *b)
 }
 
 int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
-		      bfs_gzindex **out, char *errmsg)
+		      uint32_t max_ratio, bfs_gzindex **out, char *errmsg)
 {
 	bfs_gzindex *idx;
 	gzin g;
 	uint8_t *obuf = NULL, *hist = NULL;
-	uint64_t upos = 0, member_u = 0, member_c = 0, last_u = 0;
+	uint64_t upos = 0, member_u = 0, member_c = 0, last_u = 0, last_c = 0;
 	size_t hpos = 0, hfill = 0;
 	unsigned long members = 0;
 	int rc, err = 0;
@@ -307,6 +307,7 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 		unsigned t[8];
 		uLong crc = crc32(0, NULL, 0);
 		uint64_t isize = 0;
+		int own = 0;    /* this member starts with a point of its own */
 
 		member_c = consumed(&g);
 		member_u = upos;
@@ -330,9 +331,16 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 				 members == 1 ? "" : "s");
 			break;
 		}
-		if ((err = add_point(idx, upos, member_c, 0, 1, NULL, 0, 0)))
-			goto fail;
-		last_u = upos;
+		/* a point of its own (no window) for the first member, and
+		 * for the others only a span past the last point: empty or
+		 * tiny members add none, a cursor reads through them */
+		if (members == 0 || upos - last_u >= span) {
+			if ((err = add_point(idx, upos, member_c, 0, 1, NULL, 0, 0)))
+				goto fail;
+			last_u = upos;
+			last_c = member_c;
+			own = 1;
+		}
 		hfill = hpos = 0;
 		inflateReset(&g.zs);
 		for (;;) {
@@ -362,6 +370,21 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 				crc = crc32(crc, obuf, (uInt)made);
 				isize += made;
 				upos += made;
+				if (max_ratio && upos > BFS_GZ_RATIO_FLOOR &&
+				    upos / max_ratio > consumed(&g)) {
+					bfs_seterr(errmsg, "gzip: inflates to more than %u "
+						   "times its compressed size: %llu bytes "
+						   "from its first %llu compressed bytes "
+						   "(ratio %llu), so the rest was not "
+						   "inflated (a gzip bomb?); "
+						   "--max-inflate-ratio N sets the limit "
+						   "(0: none)", max_ratio,
+						   (unsigned long long)upos,
+						   (unsigned long long)consumed(&g),
+						   (unsigned long long)(upos / consumed(&g)));
+					err = -EFBIG;
+					goto fail;
+				}
 				/* the last 32 KiB of output, for windows */
 				if (made >= BFS_GZ_WINDOW) {
 					memcpy(hist, obuf + made - BFS_GZ_WINDOW, BFS_GZ_WINDOW);
@@ -391,14 +414,18 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 				goto done;
 			}
 			/* a block boundary (not after the last block): a
-			 * restart point, once a span of output is past */
+			 * restart point, once a span of output and an eighth
+			 * of a span of input are past (so that windows cost
+			 * at most 1/16 of the compressed size, however well
+			 * the data compress) */
 			if ((g.zs.data_type & 128) && !(g.zs.data_type & 64) &&
-			    upos - last_u >= span) {
+			    upos - last_u >= span && consumed(&g) - last_c >= span / 8) {
 				if ((err = add_point(idx, upos, consumed(&g),
 						     (uint32_t)(g.zs.data_type & 7), 0,
 						     hist, hpos, hfill)))
 					goto fail;
 				last_u = upos;
+				last_c = consumed(&g);
 			}
 		}
 		for (int i = 0; i < 8; i++)
@@ -426,8 +453,7 @@ int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
 				 le32(t) != (uint32_t)crc ? "CRC-32" : "length (ISIZE)");
 			upos = member_u;
 			drop_points_after(idx, member_u);
-			if (idx->n && idx->pts[idx->n - 1].uoff == member_u &&
-			    idx->pts[idx->n - 1].member)
+			if (own)
 				idx->n--; /* its own start point (no window) */
 			goto done;
 		}
@@ -449,7 +475,7 @@ done:
 fail:
 	if (err == -ENOMEM)
 		bfs_seterr(errmsg, "out of memory while indexing gzip data");
-	else if (err != -EINVAL)
+	else if (err != -EINVAL && err != -EFBIG)
 		bfs_seterr(errmsg, "gzip: read failed: %s", strerror(-err));
 	gzin_free(&g);
 	free(obuf);

@@ -5,14 +5,19 @@
  * WebDataset shards.
  *
  * bfs_gzindex_build inflates the whole file once.  Every BFS_GZ_SPAN bytes
- * of output, at the next deflate block boundary, it keeps a restart point:
- * where that block starts in the compressed file (to the bit) and the
- * 32 KiB of output before it, which the block's back-references may reach.
- * The start of every gzip member is a restart point too, which needs no
- * window.  A read at uncompressed offset X then inflates from the last
- * point at or before X: at most BFS_GZ_SPAN bytes, plus the member
- * headers and trailers on the way.  Memory: 32 KiB + 32 bytes a point
- * (under 1% of the uncompressed size), kept for as long as the index.
+ * of output, at the next deflate block boundary once BFS_GZ_SPAN / 8 bytes
+ * of input are past too, it keeps a restart point: where that block starts
+ * in the compressed file (to the bit) and the 32 KiB of output before it,
+ * which the block's back-references may reach.  The start of the first
+ * gzip member is a restart point, which needs no window, and so is that of
+ * any other member a span of output past the last point.  A read at
+ * uncompressed offset X then inflates from the last point at or before X:
+ * BFS_GZ_SPAN bytes (more for data that compress better than 8:1, at most
+ * BFS_GZ_SPAN / 8 bytes of input), plus the member headers and trailers on
+ * the way.  Memory is bounded by the compressed size, not by what it
+ * inflates to: windows take at most 1/16 of the compressed size, and the
+ * points 40 bytes per BFS_GZ_SPAN of output, kept for as long as the index.
+ * An inflation limit (max_ratio) refuses a gzip bomb early.
  *
  * Concatenated gzip members (pigz, bgzip, `cat a.gz b.gz`) are one stream,
  * as gzip -d and TensorFlow read them.  Each member's CRC-32 and ISIZE are
@@ -42,6 +47,9 @@
 /* Uncompressed bytes between restart points, and the window each keeps. */
 #define BFS_GZ_SPAN   (4u << 20)
 #define BFS_GZ_WINDOW 32768u
+/* Output that may come out of any input before max_ratio is applied, so
+ * that a small file is not judged by its first, often repetitive, bytes. */
+#define BFS_GZ_RATIO_FLOOR (1u << 20)
 
 typedef struct bfs_gzindex bfs_gzindex;
 typedef struct bfs_gzcursor bfs_gzcursor;
@@ -64,15 +72,22 @@ int bfs_gz_peek(int fd, uint64_t csize, uint8_t *out, size_t n, size_t *got);
  * all the same (for data whose records carry CRCs of their own, as
  * TFRecords do): the index is complete and bfs_gzindex_damage names the
  * first such member.
+ * max_ratio (0: no limit) bounds what the file may inflate to: as soon as
+ * the output is over BFS_GZ_RATIO_FLOOR bytes and over max_ratio times the
+ * compressed bytes read so far, inflating stops and the file is refused
+ * with -EFBIG (a gzip bomb), errmsg giving the limit, the bytes out and in,
+ * the ratio reached and the option that sets it (--max-inflate-ratio).  So
+ * a file that indexes inflates to at most max(max_ratio * csize,
+ * BFS_GZ_RATIO_FLOOR) bytes, plus 64 KiB.
  * *out receives the index, damaged or not (see above).  Returns 0, or
- * -ENOMEM, -errno (a failed read), -EINVAL (NULL out, or a file that does
- * not start with a gzip header: then *out is NULL and errmsg says so).
- * errmsg (BFS_ERRMSG_MAX bytes, may be NULL): on success of a damaged file
- * the same text as bfs_gzindex_damage.
+ * -ENOMEM, -errno (a failed read), -EFBIG (see max_ratio), -EINVAL (NULL
+ * out, or a file that does not start with a gzip header); on an error *out
+ * is NULL and errmsg says why.  errmsg (BFS_ERRMSG_MAX bytes, may be
+ * NULL): on success of a damaged file the same text as bfs_gzindex_damage.
  */
 #define BFS_GZ_KEEP_BAD_CRC 1
 int bfs_gzindex_build(int fd, uint64_t csize, uint32_t span, int flags,
-		      bfs_gzindex **out, char *errmsg);
+		      uint32_t max_ratio, bfs_gzindex **out, char *errmsg);
 
 void bfs_gzindex_free(bfs_gzindex *idx); /* accepts NULL */
 

@@ -32,6 +32,13 @@
 #include "engine/tfrecord.h"
 
 #define SAMPLE_BAD_LENGTH_CRC 1u /* length CRC failed but the length held */
+#define SAMPLE_TOO_BIG 2u        /* a record over SAMPLE_MAX: a bad sample of
+				  * length 0, its header says how long */
+
+/* The most bytes one sample may hold (bfs_sample.length, the cache's
+ * identities).  A longer record or member keeps its slot as a bad sample
+ * that names it; the framing says where the next one starts. */
+#define SAMPLE_MAX UINT32_MAX
 
 struct bfs_sample {
 	uint64_t offset;   /* of the record payload; 0 for folder images */
@@ -83,6 +90,7 @@ struct bfs_source {
 	size_t nerrs;
 
 	bfs_source_opts o;    /* index_get/put/ctx and progress only */
+	uint32_t max_ratio;   /* gzindex max_ratio: 0 no limit */
 	size_t index_hits;
 	bfs_source_progress prog; /* what the progress hook is told */
 
@@ -595,10 +603,12 @@ static void classes_finish(bfs_source *s)
 static int on_record(void *ctx, const bfs_tfrecord_entry *e)
 {
 	bfs_source *s = ctx;
-	int err = add_sample(s, e->offset, e->length, -1,
-			     e->status ? SAMPLE_BAD_LENGTH_CRC : 0);
+	int big = e->length > SAMPLE_MAX;
+	int err = add_sample(s, e->offset, big ? 0 : e->length, -1,
+			     (e->status ? SAMPLE_BAD_LENGTH_CRC : 0) |
+			     (big ? SAMPLE_TOO_BIG : 0));
 
-	if (!err && s->want_classes)
+	if (!err && s->want_classes && !big)
 		err = skim_class(s, e);
 	if (!err && (s->nsamples & 0xffff) == 0)
 		progress(s); /* a big shard: say so within it too */
@@ -984,6 +994,9 @@ static int load_gz_index(bfs_source *s, const char *name, const struct stat *st)
 	p += h.errlen + h.labelslen;
 	if (bfs_gzindex_load(p, (size_t)h.gzlen, (uint64_t)st->st_size, &gz, NULL))
 		goto out;
+	if (s->max_ratio && bfs_gzindex_size(gz) > BFS_GZ_RATIO_FLOOR &&
+	    bfs_gzindex_size(gz) / s->max_ratio > (uint64_t)st->st_size)
+		goto out; /* past this mount's limit: indexing again refuses it */
 	p += h.gzlen;
 	/* the entries must fill the rest exactly, each checked before use */
 	{
@@ -1080,7 +1093,7 @@ static int index_gz_shard(bfs_source *s, const char *name, int fd,
 	 * fails is still read: only the records it damaged fail */
 	err = bfs_gzindex_build(fd, (uint64_t)st->st_size, 0,
 				s->format == BFS_FORMAT_TFRECORD ? BFS_GZ_KEEP_BAD_CRC : 0,
-				&gz, msg);
+				s->max_ratio, &gz, msg);
 	if (err == -ENOMEM)
 		return err;
 	if ((err = add_shard(s, name, st))) {
@@ -1255,10 +1268,13 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 	int unlabeled = !s->label_key[0] && t->status == BFS_E_NOKEY;
 	int status = unlabeled ? 0 : t->status;
 	int64_t label = unlabeled ? -1 : t->label;
+	int big = t->length > SAMPLE_MAX;
 	uint32_t name;
 	int err;
 
 	if (!status && (label < INT32_MIN || label > INT32_MAX))
+		status = BFS_E_CORRUPT;
+	if (big)
 		status = BFS_E_CORRUPT;
 	if (s->nsamples + 1 > s->samples_cap) {
 		/* names grows with samples: keep the same capacity */
@@ -1278,7 +1294,15 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 		if (!nb)
 			return -ENOMEM;
 		s->bad = nb;
-		if (status == BFS_E_CORRUPT && !(t->msg && t->msg[0]))
+		if (big)
+			snprintf(msg, sizeof(msg), "member %s at offset %llu: its "
+				 "%llu bytes are over %llu (4 GiB), the most one "
+				 "sample may hold; the other members are kept",
+				 t->name ? t->name : "?",
+				 (unsigned long long)t->header_offset,
+				 (unsigned long long)t->length,
+				 (unsigned long long)SAMPLE_MAX);
+		else if (status == BFS_E_CORRUPT && !(t->msg && t->msg[0]))
 			snprintf(msg, sizeof(msg), "member %s: label %lld out of range",
 				 t->name ? t->name : "?", (long long)label);
 		else
@@ -1290,7 +1314,7 @@ static int on_tar_sample(void *ctx, const bfs_tar_sample *t)
 			return -ENOMEM;
 		s->nbad++;
 	}
-	if ((err = add_sample(s, t->offset, t->length,
+	if ((err = add_sample(s, t->offset, big ? 0 : t->length,
 			      status ? -1 : (int32_t)label, 0)))
 		return err;
 	if ((s->nsamples & 0xffff) == 0)
@@ -1411,6 +1435,9 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.index_ctx = o->index_ctx;
 	s->o.progress = o->progress;
 	s->o.progress_ctx = o->progress_ctx;
+	s->max_ratio = !o->max_inflate_ratio ? BFS_INFLATE_RATIO_DEFAULT
+		     : o->max_inflate_ratio == BFS_INFLATE_RATIO_NONE ? 0
+		     : o->max_inflate_ratio;
 	s->dir = strdup(real);
 	s->image_key = strdup(o->image_key ? o->image_key : "image/encoded");
 	s->label_key = strdup(!o->label_key ? "image/class/label"
@@ -1706,6 +1733,40 @@ static int buf_reserve(bfs_buf *b, size_t need)
 
 /* ---- reading ---------------------------------------------------------- */
 
+/* A TFRecord over SAMPLE_MAX (SAMPLE_TOO_BIG): BFS_E_CORRUPT, naming it
+ * with the length its header (read again from fd, the indexed shard) says,
+ * or the error of that read. */
+static int too_big(bfs_source *s, uint64_t i, bfs_buf *buf, int fd,
+		   char *errmsg)
+{
+	const struct bfs_sample *smp = &s->samples[i];
+	const struct bfs_shard *sh = &s->shards[smp->shard];
+	uint64_t hdr = smp->offset - BFS_TFRECORD_HEADER, len = 0;
+	uint8_t h[8];
+	int err;
+
+	if (sh->gz) {
+		if (!buf->gz && (err = bfs_gzcursor_create(&buf->gz)))
+			return err;
+		if ((err = bfs_gzcursor_read(buf->gz, sh->gz, fd, h, sizeof(h),
+					     hdr, errmsg)))
+			return err == -EIO ? BFS_E_TRUNCATED : err;
+	} else if (pread(fd, h, sizeof(h), (off_t)hdr) != (ssize_t)sizeof(h)) {
+		bfs_seterr(errmsg, "record %llu at offset %llu: cannot read its "
+			   "header again", (unsigned long long)(i - sh->first),
+			   (unsigned long long)hdr);
+		return -EIO;
+	}
+	for (int k = 7; k >= 0; k--)
+		len = len << 8 | h[k];
+	bfs_seterr(errmsg, "record %llu at offset %llu: its length %llu is over "
+		   "%llu bytes (4 GiB), the most one sample may hold; the "
+		   "shard's other records are kept",
+		   (unsigned long long)(i - sh->first), (unsigned long long)hdr,
+		   (unsigned long long)len, (unsigned long long)SAMPLE_MAX);
+	return BFS_E_CORRUPT;
+}
+
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg)
@@ -1749,6 +1810,11 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		bfs_seterr(errmsg,
 			   "shard changed since it was indexed (size, mtime, inode or ctime); remount to re-index");
 		return -EIO;
+	}
+	if (smp->flags & SAMPLE_TOO_BIG) {
+		err = too_big(s, i, buf, fd, errmsg);
+		close(fd);
+		return err;
 	}
 	need = (size_t)smp->length + (s->format == BFS_FORMAT_TFRECORD ? 4 : 0);
 	if ((err = buf_reserve(buf, need ? need : 1))) {

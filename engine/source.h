@@ -22,14 +22,24 @@
  * they are indexed through gzindex.h (one inflate at open, restart points
  * every 4 MiB, kept with the shard index in the index store), their sample
  * offsets are into the uncompressed bytes, and reads inflate from the
- * nearest restart point through the caller's bfs_buf cursor.
+ * nearest restart point through the caller's bfs_buf cursor.  A gzip shard
+ * that inflates to more than opts.max_inflate_ratio times the compressed
+ * bytes it came from (past its first MiB) is refused as soon as it does
+ * (a gzip bomb): it adds no samples, and its scan error names the ratio
+ * and --max-inflate-ratio.  A stored index of a shard that inflates past
+ * the limit (stored by a mount with a higher one) is not used.
  *
  * Problems found while indexing (a shard cut mid-record, a length whose
  * CRC fails and that the next record cannot prove) do not fail the open:
  * the complete records before the problem are kept and the problem is
  * listed in bfs_source_scan_errors().  A record whose length CRC alone
  * fails but whose length the next record proves keeps its slot, unlisted,
- * and its read fails with BFS_E_CRC.
+ * and its read fails with BFS_E_CRC.  A TFRecord record or a tar image
+ * member over 4 GiB - 1 bytes (the most one sample may hold) keeps its slot
+ * too, unlisted, and the scan goes on after it (a CRC-valid length field,
+ * a tar header's size, says where the next one starts); its read fails
+ * with BFS_E_CORRUPT naming the record index or member name, the offset of
+ * its header, its length and the limit.  Its identity's length is 0.
  *
  * Detection (BFS_FORMAT_AUTO) looks at names first, then at contents:
  * files named *.tfrecord, *.tfrec(s) or *-of-* are TFRecord shards and
@@ -113,7 +123,18 @@ typedef struct {
 	 * not call into the source.  p is valid only during the call. */
 	void (*progress)(void *ctx, const bfs_source_progress *p);
 	void *progress_ctx;
+	/* gzip shards: the most they may inflate to, in times the compressed
+	 * bytes (gzindex.h max_ratio).  0: BFS_INFLATE_RATIO_DEFAULT;
+	 * BFS_INFLATE_RATIO_NONE: no limit. */
+	uint32_t max_inflate_ratio;
 } bfs_source_opts;
+
+/* Real shards inflate far less: JPEG, PNG and WebP bytes are compressed
+ * already (a TFRecord or tar of them inflates 1.0-1.1 times), and tar
+ * headers and padding around small images make it a few times at most;
+ * deflate cannot pass about 1032 times, which a stream of zeros reaches. */
+#define BFS_INFLATE_RATIO_DEFAULT 100u
+#define BFS_INFLATE_RATIO_NONE UINT32_MAX
 
 /* A growable byte buffer owned by the caller (one per worker thread),
  * with the cursor its reads of gzip shards go on with (gzindex.h).  Start

@@ -108,6 +108,10 @@ static const char usage_mount[] =
 	"                       (default); skip: a bad sample is replaced by the\n"
 	"                       next sample in order that decodes\n"
 	"  --max-pixels N       refuse images with more pixels (64M)\n"
+	"  --max-inflate-ratio N\n"
+	"                       refuse a gzip shard (.tfrecord.gz, .tar.gz)\n"
+	"                       that inflates to over N times its compressed\n"
+	"                       bytes: a gzip bomb (100; 0: no limit)\n"
 	"  --epochs N           epoch-0000 .. epoch-(N-1) folders (1)\n"
 	"  --shuffle SEED       epoch e is a permutation of (SEED, e); without\n"
 	"                       it every epoch is in file order\n"
@@ -254,7 +258,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_LABEL_OFFSET, O_CACHE_SIZE, O_RESIZE, O_CROP_FROM, O_AUGMENT,
 	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
 	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
-	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE };
+	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE,
+	       O_MAX_INFLATE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -267,6 +272,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "label-key", required_argument, 0, O_LKEY },
 		{ "on-error", required_argument, 0, O_ONERR },
 		{ "max-pixels", required_argument, 0, O_MAXPIX },
+		{ "max-inflate-ratio", required_argument, 0, O_MAX_INFLATE },
 		{ "drop-remainder", no_argument, 0, O_DROP },
 		{ "log", required_argument, 0, O_LOG },
 		{ "allow-other", no_argument, 0, O_ALLOW },
@@ -534,6 +540,15 @@ static int cmd_mount(int argc, char **argv)
 			o.engine.max_pixels = v;
 			o.engine.max_pixels_auto = 0;
 			break;
+		case O_MAX_INFLATE: {
+			unsigned r;
+
+			if (parse_uint(optarg, 0, 1000000, &r))
+				return bad("--max-inflate-ratio", optarg,
+					   "a ratio such as 100, or 0 for no limit");
+			o.source.max_inflate_ratio = r ? r : BFS_INFLATE_RATIO_NONE;
+			break;
+		}
 		case O_DROP:
 			o.engine.drop_remainder = 1;
 			break;

@@ -137,7 +137,7 @@ static void test_gzindex_reads_any_offset_back_as_written(void **state)
 		bfs_gzindex *idx;
 		char msg[BFS_ERRMSG_MAX] = "";
 
-		if (bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg))
+		if (bfs_gzindex_build(fd, clen, 64 << 10, 0, 0, &idx, msg))
 			fail_msg("case %zu: %s", k, msg);
 		assert_true(bfs_gzindex_complete(idx));
 		assert_string_equal(bfs_gzindex_damage(idx), "");
@@ -163,7 +163,7 @@ static void test_gzindex_saved_index_reads_the_same_and_refuses_damage(void **st
 	void *b;
 
 	(void)state;
-	assert_int_equal(bfs_gzindex_build(fd, clen, 100 << 10, 0, &idx, msg), 0);
+	assert_int_equal(bfs_gzindex_build(fd, clen, 100 << 10, 0, 0, &idx, msg), 0);
 	assert_int_equal(bfs_gzindex_save(idx, &b, &blen), 0);
 	blob = b;
 	assert_int_equal(bfs_gzindex_load(blob, blen, clen, &back, msg), 0);
@@ -210,7 +210,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 	(void)state;
 	/* cut in the middle: the good part is served, the rest says why */
 	fd = temp_fd(z, clen / 2);
-	assert_int_equal(bfs_gzindex_build(fd, clen / 2, 64 << 10, 0, &idx, msg), 0);
+	assert_int_equal(bfs_gzindex_build(fd, clen / 2, 64 << 10, 0, 0, &idx, msg), 0);
 	assert_false(bfs_gzindex_complete(idx));
 	assert_non_null(strstr(bfs_gzindex_damage(idx), "ends inside member 1"));
 	assert_true(bfs_gzindex_size(idx) > n / 3 && bfs_gzindex_size(idx) < n);
@@ -251,7 +251,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		assert_true(m1 > m0);
 		bad[m1 - 8] ^= 1; /* member 1's CRC-32 */
 		fd = temp_fd(bad, clen);
-		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, 0, &idx, msg), 0);
 		assert_false(bfs_gzindex_complete(idx));
 		assert_non_null(strstr(msg, "member 1"));
 		assert_non_null(strstr(msg, "CRC-32"));
@@ -264,7 +264,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		bad = realloc(bad, clen + 5);
 		memcpy(bad + clen, "junk!", 5);
 		fd = temp_fd(bad, clen + 5);
-		assert_int_equal(bfs_gzindex_build(fd, clen + 5, 64 << 10, 0, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen + 5, 64 << 10, 0, 0, &idx, msg), 0);
 		assert_false(bfs_gzindex_complete(idx));
 		assert_int_equal(bfs_gzindex_size(idx), n);
 		assert_non_null(strstr(msg, "not a gzip member"));
@@ -279,7 +279,7 @@ static void test_gzindex_indexes_the_good_part_of_damaged_data(void **state)
 		memcpy(bad, z, clen);
 		bad[40 + next() % (clen - 60)] ^= (uint8_t)(1 + next() % 255);
 		fd = temp_fd(bad, clen);
-		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, &idx, msg), 0);
+		assert_int_equal(bfs_gzindex_build(fd, clen, 64 << 10, 0, 0, &idx, msg), 0);
 		if (bfs_gzindex_complete(idx))
 			fail_msg("a damaged gzip file indexed as whole");
 		assert_true(bfs_gzindex_size(idx) < n);
@@ -298,16 +298,128 @@ static void test_gzindex_refuses_what_is_not_gzip(void **state)
 	int fd = temp_fd("\x89PNG\r\n\x1a\nxxxxxxxxxxxxxx", 22);
 
 	(void)state;
-	assert_int_equal(bfs_gzindex_build(fd, 22, 0, 0, &idx, msg), -EINVAL);
+	assert_int_equal(bfs_gzindex_build(fd, 22, 0, 0, 0, &idx, msg), -EINVAL);
 	assert_null(idx);
 	assert_non_null(strstr(msg, "not a gzip file"));
 	close(fd);
 	fd = temp_fd("", 0);
-	assert_int_equal(bfs_gzindex_build(fd, 0, 0, 0, &idx, msg), -EINVAL);
+	assert_int_equal(bfs_gzindex_build(fd, 0, 0, 0, 0, &idx, msg), -EINVAL);
 	assert_non_null(strstr(msg, "empty"));
 	close(fd);
 	assert_true(bfs_gz_probe((const uint8_t *)"\x1f\x8b\x08", 3));
 	assert_false(bfs_gz_probe((const uint8_t *)"\x1f\x8b", 2));
+}
+
+/* gzip of n zero bytes (a gzip bomb in small), in 1 MiB steps. */
+static uint8_t *gz_zeros(size_t n, size_t *out_len)
+{
+	static const uint8_t zero[1 << 20];
+	size_t cap = n / 500 + 65536;
+	uint8_t *o = malloc(cap);
+	z_stream zs = { 0 };
+
+	assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_out = o;
+	zs.avail_out = (uInt)cap;
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(zero) ? n - done : sizeof(zero);
+
+		zs.next_in = (Bytef *)zero;
+		zs.avail_in = (uInt)k;
+		assert_int_equal(deflate(&zs, Z_NO_FLUSH), Z_OK);
+		assert_int_equal(zs.avail_in, 0);
+		done += k;
+	}
+	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	*out_len = cap - zs.avail_out;
+	deflateEnd(&zs);
+	return o;
+}
+
+static void test_gzindex_refuses_a_gzip_bomb_as_soon_as_it_passes_the_ratio(void **state)
+{
+	size_t clen, n = 64u << 20, tn = 3000000, tlen;
+	uint8_t *z = gz_zeros(n, &clen), *p = data(tn), *t = gz(p, tn, 1, 6, &tlen);
+	unsigned long long out = 0, in = 0, ratio = 0;
+	bfs_gzindex *idx = (bfs_gzindex *)&idx;
+	char msg[BFS_ERRMSG_MAX] = "";
+	const char *at;
+	int fd = temp_fd(z, clen);
+
+	(void)state;
+	assert_true(clen < n / 500); /* over 500 times */
+	assert_int_equal(bfs_gzindex_build(fd, clen, 0, 0, 100, &idx, msg), -EFBIG);
+	assert_null(idx);
+	if (!strstr(msg, "more than 100 times") || !strstr(msg, "--max-inflate-ratio") ||
+	    !(at = strstr(msg, "size: ")) ||
+	    sscanf(at, "size: %llu bytes from its first %llu compressed bytes (ratio %llu)",
+		   &out, &in, &ratio) != 3)
+		fail_msg("%s", msg);
+	/* it stopped once past the floor, not at the end of the data */
+	assert_true(out > BFS_GZ_RATIO_FLOOR && out < BFS_GZ_RATIO_FLOOR + (128u << 10));
+	assert_true(in < clen / 10);
+	assert_true(ratio > 100 && ratio == out / in);
+	close(fd);
+
+	/* data that inflate less than the limit index whole */
+	fd = temp_fd(t, tlen);
+	assert_int_equal(bfs_gzindex_build(fd, tlen, 64 << 10, 0, 100, &idx, msg), 0);
+	assert_int_equal(bfs_gzindex_size(idx), tn);
+	bfs_gzindex_free(idx);
+	close(fd);
+	free(t);
+	free(p);
+	free(z);
+}
+
+static void test_gzindex_memory_is_bounded_by_the_compressed_size(void **state)
+{
+	const uint32_t span = 64u << 10;
+	size_t clen, n = 64u << 20, blen, tn = 300000, tlen;
+	uint8_t *z = gz_zeros(n, &clen), *p = data(tn), *t;
+	bfs_gzindex *idx;
+	char msg[BFS_ERRMSG_MAX] = "";
+	void *blob;
+	int fd = temp_fd(z, clen);
+
+	(void)state;
+	/* no limit: 64 MiB of output, a point every BFS_GZ_SPAN of it would
+	 * be 16 windows of 32 KiB, 8 times the file; a window needs
+	 * BFS_GZ_SPAN / 8 bytes of input too, so they take 1/16 of it */
+	assert_int_equal(bfs_gzindex_build(fd, clen, 0, 0, 0, &idx, msg), 0);
+	assert_true(bfs_gzindex_complete(idx));
+	assert_int_equal(bfs_gzindex_size(idx), n);
+	assert_true(bfs_gzindex_npoints(idx) <= 2 + clen / (BFS_GZ_SPAN / 8));
+	assert_int_equal(bfs_gzindex_save(idx, &blob, &blen), 0);
+	assert_true(blen <= clen / 16 + 40 * bfs_gzindex_npoints(idx) + 64);
+	free(blob);
+	{
+		bfs_gzcursor *c;
+		uint8_t buf[4096], zero[4096] = { 0 };
+
+		assert_int_equal(bfs_gzcursor_create(&c), 0);
+		for (int k = 0; k < 20; k++) {
+			size_t off = (size_t)(next() % (n - sizeof(buf)));
+
+			assert_int_equal(bfs_gzcursor_read(c, idx, fd, buf, sizeof(buf), off, msg), 0);
+			assert_memory_equal(buf, zero, sizeof(buf));
+		}
+		bfs_gzcursor_destroy(c);
+	}
+	bfs_gzindex_free(idx);
+	close(fd);
+	free(z);
+
+	/* 3000 tiny members: a point each span of output, not each member */
+	t = gz(p, tn, 3000, 6, &tlen);
+	fd = temp_fd(t, tlen);
+	assert_int_equal(bfs_gzindex_build(fd, tlen, span, 0, 0, &idx, msg), 0);
+	assert_true(bfs_gzindex_npoints(idx) <= 2 + tn / span);
+	check_reads(idx, fd, p, tn);
+	bfs_gzindex_free(idx);
+	close(fd);
+	free(t);
+	free(p);
 }
 
 int main(void)
@@ -317,6 +429,8 @@ int main(void)
 		cmocka_unit_test(test_gzindex_saved_index_reads_the_same_and_refuses_damage),
 		cmocka_unit_test(test_gzindex_indexes_the_good_part_of_damaged_data),
 		cmocka_unit_test(test_gzindex_refuses_what_is_not_gzip),
+		cmocka_unit_test(test_gzindex_refuses_a_gzip_bomb_as_soon_as_it_passes_the_ratio),
+		cmocka_unit_test(test_gzindex_memory_is_bounded_by_the_compressed_size),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

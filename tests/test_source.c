@@ -33,6 +33,7 @@
 #include <turbojpeg.h>
 #include <zlib.h>
 
+#include "engine/crc32c.h"
 #include "engine/error.h"
 #include "engine/example.h"
 #include "engine/source.h"
@@ -2595,6 +2596,272 @@ static void test_source_reads_a_gzip_tfrecord_tensorflow_wrote(void **state)
 	bfs_source_close(b);
 }
 
+/* ---- records and members over 4 GiB (sparse files: no disk) ---------- */
+
+#define HUGE_LEN ((uint64_t)5 << 30) /* over the 4 GiB a sample may hold */
+
+/* The bytes of dir/rel on disk, which must stay small: the holes of a
+ * sparse file cost nothing. */
+static void assert_small_on_disk(const char *dir, const char *rel)
+{
+	char path[256];
+	struct stat st;
+
+	path_of(path, sizeof(path), dir, rel);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true((uint64_t)st.st_size > HUGE_LEN);
+	assert_true((uint64_t)st.st_blocks * 512 < (4u << 20));
+}
+
+/* dir/rel: record 0 (label 10), record 1 whose CRC-valid length is
+ * HUGE_LEN (its payload a hole), record 2 (label 12); *hdr1 is the offset
+ * of record 1's header. */
+static void tfr_put_huge(const char *dir, const char *rel, off_t *hdr1)
+{
+	uint8_t h[BFS_TFRECORD_HEADER];
+	uint64_t len = HUGE_LEN;
+	uint32_t crc;
+	off_t at;
+	int fd = tfr_create(dir, rel);
+
+	tfr_append(fd, "image/encoded", "img0", 4, "image/class/label", 10);
+	at = lseek(fd, 0, SEEK_END);
+	memcpy(h, &len, 8); /* little-endian like this host */
+	crc = bfs_crc32c_mask(bfs_crc32c(0, h, 8));
+	memcpy(h + 8, &crc, 4);
+	assert_int_equal(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+	assert_int_equal(ftruncate(fd, at + BFS_TFRECORD_HEADER + (off_t)len +
+				   BFS_TFRECORD_FOOTER), 0);
+	tfr_append(fd, "image/encoded", "img2", 4, "image/class/label", 12);
+	assert_int_equal(close(fd), 0);
+	*hdr1 = at;
+}
+
+/* The record over 4 GiB is a bad sample that names itself and the limit;
+ * the records around it read. */
+static void expect_huge_record(bfs_source *s, off_t hdr1)
+{
+	char msg[BFS_ERRMSG_MAX], want[64];
+
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 10);
+	assert_int_equal(label_of(s, 2), 12);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CORRUPT);
+	snprintf(want, sizeof(want), "record 1 at offset %lld", (long long)hdr1);
+	if (!strstr(msg, want) || !strstr(msg, "5368709120") ||
+	    !strstr(msg, "4294967295"))
+		fail_msg("%s", msg);
+}
+
+static void test_source_keeps_the_records_after_one_over_4_gib_and_names_it(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_sample_identity id;
+	bfs_source *s;
+	off_t hdr1;
+
+	tfr_put_huge(dir, "a.tfrecord", &hdr1);
+	assert_small_on_disk(dir, "a.tfrecord");
+	s = open_source(&o);
+	expect_huge_record(s, hdr1);
+	/* no memory is planned for it */
+	assert_int_equal(bfs_source_identity(s, 1, &id), 0);
+	assert_int_equal(id.length, 0);
+	bfs_source_close(s);
+	/* the same from the stored index */
+	assert_int_equal(m.puts, 1);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 1);
+	expect_huge_record(s, hdr1);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_names_it(void **state)
+{
+	const char *dir = *state;
+	tar_buf t = { 0 };
+	char path[256], msg[BFS_ERRMSG_MAX], want[64];
+	size_t head;
+	bfs_source *s;
+	int fd;
+
+	/* a.jpg a.cls, then b.jpg of HUGE_LEN bytes (a hole), b.cls, c.jpg,
+	 * c.cls: the archive written in two parts around the hole */
+	tar_text(&t, "a.jpg", "jpeg-a");
+	tar_text(&t, "a.cls", "1");
+	tar_member(&t, "b.jpg", NULL, 0);
+	snprintf((char *)t.p + t.len - 512 + 124, 12, "%011llo",
+		 (unsigned long long)HUGE_LEN);
+	{ /* the checksum again, for the new size */
+		uint8_t *h = t.p + t.len - 512;
+		unsigned sum = 0;
+
+		memset(h + 148, ' ', 8);
+		for (int i = 0; i < 512; i++)
+			sum += h[i];
+		snprintf((char *)h + 148, 8, "%06o", sum);
+		h[155] = ' ';
+	}
+	head = t.len;
+	tar_text(&t, "b.cls", "2");
+	tar_text(&t, "c.jpg", "jpeg-c");
+	tar_text(&t, "c.cls", "3");
+	tar_bytes(&t, NULL, 1024);
+	path_of(path, sizeof(path), dir, "x.tar");
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, t.p, head, 0), (ssize_t)head);
+	assert_int_equal(pwrite(fd, t.p + head, t.len - head,
+				(off_t)(head + HUGE_LEN)), (ssize_t)(t.len - head));
+	assert_int_equal(close(fd), 0);
+	free(t.p);
+	assert_small_on_disk(dir, "x.tar");
+
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 1);
+	assert_int_equal(label_of(s, 2), 3);
+	assert_int_equal(read_error(s, 1, msg), BFS_E_CORRUPT);
+	snprintf(want, sizeof(want), "at offset %zu", (size_t)1024 + 1024);
+	if (!strstr(msg, "member b.jpg") || !strstr(msg, want) ||
+	    !strstr(msg, "5368709120") || !strstr(msg, "4294967295"))
+		fail_msg("%s", msg);
+	bfs_source_close(s);
+}
+
+/* ---- gzip bombs ------------------------------------------------------ */
+
+/* dir/rel: gzip of dir/plain's bytes followed by n zero bytes (a gzip
+ * bomb in small: zeros inflate over 1000 times); dir/plain is removed. */
+static void gz_bomb_put(const char *dir, const char *plain, const char *rel,
+			size_t n)
+{
+	static const uint8_t zero[1 << 20];
+	size_t plen, cap = n / 500 + (1 << 20), len;
+	uint8_t *p = file_get(dir, plain, &plen), *o = malloc(cap + plen);
+	z_stream zs = { 0 };
+	char path[256];
+
+	assert_int_equal(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+	zs.next_out = o;
+	zs.avail_out = (uInt)(cap + plen);
+	zs.next_in = p;
+	zs.avail_in = (uInt)plen;
+	assert_int_equal(deflate(&zs, Z_NO_FLUSH), Z_OK);
+	for (size_t done = 0; done < n; done += sizeof(zero)) {
+		zs.next_in = (Bytef *)zero;
+		zs.avail_in = sizeof(zero);
+		assert_int_equal(deflate(&zs, Z_NO_FLUSH), Z_OK);
+	}
+	assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+	len = cap + plen - zs.avail_out;
+	deflateEnd(&zs);
+	file_put(dir, rel, o, len);
+	free(o);
+	free(p);
+	path_of(path, sizeof(path), dir, plain);
+	assert_int_equal(unlink(path), 0);
+}
+
+static void assert_bomb_error(const char *msg, const char *shard)
+{
+	if (!strstr(msg, shard) || !strstr(msg, "more than 100 times") ||
+	    !strstr(msg, "ratio ") || !strstr(msg, "--max-inflate-ratio"))
+		fail_msg("%s", msg);
+}
+
+static void test_source_refuses_a_gzip_tfrecord_bomb_naming_shard_ratio_and_option(void **state)
+{
+	static const int64_t l[] = { 7, 8 };
+	const char *dir = *state;
+	struct istore m = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+	size_t n;
+	uint8_t *p;
+
+	/* a.tfrecord.gz: one record and 64 MiB of zeros; alone, nothing is
+	 * left to mount, and the error says which shard and why */
+	tfr_put(dir, "a", l, 1);
+	gz_bomb_put(dir, "a", "a.tfrecord.gz", 64u << 20);
+	assert_int_equal(open_error(&o, msg), BFS_E_EMPTY);
+	assert_bomb_error(msg, "a.tfrecord.gz");
+	assert_int_equal(m.puts, 0);
+
+	/* beside a good shard: that one is served, the bomb listed */
+	tfr_put(dir, "b", l + 1, 1);
+	p = file_get(dir, "b", &n);
+	gz_put(dir, "b.tfrecord.gz", p, n, 1);
+	free(p);
+	{
+		char path[256];
+
+		path_of(path, sizeof(path), dir, "b");
+		assert_int_equal(unlink(path), 0);
+	}
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 8);
+	assert_int_equal(bfs_source_nscan_errors(s), 1);
+	assert_string_equal(bfs_source_scan_error_shard(s, 0), "a.tfrecord.gz");
+	assert_bomb_error(bfs_source_scan_error(s, 0), "");
+	bfs_source_close(s);
+
+	/* with no limit it is indexed (its zeros are no record), and that
+	 * index, stored, is not taken by a mount with the limit */
+	o.max_inflate_ratio = BFS_INFLATE_RATIO_NONE;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	assert_int_equal(label_of(s, 0), 7);
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "length CRC"));
+	bfs_source_close(s);
+	assert_int_equal(istore_find(&m, "a.tfrecord.gz") >= 0, 1);
+	o.max_inflate_ratio = 0;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nindex_hits(s), 1); /* b's only */
+	assert_true(has_scan_error(s, "a.tfrecord.gz", "--max-inflate-ratio"));
+	bfs_source_close(s);
+	/* a limit of its own: 2000 lets these zeros through */
+	o.max_inflate_ratio = 2000;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_count(s), 2);
+	bfs_source_close(s);
+	istore_free(&m);
+}
+
+static void test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option(void **state)
+{
+	const char *dir = *state;
+	bfs_source_opts o = { .dir = dir };
+	tar_buf t = { 0 };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	/* a tar ends at its zero blocks: 64 MiB more of them is still a
+	 * valid archive of one sample, and a bomb */
+	tar_text(&t, "k.jpg", "jpeg-k");
+	tar_text(&t, "k.cls", "4");
+	tar_put(&t, dir, "x");
+	gz_bomb_put(dir, "x", "x.tar.gz", 64u << 20);
+	assert_int_equal(open_error(&o, msg), BFS_E_EMPTY);
+	assert_bomb_error(msg, "x.tar.gz");
+	o.max_inflate_ratio = BFS_INFLATE_RATIO_NONE;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(bfs_source_nscan_errors(s), 0);
+	assert_int_equal(label_of(s, 0), 4);
+	bfs_source_close(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2669,6 +2936,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_keeps_a_gzip_shards_index_in_the_store, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_serves_the_records_before_gzip_damage_and_names_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test(test_source_reads_a_gzip_tfrecord_tensorflow_wrote),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_records_after_one_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_the_samples_after_a_tar_member_over_4_gib_and_names_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_gzip_tfrecord_bomb_naming_shard_ratio_and_option, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option, tmp_dir_setup, tmp_dir_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

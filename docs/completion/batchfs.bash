@@ -46,14 +46,14 @@ _batchfs()
 		--cache) _batchfs_set -d -W "none" -- "$cur"; return ;;
 		--slot-dir) _batchfs_set -d -- "$cur"; return ;;
 		--log) _batchfs_set -f -- "$cur"; return ;;
-		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|-o)
+		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|-o)
 			return ;;
 		esac
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "--batch --size --dtype --resize --crop-from
 				--augment --layout --mean --std --label-offset --threads
 				--prefetch --mem --cache --cache-size --format --image-key
-				--label-key --on-error --max-pixels --epochs --shuffle --rank
+				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle --rank
 				--world --drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push -o -f -d --help" -- "$cur"))
 		else

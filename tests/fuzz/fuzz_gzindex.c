@@ -135,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		CHECK(ref, "malloc");
 		r = bfs_gzindex_build(fd, gzn, 1024, data[0] & 2 ? BFS_GZ_KEEP_BAD_CRC : 0,
-				      &idx, msg);
+				      0, &idx, msg);
 		CHECK_MSG(msg);
 		CHECK(r == 0 || r == -EINVAL || r == -ENOMEM, "build returned %d", r);
 		if (r == 0) {
