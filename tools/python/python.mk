@@ -6,7 +6,9 @@
 #
 #   make python       (part of `make all`, `make tests`, `make gpu-python`)
 #   make python-deps  the frameworks the tests train with, from PyPI: torch,
-#                     tensorflow-cpu, jax[cpu] (.ci/run runs it).  PyTorch's
+#                     tensorflow-cpu, jax[cpu], and prometheus-client, whose
+#                     parser tests/integration/test_metrics.sh reads the
+#                     metrics with (.ci/run runs it).  PyTorch's
 #                     own CPU-only index is not reachable from every machine
 #                     that CI runs on, so torch comes from PyPI with its
 #                     CUDA libraries (~2.8 GB, ~2.5 min here); it runs on
@@ -26,7 +28,7 @@ all: python
 tests: python
 gpu-python: python
 
-PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]"
+PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]" prometheus-client
 
 python-deps:
 	python3 -m pip install --quiet --disable-pip-version-check $(PY_DEPS)
