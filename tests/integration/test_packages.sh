@@ -6,7 +6,12 @@
 # `apt-get install ./batchfs_*.deb fuse3 python3-numpy man-db`, with every
 # dependency resolved from Debian; a mount of shards made here and a batch
 # read with np.load; `man batchfs`; `mount -t fuse.batchfs` and unmount;
-# `apt-get purge batchfs`, and nothing of it left.
+# `apt-get purge batchfs`, and nothing of it left.  Then the wheel, in a
+# second overlay of the same root without the .deb: `pip install` of
+# `make wheel`'s wheel into a venv (numpy from Debian, nothing from PyPI);
+# the `batchfs` command saying that libfuse3 is missing until fuse3 is
+# installed; then the same mount and read, and batchfs.Mount using the
+# wheel's own program.
 #
 # Safety: /dev and /proc are bound into the root only inside the private
 # namespace (`unshare --mount --propagation private`), so they vanish with
@@ -95,10 +100,23 @@ if ! make --no-print-directory deb GPU=0 BUILD="$BUILD" >"$T/deb.log" 2>&1; then
 fi
 DEB=$(ls "$BUILD"/deb/batchfs_*.deb | head -1)
 ok "make deb built $(basename "$DEB")"
+WHEEL=
+if ! python3 -c 'import auditwheel' 2>/dev/null || ! command -v patchelf >/dev/null; then
+	echo "skip test_packages_wheel: no auditwheel or patchelf here (make wheel-deps)"
+elif make --no-print-directory wheel BUILD="$BUILD" >"$T/wheel.log" 2>&1; then
+	WHEEL=$(ls "$BUILD"/wheel/batchfs-*.whl | head -1)
+	ok "make wheel built $(basename "$WHEEL")"
+	cp "$WHEEL" "$T/"
+else
+	tail -20 "$T/wheel.log"
+	not_ok "make wheel: see above"
+fi
 "$MKJPEG" "$T/jpegs" --classes 2 --per-class 12 --seed 3 >/dev/null &&
 	"$BATCHFS" mkshards "$T/jpegs" "$T/shards" --per-shard 10 --quiet ||
 	{ not_ok "test shards"; exit 1; }
 cp "$DEB" "$T/"
+mkdir -p "$T/deb"
+mv "$T"/batchfs_*.deb "$T/deb/"
 
 # ---- inside the root --------------------------------------------------------
 # The script runs in the chroot; each check prints ok/not ok.
@@ -152,14 +170,52 @@ check "nothing of the package is left" sh -c '
 	[ ! -e /var/lib/dpkg/info/batchfs.list ] || { echo "left: its dpkg list"; exit 1; }'
 INSIDE
 
+cat >"$T/inside_wheel.sh" <<'INSIDE'
+set -u
+ok() { echo "ok $*"; }
+not_ok() { echo "not ok $*"; }
+check() { local n=$1; shift; local o; if o=$("$@" 2>&1); then ok "wheel: $n"; else not_ok "wheel: $n: $(printf '%s' "$o" | tail -3 | tr '\n' ' ')"; fi; }
+export DEBIAN_FRONTEND=noninteractive PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+cd /pkg
+apt_in() { apt-get install -y -qq --no-install-recommends "$@" >>/pkg/apt.log 2>&1 ||
+	{ apt-get update -qq >>/pkg/apt.log 2>&1; apt-get install -y -qq --no-install-recommends "$@" >>/pkg/apt.log 2>&1; }; }
+apt_in python3-venv python3-numpy || { not_ok "wheel: apt-get install python3-venv python3-numpy"; exit 1; }
+check "no batchfs package in this root" sh -c '! dpkg-query -W -f="\${db:Status-Status}" batchfs 2>/dev/null | grep -q installed'
+python3 -m venv --system-site-packages /opt/v
+check "pip install of the wheel into a venv, nothing from PyPI" \
+	/opt/v/bin/pip install --no-index --disable-pip-version-check -q /pkg/batchfs-*.whl
+out=$(/opt/v/bin/batchfs --version 2>&1); rc=$?
+check "without fuse3 the batchfs command says libfuse3 is missing, and how to get it" \
+	sh -c "[ $rc -eq 1 ] && printf '%s' \"\$1\" | grep -q 'libfuse3.so.3 is not installed.*apt-get install fuse3'" sh "$out"
+apt_in fuse3 || { not_ok "wheel: apt-get install fuse3"; exit 1; }
+check "with fuse3 it runs, at the wheel's version" sh -c '/opt/v/bin/batchfs --version | grep -q "^batchfs $(/opt/v/bin/python -c "import batchfs; print(batchfs.__version__)") "'
+mkdir -p /mnt/w /mnt/x
+check "batchfs mount of the shards, by the console script" \
+	/opt/v/bin/batchfs mount /pkg/shards /mnt/w --size 32 --batch 8 --cache none
+check "np.load reads a batch" /opt/v/bin/python -c '
+import numpy as np
+x = np.load("/mnt/w/epoch-0000/batch-000002.npy")
+assert x.shape == (8, 32, 32, 3) and x.std() > 0, x.shape
+'
+check "batchfs unmount" /opt/v/bin/batchfs unmount /mnt/w
+check "batchfs.Mount runs the wheel's own program, and reads" env -u BATCHFS /opt/v/bin/python -c '
+import os, numpy as np, batchfs, batchfs._where as w
+with batchfs.Mount("/pkg/shards", "/mnt/x", size=32, batch=8, cache="none") as m:
+    assert os.path.realpath(m.program) == os.path.realpath(w.WHEEL_PROGRAM), m.program
+    assert "/site-packages/batchfs/_bin/" in m.program, m.program
+    assert np.load(m.epoch_dir(0) + "/batch-000000.npy").shape == (8, 32, 32, 3)
+'
+check "the mount is gone with the with block" sh -c '! awk "\$2 == \"/mnt/x\"" /proc/mounts | grep -q .'
+INSIDE
+
 # The namespace: an overlay of the cached root (which stays as it is), the
 # machine's /dev and a new /proc bound in, then the script in the chroot.
-mkdir -p "$T/upper" "$T/work" "$T/merged"
 cat >"$T/ns.sh" <<'NS'
 set -eu
-T=$1 ROOT=$2 CACHE=$3
-M=$T/merged
-mount -t overlay overlay -o "lowerdir=$ROOT,upperdir=$T/upper,workdir=$T/work" "$M"
+T=$1 ROOT=$2 CACHE=$3 PHASE=$4 SCRIPT=$5
+M=$T/$PHASE/merged
+mkdir -p "$T/$PHASE/upper" "$T/$PHASE/work" "$M"
+mount -t overlay overlay -o "lowerdir=$ROOT,upperdir=$T/$PHASE/upper,workdir=$T/$PHASE/work" "$M"
 mount --rbind /dev "$M/dev"
 mount --make-rslave "$M/dev"
 mount -t proc proc "$M/proc"
@@ -168,13 +224,15 @@ mount -t tmpfs tmpfs "$M/run"
 mount --bind "$CACHE/archives" "$M/var/cache/apt/archives"
 mkdir -p "$M/pkg"
 cp /etc/resolv.conf "$M/etc/resolv.conf" 2>/dev/null || true
-cp -r "$T/shards" "$T"/batchfs_*.deb "$T/inside.sh" "$M/pkg/"
+cp -r "$T/shards" "$T/$SCRIPT" "$M/pkg/"
+[ "$PHASE" = deb ] && cp "$T"/deb/batchfs_*.deb "$M/pkg/"
+[ "$PHASE" = wheel ] && cp "$T"/batchfs-*.whl "$M/pkg/"
 set +e
-chroot "$M" bash /pkg/inside.sh
+chroot "$M" bash "/pkg/$SCRIPT"
 rc=$?
-cp "$M/pkg/apt.log" "$T/apt.log" 2>/dev/null
+cp "$M/pkg/apt.log" "$T/apt-$PHASE.log" 2>/dev/null
 # leave nothing mounted in the root (the namespace ends anyway)
-for m in /mnt/b /mnt/c; do
+for m in /mnt/b /mnt/c /mnt/w /mnt/x; do
 	mountpoint -q "$M$m" && umount -l "$M$m"
 done
 umount "$M/var/cache/apt/archives" "$M/run" "$M/tmp" "$M/proc"
@@ -182,20 +240,29 @@ umount -R "$M/dev"
 umount "$M"
 exit $rc
 NS
-unshare --mount --propagation private bash "$T/ns.sh" "$T" "$ROOT" "$CACHE" >"$T/out.txt" 2>&1 &
-NS_PID=$!
-# a deadline, so a wedged install cannot hang the suite
-for i in $(seq 1 6000); do
-	kill -0 "$NS_PID" 2>/dev/null || break
-	sleep 0.1
-done
-if kill -0 "$NS_PID" 2>/dev/null; then
-	not_ok "the checks in the root did not finish within 10 minutes"
-	kill "$NS_PID"
+# in_root PHASE SCRIPT: one phase in its own namespace and overlay, with a
+# deadline, so a wedged install cannot hang the suite; its lines to out.txt
+in_root() {
+	unshare --mount --propagation private bash "$T/ns.sh" "$T" "$ROOT" "$CACHE" "$1" "$2" \
+		>"$T/out-$1.txt" 2>&1 &
+	NS_PID=$!
+	for i in $(seq 1 6000); do
+		kill -0 "$NS_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$NS_PID" 2>/dev/null; then
+		echo "not ok $1: the checks in the root did not finish within 10 minutes" >>"$T/out-$1.txt"
+		kill "$NS_PID"
+	fi
+	wait "$NS_PID" 2>/dev/null
+	NS_PID=
+	cat "$T/out-$1.txt"
+	grep -q '^not ok' "$T/out-$1.txt" && FAILED=1
+}
+in_root deb inside.sh
+grep -q '^ok nothing of the package is left' "$T/out-deb.txt" || FAILED=1
+if [ -n "$WHEEL" ]; then
+	in_root wheel inside_wheel.sh
+	grep -q '^ok wheel: the mount is gone' "$T/out-wheel.txt" || FAILED=1
 fi
-wait "$NS_PID" 2>/dev/null
-NS_PID=
-cat "$T/out.txt"
-grep -q '^not ok' "$T/out.txt" && FAILED=1
-grep -q '^ok nothing of the package is left' "$T/out.txt" || FAILED=1
 exit "$FAILED"
