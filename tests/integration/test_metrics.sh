@@ -216,6 +216,13 @@ check "with --metrics-public it binds 0.0.0.0 and serves" \
 	bash -c "test -n '$PORT' && $PY -c \"import urllib.request; assert b'batchfs_uptime_seconds' in urllib.request.urlopen('http://127.0.0.1:$PORT/metrics', timeout=30).read()\""
 unmount_wait "$D/pub"
 
+# A mount of several ranks: its rank label is the range.
+mount_fg "$D/shards" "$D/ranks" --world 4 --ranks 2-3 --size 32 --batch 4 --cache none \
+	|| not_ok "mount --ranks 2-3"
+check "a mount of --ranks 2-3 labels its samples rank=\"2-3\"" \
+	bash -c "'$BATCHFS' metrics '$D/ranks' | grep -q '^batchfs_uptime_seconds{mount=\"$D/ranks\",rank=\"2-3\"} '"
+unmount_wait "$D/ranks"
+
 check "batchfs metrics on a directory that is not a mount fails, naming it" \
 	bash -c "! '$BATCHFS' metrics '$D/shards' 2> '$D/err.txt' && grep -q 'dataset.json' '$D/err.txt'"
 t_end
