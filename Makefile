@@ -54,6 +54,7 @@ all: $(BUILD)/batchfs
 -include tools/python/python.mk
 -include tests/fuzz/fuzz.mk
 -include tools/bench.mk
+-include tools/package.mk
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -140,6 +141,7 @@ install: all
 ifneq ($(NVCC),)
 	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	$(INSTALL) -m 755 $(GPU_CLI) $(DESTDIR)$(BINDIR)/batchfs-gpu
+	$(INSTALL) -m 644 docs/man/batchfs-gpu.1 $(DESTDIR)$(MANDIR)/man1/batchfs-gpu.1
 	$(INSTALL) -m 755 $(GPU_LIB) $(DESTDIR)$(LIBDIR)/$(GPU_SONAME)
 	ln -sfn $(GPU_SONAME) $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so
 	$(INSTALL) -m 644 tools/gpu/batchfs_gpu.h $(DESTDIR)$(INCLUDEDIR)/batchfs_gpu.h
@@ -157,6 +159,7 @@ uninstall:
 	      $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs \
 	      $(DESTDIR)$(MANDIR)/man1/batchfs.1 $(DESTDIR)$(MANDIR)/man8/mount.batchfs.8 \
 	      $(DESTDIR)$(BASHCOMPDIR)/batchfs $(DESTDIR)$(BINDIR)/batchfs-gpu \
+	      $(DESTDIR)$(MANDIR)/man1/batchfs-gpu.1 \
 	      $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so.* \
 	      $(DESTDIR)$(INCLUDEDIR)/batchfs_gpu.h $(DESTDIR)$(PKGCONFIGDIR)/batchfs_gpu.pc
 

@@ -183,6 +183,29 @@ size_t bfs_engine_npy_header(const bfs_engine *e, uint64_t id, char *hdr,
 	return len > 0 ? (size_t)len : 0;
 }
 
+uint64_t bfs_hist_bound_ns(unsigned i)
+{
+	static const uint64_t step[3] = { 1, 25, 5 }; /* x 1, 2.5, 5 */
+	uint64_t b = 100000; /* 100 us */
+
+	if (i >= BFS_HIST_BUCKETS - 1)
+		return UINT64_MAX;
+	for (unsigned k = 0; k < i / 3; k++)
+		b *= 10;
+	return i % 3 == 1 ? b * step[1] / 10 : b * step[i % 3];
+}
+
+void bfs_hist_add(bfs_hist *h, uint64_t ns)
+{
+	unsigned i = 0;
+
+	while (i < BFS_HIST_BUCKETS - 1 && ns > bfs_hist_bound_ns(i))
+		i++;
+	h->count[i]++;
+	h->n++;
+	h->sum_ns += ns;
+}
+
 /* ---- the memory budget's room ------------------------------------------ */
 
 static uint64_t read_u64_file(const char *dir, const char *name)

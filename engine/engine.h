@@ -188,6 +188,23 @@ typedef struct {
 
 #define BFS_MAX_READERS 32
 
+/* A histogram of durations over fixed bounds: count[i] holds the
+ * observations d with bound(i-1) < d <= bound(i) (bfs_hist_bound_ns),
+ * count[BFS_HIST_BUCKETS - 1] those above the last bound; not cumulative.
+ * n is their number, sum_ns their total. */
+#define BFS_HIST_BUCKETS 17
+typedef struct {
+	uint64_t count[BFS_HIST_BUCKETS];
+	uint64_t n;
+	uint64_t sum_ns;
+} bfs_hist;
+
+/* The upper bound of bucket i in nanoseconds, 100 us to 10 s in steps of
+ * 1, 2.5, 5; UINT64_MAX for the last bucket (and for i out of range). */
+uint64_t bfs_hist_bound_ns(unsigned i);
+/* Count one duration of ns nanoseconds into h (the caller serializes). */
+void bfs_hist_add(bfs_hist *h, uint64_t ns);
+
 typedef struct {
 	uint64_t batches_served;   /* distinct batch productions read */
 	uint64_t samples_served;   /* the samples in them */
@@ -213,6 +230,11 @@ typedef struct {
 	uint64_t cache_crc_errors; /* stored samples that failed their CRC */
 	uint64_t reader_waits;     /* gets that had to wait */
 	uint64_t reader_wait_ns;   /* total time readers waited */
+	bfs_hist reader_wait;      /* each of those waits (n == reader_waits,
+				    * sum_ns == reader_wait_ns) */
+	bfs_hist decode;           /* each sample decoded, the time to read,
+				    * decode and resize it (n ==
+				    * samples_decoded) */
 	uint64_t mem_budget;       /* the budget (--mem) */
 	uint64_t mem_cap;          /* the most a default budget may take on
 				    * this machine (bfs_engine_mem_cap) */

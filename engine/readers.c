@@ -222,6 +222,7 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	if (waited) {
 		e->st.reader_waits++;
 		e->st.reader_wait_ns += now - t0;
+		bfs_hist_add(&e->st.reader_wait, now - t0);
 		rd->waits++;
 		rd->wait_ns += now - t0;
 		reader_waited_locked(e, rd, now);

@@ -398,7 +398,10 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 	e->st.samples_decoded++;
 	e->st.bytes_read += len;
 	{
-		double ns = (double)(bfs__now_ns() - t0);
+		uint64_t took = bfs__now_ns() - t0;
+		double ns = (double)took;
+
+		bfs_hist_add(&e->st.decode, took);
 		e->sample_ns = e->sample_ns ? 0.9 * e->sample_ns + 0.1 * ns : ns;
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -723,12 +726,15 @@ again:
 	} else {
 		err = rrc_decode(w, jb, i, jpeg, len, &img, &box, oh, ow, out_need, rec, &src,
 				 &stopped, msg);
+		uint64_t took = bfs__now_ns() - t0;
+
 		pthread_mutex_lock(&e->lock);
 		e->st.samples_decoded++;
 		e->st.boxes_stopped_early += (uint64_t)stopped;
 		e->st.bytes_read += len;
+		bfs_hist_add(&e->st.decode, took);
 		if (!err) {
-			double ns = (double)(bfs__now_ns() - t0);
+			double ns = (double)took;
 
 			e->sample_ns = e->sample_ns ? 0.9 * e->sample_ns + 0.1 * ns : ns;
 		}

@@ -535,6 +535,26 @@ static int reader_gone(uint64_t pid)
 	return gone;
 }
 
+/* A bfs_hist as stats.json shows it: "le", the upper bounds in seconds
+ * (the last bucket, unbounded, has none); "counts", the observations in
+ * each bucket (not cumulative: one more than "le"); "count" and "sum"
+ * (seconds). */
+static void hist_json(bfs_json *j, const char *key, const bfs_hist *h)
+{
+	bfs_json_open(j, key, '{');
+	bfs_json_open(j, "le", '[');
+	for (unsigned i = 0; i + 1 < BFS_HIST_BUCKETS; i++)
+		bfs_json_f64(j, NULL, (double)bfs_hist_bound_ns(i) / 1e9);
+	bfs_json_close(j, ']');
+	bfs_json_open(j, "counts", '[');
+	for (unsigned i = 0; i < BFS_HIST_BUCKETS; i++)
+		bfs_json_u64(j, NULL, h->count[i]);
+	bfs_json_close(j, ']');
+	bfs_json_u64(j, "count", h->n);
+	bfs_json_fixed(j, "sum", (double)h->sum_ns / 1e9, 9);
+	bfs_json_close(j, '}');
+}
+
 static double seconds_since(const struct timespec *t0, clockid_t clk)
 {
 	struct timespec now;
@@ -615,6 +635,10 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_close(&j, '}');
 	bfs_json_u64(&j, "reader_waits", st.reader_waits);
 	bfs_json_f64(&j, "reader_wait_seconds", (double)st.reader_wait_ns / 1e9);
+	bfs_json_open(&j, "histograms", '{');
+	hist_json(&j, "reader_wait_seconds", &st.reader_wait);
+	hist_json(&j, "decode_seconds", &st.decode);
+	bfs_json_close(&j, '}');
 	if (f->cache) {
 		bfs_cache_stats cs;
 

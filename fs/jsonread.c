@@ -5,11 +5,14 @@
 #include "fs/jsonread.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_DEPTH 64
 
@@ -399,4 +402,52 @@ const char *bfs_jr_str(const bfs_jr *v, const char *dflt)
 int bfs_jr_bool(const bfs_jr *v, int dflt)
 {
 	return v && v->type == BFS_JR_BOOL ? v->boolean : dflt;
+}
+
+int bfs_jr_read_file(const char *dir, const char *name, bfs_jr **out,
+		     char *why, size_t cap)
+{
+	char path[PATH_MAX], err[256];
+	char *buf = NULL;
+	size_t len = 0, bcap = 0;
+	int fd, rc = 0;
+
+	*out = NULL;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		rc = -errno;
+		snprintf(why, cap, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (len + 4096 > bcap) {
+			char *nb = realloc(buf, bcap = bcap ? bcap * 2 : 65536);
+
+			if (!nb) {
+				rc = -ENOMEM;
+				snprintf(why, cap, "out of memory");
+				goto out;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, bcap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(why, cap, "%s: %s", path, strerror(errno));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if ((rc = bfs_jr_parse(buf, len, out, err, sizeof(err))))
+		snprintf(why, cap, "%s: not batchfs's JSON (%s)", path, err);
+out:
+	close(fd);
+	free(buf);
+	return rc;
 }

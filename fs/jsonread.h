@@ -45,6 +45,12 @@ int bfs_jr_parse(const char *text, size_t len, bfs_jr **out, char *err,
 		 size_t cap);
 void bfs_jr_free(bfs_jr *v); /* accepts NULL */
 
+/* dir/name read whole (with read(2), as any reader of a mount) and
+ * parsed.  0 and *out, or -errno / -EINVAL / -ENOMEM with why (cap bytes)
+ * naming the path and what went wrong. */
+int bfs_jr_read_file(const char *dir, const char *name, bfs_jr **out,
+		     char *why, size_t cap);
+
 /* The last member `key` of object v; NULL when v is NULL, not an object,
  * or has no such member. */
 const bfs_jr *bfs_jr_get(const bfs_jr *v, const char *key);

@@ -22,6 +22,7 @@
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
 #include "fs/mounthelper.h"
+#include "fs/metrics.h"
 #include "fs/optparse.h"
 #include "fs/status.h"
 
@@ -35,6 +36,7 @@ static const char usage_top[] =
 	"  mount SHARD_DIR MOUNTPOINT   serve SHARD_DIR as batch files\n"
 	"  unmount MOUNTPOINT           unmount (fusermount3 -u works too)\n"
 	"  status MOUNTPOINT            what a mount is doing (--watch, --json)\n"
+	"  metrics MOUNTPOINT           its counters for Prometheus\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
 	"  cache stats|verify|clear     the preprocessed-sample cache\n"
@@ -138,6 +140,13 @@ static const char usage_mount[] =
 	"  --no-push            serve batches only when read, instead of\n"
 	"                       copying each finished batch into the page\n"
 	"                       cache ahead of its reader (for comparison)\n"
+	"  --metrics-file PATH  write the counters for Prometheus (as `batchfs\n"
+	"                       metrics` prints them) to PATH, atomically, every\n"
+	"                       --metrics-interval seconds (15): for\n"
+	"                       node_exporter's textfile collector (PATH.prom)\n"
+	"  --metrics-port PORT  serve them at http://127.0.0.1:PORT/metrics\n"
+	"  --metrics-addr ADDR  ...on ADDR instead (an address or a name); one\n"
+	"                       that is not loopback needs --metrics-public\n"
 	"  -o OPT[,OPT...]      FUSE mount options, passed through\n"
 	"  -f                   stay in the foreground, log to stderr\n"
 	"  -d                   FUSE debug output (implies -f)\n"
@@ -259,7 +268,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_LAYOUT, O_MEAN, O_STD, O_NO_PUSH, O_NO_PT, O_SLOT_DIR,
 	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
 	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE,
-	       O_MAX_INFLATE };
+	       O_MAX_INFLATE, O_METRICS_FILE, O_METRICS_INTERVAL, O_METRICS_PORT,
+	       O_METRICS_ADDR, O_METRICS_PUBLIC };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -300,6 +310,11 @@ static int cmd_mount(int argc, char **argv)
 		{ "decode-scale", required_argument, 0, O_DECODE_SCALE },
 		{ "size-schedule", required_argument, 0, O_SCHEDULE },
 		{ "decode-whole", no_argument, 0, O_DECODE_WHOLE },
+		{ "metrics-file", required_argument, 0, O_METRICS_FILE },
+		{ "metrics-interval", required_argument, 0, O_METRICS_INTERVAL },
+		{ "metrics-port", required_argument, 0, O_METRICS_PORT },
+		{ "metrics-addr", required_argument, 0, O_METRICS_ADDR },
+		{ "metrics-public", no_argument, 0, O_METRICS_PUBLIC },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
@@ -567,6 +582,24 @@ static int cmd_mount(int argc, char **argv)
 		case O_SLOT_DIR:
 			o.slot_dir = optarg;
 			break;
+		case O_METRICS_FILE:
+			o.metrics_file = optarg;
+			break;
+		case O_METRICS_INTERVAL:
+			if (parse_uint(optarg, 1, 86400, &o.metrics_interval))
+				return bad("--metrics-interval", optarg, "seconds, 1 to 86400");
+			break;
+		case O_METRICS_PORT:
+			if (parse_uint(optarg, 0, 65535, &o.metrics_port))
+				return bad("--metrics-port", optarg, "a TCP port, 0 to 65535");
+			o.metrics_http = 1;
+			break;
+		case O_METRICS_ADDR:
+			o.metrics_addr = optarg;
+			break;
+		case O_METRICS_PUBLIC:
+			o.metrics_public = 1;
+			break;
 		case 'f':
 			o.foreground = 1;
 			break;
@@ -705,6 +738,8 @@ int main(int argc, char **argv)
 		return cmd_unmount(argc - 1, argv + 1);
 	if (!strcmp(cmd, "status"))
 		return bfs_status_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "metrics"))
+		return bfs_metrics_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "inspect"))
 		return bfs_inspect_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "mkshards"))

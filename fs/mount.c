@@ -39,7 +39,10 @@
 #include "fs/daemon.h"
 #include "fs/host.h"
 #include "fs/ll.h"
+#include "fs/jsonread.h"
 #include "fs/log.h"
+#include "fs/metrics.h"
+#include "fs/metricsd.h"
 #include "fs/passthrough.h"
 #include "fs/view.h"
 
@@ -68,6 +71,10 @@ struct mnt {
 	pthread_mutex_t hold_lock;
 	pthread_cond_t hold_cv;
 	int hold_done;            /* protected by hold_lock: the loop ended */
+	/* --metrics-file, --metrics-port: the exporter's thread renders
+	 * stats.json as Prometheus text with these labels */
+	bfs_metricsd *metrics;
+	char metrics_rank[64];
 };
 
 /* ---- what a person sees ------------------------------------------------ */
@@ -343,6 +350,64 @@ static struct fuse_session *new_session(struct mnt *m, struct fuse_args *args,
 	return se;
 }
 
+/* The exporter's text: the view's stats.json now, as `batchfs metrics`
+ * would render it (fs/metrics.h). */
+static int render_metrics(void *ctx, char **buf, size_t *len)
+{
+	struct mnt *m = ctx;
+	char *json = NULL, err[128];
+	size_t jlen = 0;
+	bfs_jr *st = NULL;
+	int rc;
+
+	if ((rc = bfs_view_stats_json(m->view, &json, &jlen)))
+		return rc;
+	rc = bfs_jr_parse(json, jlen, &st, err, sizeof(err));
+	free(json);
+	if (rc)
+		return rc;
+	rc = bfs_metrics_render(m->o->mountpoint, m->metrics_rank, st, buf, len);
+	bfs_jr_free(st);
+	return rc;
+}
+
+/* --metrics-file and --metrics-port: started before the mount says it is
+ * ready, so a port that cannot be had fails the mount with the reason.
+ * 0, or -1 with msg. */
+static int start_metrics(struct mnt *m, char *msg, size_t cap)
+{
+	const bfs_mount_opts *o = m->o;
+	bfs_metricsd_opts mo = { 0 };
+	char errmsg[BFS_ERRMSG_MAX] = "", jerr[128];
+	const char *ds;
+	size_t dlen;
+	bfs_jr *dj = NULL;
+	int err;
+
+	if (!o->metrics_file && !o->metrics_http)
+		return 0;
+	ds = bfs_view_dataset_json(m->view, &dlen);
+	if (bfs_jr_parse(ds, dlen, &dj, jerr, sizeof(jerr)) == 0)
+		bfs_metrics_rank_label(dj, m->metrics_rank, sizeof(m->metrics_rank));
+	else
+		snprintf(m->metrics_rank, sizeof(m->metrics_rank), "%u",
+			 bfs_engine_options(m->eng)->rank);
+	bfs_jr_free(dj);
+	mo.file = o->metrics_file;
+	mo.interval_s = o->metrics_interval;
+	mo.port = o->metrics_http ? (int)o->metrics_port : -1;
+	mo.addr = o->metrics_addr;
+	mo.public = o->metrics_public;
+	mo.render = render_metrics;
+	mo.ctx = m;
+	if ((err = bfs_metricsd_start(&mo, &m->metrics, errmsg))) {
+		snprintf(msg, cap, "batchfs: %s",
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+		return -1;
+	}
+	return 0;
+}
+
 /* The mount itself; runs in the daemon (or in the foreground).  Reports to
  * notify_fd (-1 in the foreground) and returns the exit status. */
 static int serve(void *ctx, int notify_fd)
@@ -427,6 +492,9 @@ static int serve(void *ctx, int notify_fd)
 		goto fail;
 	}
 	bfs_ll_set_view(m.ll, m.view);
+	/* before the mount appears: a port it cannot have fails it first */
+	if (start_metrics(&m, msg, sizeof(msg)))
+		goto fail;
 
 	if (!(m.se = new_session(&m, &args, msg, sizeof(msg))))
 		goto fail;
@@ -523,6 +591,21 @@ static int serve(void *ctx, int notify_fd)
 
 			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
 		}
+		if (m.metrics) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; metrics:%s%s",
+				 o->metrics_file ? " " : "",
+				 o->metrics_file ? o->metrics_file : "");
+			if (bfs_metricsd_port(m.metrics) >= 0) {
+				n = strlen(msg);
+				snprintf(msg + n, sizeof(msg) - n, " http://%s%s%s:%d/metrics",
+					 o->metrics_addr && strchr(o->metrics_addr, ':') ? "[" : "",
+					 o->metrics_addr ? o->metrics_addr : "127.0.0.1",
+					 o->metrics_addr && strchr(o->metrics_addr, ':') ? "]" : "",
+					 bfs_metricsd_port(m.metrics));
+			}
+		}
 		if (o->hold) {
 			size_t n = strlen(msg);
 
@@ -562,6 +645,7 @@ fail:
 	bfs_daemon_notify(notify_fd, 0, msg);
 out:
 	bfs_daemon_unwatch(watch);
+	bfs_metricsd_stop(m.metrics); /* before the view it reads */
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
 	if (mounted)
@@ -591,6 +675,7 @@ struct abs_paths {
 	char log_path[PATH_MAX];
 	char cache[PATH_MAX];
 	char slot_dir[PATH_MAX];
+	char metrics_file[PATH_MAX];
 };
 
 static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
@@ -623,6 +708,12 @@ static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 		if (bfs_host_absolute(o->slot_dir, p->slot_dir, sizeof(p->slot_dir)))
 			goto too_long;
 		o->slot_dir = p->slot_dir;
+	}
+	if (o->metrics_file) {
+		if (bfs_host_absolute(o->metrics_file, p->metrics_file,
+				      sizeof(p->metrics_file)))
+			goto too_long;
+		o->metrics_file = p->metrics_file;
 	}
 	return 0;
 too_long:

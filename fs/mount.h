@@ -35,6 +35,14 @@ typedef struct {
 				   into the page cache ahead of the reader */
 	int hold;                 /* --hold: MNT/hold exists; the mount ends
 				   * itself once its last open is closed */
+	const char *metrics_file; /* --metrics-file: the Prometheus text,
+				   * rewritten every metrics_interval s */
+	unsigned metrics_interval;/* --metrics-interval; 0: 15 */
+	int metrics_http;         /* --metrics-port given: serve /metrics */
+	unsigned metrics_port;    /*   on this port (0: any free one) */
+	const char *metrics_addr; /* --metrics-addr; NULL: 127.0.0.1 */
+	int metrics_public;       /* --metrics-public: a non-loopback
+				   * metrics_addr is allowed */
 	unsigned hold_wait;       /* --hold SECONDS: ...or when nobody has
 				   * opened it that long after the mount
 				   * (0: no limit) */

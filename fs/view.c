@@ -152,6 +152,17 @@ void bfs_view_destroy(bfs_view *v)
 	free(v);
 }
 
+int bfs_view_stats_json(bfs_view *v, char **buf, size_t *len)
+{
+	return bfs_files_stats_json(&v->files, buf, len);
+}
+
+const char *bfs_view_dataset_json(const bfs_view *v, size_t *len)
+{
+	*len = v->dataset_len;
+	return v->dataset_json;
+}
+
 const bfs_ns_shape *bfs_view_shape(const bfs_view *v) { return &v->shape; }
 
 void bfs_view_holders(const bfs_view *v, uint64_t *now, uint64_t *ever)

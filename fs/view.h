@@ -83,6 +83,11 @@ void bfs_view_destroy(bfs_view *v); /* accepts NULL; no call may be running */
 /* The namespace's shape (epochs and batches per epoch; the ranks, from
  * the engine's opts.ranks: a rank level only when that is set). */
 const bfs_ns_shape *bfs_view_shape(const bfs_view *v);
+/* stats.json as a read of it would find it now: 0 and a malloc()ed *buf
+ * of *len bytes for the caller to free, or -ENOMEM.  Any thread. */
+int bfs_view_stats_json(bfs_view *v, char **buf, size_t *len);
+/* dataset.json (built once): the view's, valid until bfs_view_destroy. */
+const char *bfs_view_dataset_json(const bfs_view *v, size_t *len);
 
 /* Opens of /hold now, and since the mount began (atomic reads). */
 void bfs_view_holders(const bfs_view *v, uint64_t *now, uint64_t *ever);

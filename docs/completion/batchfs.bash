@@ -29,7 +29,7 @@ _batchfs()
 	done
 
 	if [[ -z $cmd ]]; then
-		_batchfs_set -W "mount unmount status inspect mkshards cache version --help --version -V" -- "$cur"
+		_batchfs_set -W "mount unmount status metrics inspect mkshards cache version --help --version -V" -- "$cur"
 		return
 	fi
 
@@ -45,8 +45,8 @@ _batchfs()
 		--threads|--prefetch) _batchfs_set -W "auto" -- "$cur"; return ;;
 		--cache) _batchfs_set -d -W "none" -- "$cur"; return ;;
 		--slot-dir) _batchfs_set -d -- "$cur"; return ;;
-		--log) _batchfs_set -f -- "$cur"; return ;;
-		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|-o)
+		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
+		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--metrics-port|--metrics-addr|-o)
 			return ;;
 		esac
 		if [[ $cur == -* ]]; then
@@ -55,7 +55,8 @@ _batchfs()
 				--prefetch --mem --cache --cache-size --format --image-key
 				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle --rank
 				--world --drop-remainder --log --allow-other --slot-dir
-				--no-passthrough --no-push -o -f -d --help" -- "$cur"))
+				--no-passthrough --no-push --metrics-file --metrics-interval
+				--metrics-port --metrics-addr --metrics-public -o -f -d --help" -- "$cur"))
 		else
 			_batchfs_set -d -- "$cur"
 		fi
@@ -73,6 +74,13 @@ _batchfs()
 		esac
 		if [[ $cur == -* ]]; then
 			_batchfs_set -W "--watch --json --interval --help" -- "$cur"
+		else
+			_batchfs_set -W "$(_batchfs_mounts)" -- "$cur"
+		fi
+		;;
+	metrics)
+		if [[ $cur == -* ]]; then
+			_batchfs_set -W "--help" -- "$cur"
 		else
 			_batchfs_set -W "$(_batchfs_mounts)" -- "$cur"
 		fi

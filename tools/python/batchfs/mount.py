@@ -232,6 +232,9 @@ class Mount:
         if not self.program:
             raise BatchfsError("the batchfs program was not found: build it "
                                "(make), put it on PATH or set $BATCHFS")
+        why = _where.missing_system_parts(self.program)
+        if why:
+            raise BatchfsError(why)
         self._args = _cli_args(options)
         self._hold = None
         self._made_dir = False
