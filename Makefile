@@ -39,7 +39,7 @@ CFLAGS  += $(CORE_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lm -pthread
 
 # Everything except fs/main.c goes into one archive that tests link.
-CORE_SRC := $(wildcard engine/*.c cache/*.c tools/*.c)
+CORE_SRC := $(wildcard engine/*.c engine/*/*.c cache/*.c tools/*.c)
 FS_SRC   := $(filter-out fs/main.c,$(wildcard fs/*.c))
 LIB_SRC  := $(CORE_SRC) $(FS_SRC)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -65,7 +65,7 @@ $(BUILD)/fs/%.o: CFLAGS += $(FUSE_CFLAGS)
 $(BUILD)/tests/%: CFLAGS += $(FUSE_CFLAGS)
 
 # The resize kernel must round exactly as TensorFlow's does: no FMA contraction.
-$(BUILD)/engine/resize.o: CFLAGS += -ffp-contract=off
+$(BUILD)/engine/pixels/resize.o: CFLAGS += -ffp-contract=off
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -200,7 +200,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "engine/source.h"
 #include "engine/store.h"
 

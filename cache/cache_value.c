@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/crc32c.h"
+#include "engine/base/crc32c.h"
 
 _Static_assert(sizeof(struct bfs__vhdr) == BFS__VHDR, "value header size");
 _Static_assert(sizeof(struct bfs__ihdr) == BFS__IHDR, "index header size");

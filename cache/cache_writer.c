@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/crc32c.h"
+#include "engine/base/crc32c.h"
 
 #define SUBMIT_MAX_ITEMS 65536
 #define INDEX_QUEUE_MAX (256ull << 20)

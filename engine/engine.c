@@ -16,9 +16,9 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "engine/augment.h"
-#include "engine/npy.h"
-#include "engine/resize.h"
+#include "engine/pixels/augment.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/resize.h"
 #include "engine/version.h"
 
 /* ---- geometry --------------------------------------------------------- */

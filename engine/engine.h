@@ -37,11 +37,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/error.h"
-#include "engine/rrc.h"
+#include "engine/base/error.h"
+#include "engine/pixels/rrc.h"
 #include "engine/source.h"
 #include "engine/store.h"
-#include "engine/types.h"
+#include "engine/base/types.h"
 
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_batch bfs_batch;

@@ -45,12 +45,12 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "engine/augment.h"
+#include "engine/pixels/augment.h"
 #include "engine/badset.h"
-#include "engine/decode.h"
+#include "engine/pixels/decode.h"
 #include "engine/engine.h"
 #include "engine/permute.h"
-#include "engine/rrc.h"
+#include "engine/pixels/rrc.h"
 
 #define MAX_ERRORS BFS_ENGINE_MAX_ERRORS /* bad samples whose records are kept */
 #define SCRATCH_BASE (8u << 20) /* per-worker scratch kept between samples */

@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/image.h"
-#include "engine/resize.h"
+#include "engine/pixels/image.h"
+#include "engine/pixels/resize.h"
 
 /* ---- workers ---------------------------------------------------------- */
 

@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/augment.h"
-#include "engine/decode.h"
-#include "engine/image.h"
-#include "engine/label.h"
-#include "engine/resize.h"
-#include "engine/rrc.h"
+#include "engine/pixels/augment.h"
+#include "engine/pixels/decode.h"
+#include "engine/pixels/image.h"
+#include "engine/formats/label.h"
+#include "engine/pixels/resize.h"
+#include "engine/pixels/rrc.h"
 
 /* ---- errors ----------------------------------------------------------- */
 

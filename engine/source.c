@@ -23,13 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/crc32c.h"
-#include "engine/example.h"
-#include "engine/filekind.h"
-#include "engine/gzindex.h"
-#include "engine/tar.h"
-#include "engine/tfrecord.h"
+#include "engine/base/error.h"
+#include "engine/base/crc32c.h"
+#include "engine/formats/example.h"
+#include "engine/formats/filekind.h"
+#include "engine/formats/gzindex.h"
+#include "engine/formats/tar.h"
+#include "engine/formats/tfrecord.h"
 
 #define SAMPLE_BAD_LENGTH_CRC 1u /* length CRC failed but the length held */
 #define SAMPLE_TOO_BIG 2u        /* a record over SAMPLE_MAX: a bad sample of

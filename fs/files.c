@@ -16,8 +16,8 @@
 
 #include <turbojpeg.h>
 
-#include "engine/npy.h"
-#include "engine/preview.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/preview.h"
 #include "engine/version.h"
 #include "fs/json.h"
 

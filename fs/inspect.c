@@ -11,7 +11,7 @@
  */
 #include "fs/inspect.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "fs/jsonread.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/npy.h"
+#include "engine/base/npy.h"
 
 typedef struct {
 	uint64_t count;    /* elements looked at */

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/rrc.h"
+#include "engine/pixels/rrc.h"
 #include "engine/version.h"
 #include "fs/daemon.h"
 #include "fs/mount.h"

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #define REQ_MAX     8192   /* bytes of a request head */
 #define REQ_TIME_MS 2000   /* to send it */

@@ -11,9 +11,9 @@
  */
 #include "fs/mkshards.h"
 
-#include "engine/error.h"
-#include "engine/example.h"
-#include "engine/tfrecord.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
+#include "engine/formats/tfrecord.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/npy.h"
+#include "engine/base/npy.h"
 
 /* index.json / preview.jpg built recently, so that the stat (which must
  * know the size) and the open that follow build them only once. */

@@ -6,7 +6,11 @@
 #    |  may include cache/ and engine/
 #   cache/   the sample cache (LMDB)
 #    |  may include engine/
-#   engine/  decode, resize, batches, sources: the core
+#   engine/  batches, sources, the schedule: the core
+#    |  engine/ itself may include its subfolders, which sit below it:
+#   engine/pixels/   decode, resize, augment (may include formats/, base/)
+#   engine/formats/  TFRecord, Example, tar, gzip (may include base/)
+#   engine/base/     errors, CRC, the byte source, NPY (includes only itself)
 #
 # tools/ (benchmarks, the GPU companion) may include the core, never fs/.
 # No FUSE header below fs/ (the core is also compiled without fuse3's
@@ -36,6 +40,9 @@ rule() { # FOLDER ALLOWED-PREFIXES...
 	done
 }
 
+rule engine/base engine/base
+rule engine/formats engine/formats engine/base
+rule engine/pixels engine/pixels engine/formats engine/base
 rule engine engine
 rule cache cache engine
 rule fs fs cache engine
@@ -53,7 +60,7 @@ done
 # undefined symbols matched to the file of the folder that defines them,
 # sorted with tsort, which names any loop.
 BUILD=${BUILD:-build}
-for dir in engine cache fs; do
+for dir in engine engine/base engine/formats engine/pixels cache fs; do
 	objs=
 	for c in "$dir"/*.c; do
 		o="$BUILD/$dir/$(basename "$c" .c).o"
@@ -81,6 +88,6 @@ for dir in engine cache fs; do
 done
 
 if [ $bad = 0 ]; then
-	echo "check-layers: engine <- cache <- fs, tools beside fs; no FUSE below fs/; no circle of calls inside a folder"
+	echo "check-layers: engine/base <- formats <- pixels <- engine <- cache <- fs, tools beside fs; no FUSE below fs/; no circle of calls inside a folder"
 fi
 exit $bad

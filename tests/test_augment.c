@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "engine/augment.h"
-#include "engine/error.h"
+#include "engine/pixels/augment.h"
+#include "engine/base/error.h"
 
 static uint64_t splitmix64(uint64_t *s)
 {

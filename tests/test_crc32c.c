@@ -1,5 +1,5 @@
 /*
- * test_crc32c.c - engine/crc32c: known vectors on both paths, unaligned
+ * test_crc32c.c - engine/base/crc32c: known vectors on both paths, unaligned
  * buffers and odd lengths, chaining, the TFRecord mask.
  */
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/crc32c.h"
+#include "engine/base/crc32c.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -21,10 +21,10 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
-#include "engine/decode.h"
-#include "engine/error.h"
-#include "engine/npy.h"
-#include "engine/resize.h"
+#include "engine/pixels/decode.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/resize.h"
 
 #define GOLDEN_DIR "tests/data/golden/"
 

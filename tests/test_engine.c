@@ -27,9 +27,9 @@
 #include <turbojpeg.h>
 
 #include "engine/engine.h"
-#include "engine/example.h"
+#include "engine/formats/example.h"
 #include "engine/source.h"
-#include "engine/tfrecord.h"
+#include "engine/formats/tfrecord.h"
 
 #define NSAMPLES 21
 #define BAD_SAMPLE 9 /* a truncated JPEG in the "bad" shard set */

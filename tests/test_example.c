@@ -1,5 +1,5 @@
 /*
- * test_example.c - engine/example: builder output equals TensorFlow's,
+ * test_example.c - engine/formats/example: builder output equals TensorFlow's,
  * lookups of bytes and packed/unpacked int64 features, unknown fields
  * skipped, clear messages for missing keys, and no out-of-bounds read on
  * any truncation or corruption.
@@ -9,8 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/example.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * test_filekind.c - engine/filekind: the kind of a file from its
+ * test_filekind.c - engine/formats/filekind: the kind of a file from its
  * signature, and nothing for text or anything else.
  */
 #include <setjmp.h>
@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "engine/crc32c.h"
-#include "engine/filekind.h"
+#include "engine/base/crc32c.h"
+#include "engine/formats/filekind.h"
 
 static void expect_kind(const void *p, size_t n, const char *want)
 {

@@ -19,8 +19,8 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "engine/error.h"
-#include "engine/gzindex.h"
+#include "engine/base/error.h"
+#include "engine/formats/gzindex.h"
 
 static uint64_t rng = 88172645463325252ull;
 

@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <webp/encode.h>
 
-#include "engine/error.h"
-#include "engine/image.h"
-#include "engine/png.h"
+#include "engine/base/error.h"
+#include "engine/pixels/image.h"
+#include "engine/pixels/png.h"
 
 static uint8_t *read_all(const char *path, size_t *n)
 {

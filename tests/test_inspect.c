@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/npy.h"
+#include "engine/base/npy.h"
 #include "fs/inspect.h"
 
 #include <fcntl.h>

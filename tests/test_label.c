@@ -1,5 +1,5 @@
 /*
- * test_label.c - engine/label: --label-offset is added unless the sum
+ * test_label.c - engine/formats/label: --label-offset is added unless the sum
  * overflows int64, which is refused with the label and the offset named;
  * labels read from WebDataset .cls/.txt decimals and .json objects, as
  * Python's int() and json module read them.
@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/label.h"
+#include "engine/base/error.h"
+#include "engine/formats/label.h"
 
 static void test_label_offset_is_added_when_the_sum_fits(void **state)
 {

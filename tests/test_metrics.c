@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "fs/jsonread.h"
 #include "fs/metrics.h"
 #include "fs/metricsd.h"

@@ -1,5 +1,5 @@
 /*
- * test_npy.c - engine/npy: header bytes identical to np.save, header_len,
+ * test_npy.c - engine/base/npy: header bytes identical to np.save, header_len,
  * parsing of v1/v2/v3 headers, rejection of garbage and truncation.
  */
 #include <stdarg.h>
@@ -7,8 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -18,10 +18,10 @@
 #include <cmocka.h>
 #include <zlib.h>
 
-#include "engine/error.h"
-#include "engine/npy.h"
-#include "engine/png.h"
-#include "engine/resize.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/png.h"
+#include "engine/pixels/resize.h"
 
 #define PNG_DIR "tests/data/golden/png/"
 

@@ -1,5 +1,5 @@
 /*
- * test_preview.c - engine/preview: sheet size and JPEG validity, colors
+ * test_preview.c - engine/pixels/preview: sheet size and JPEG validity, colors
  * kept through normalization and every dtype, NCHW = NHWC, area-average
  * shrinking, label strips and their text, bad arguments.
  */
@@ -8,8 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/preview.h"
+#include "engine/base/error.h"
+#include "engine/pixels/preview.h"
 
 #include <errno.h>
 #include <math.h>

@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "engine/resize.h"
+#include "engine/pixels/resize.h"
 
 /* Resize with exactly-sized heap buffers (so ASan/valgrind see overruns);
  * scratch deliberately misaligned by one byte and filled with garbage. */

@@ -1,5 +1,5 @@
 /*
- * test_rrc.c - engine/rrc: RandomResizedCrop's boxes against real
+ * test_rrc.c - engine/pixels/rrc: RandomResizedCrop's boxes against real
  * torchvision's (tests/data/golden/rrc_torchvision.*, made by
  * tools/rrc_golden.py; no torch needed here) by two-sample
  * Kolmogorov-Smirnov tests with fixed seeds, the fallback box exactly,
@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/npy.h"
-#include "engine/rrc.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/rrc.h"
 
 #define GOLDEN "tests/data/golden/rrc_torchvision"
 #define MAX_CASES 16

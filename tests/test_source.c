@@ -33,11 +33,11 @@
 #include <turbojpeg.h>
 #include <zlib.h>
 
-#include "engine/crc32c.h"
-#include "engine/error.h"
-#include "engine/example.h"
+#include "engine/base/crc32c.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
 #include "engine/source.h"
-#include "engine/tfrecord.h"
+#include "engine/formats/tfrecord.h"
 
 #define NREC 3
 

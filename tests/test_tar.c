@@ -1,5 +1,5 @@
 /*
- * test_tar.c - engine/tar: WebDataset samples from tars built here byte by
+ * test_tar.c - engine/formats/tar: WebDataset samples from tars built here byte by
  * byte (ustar, GNU, pax, v7), labels and bad labels, WebDataset's KEY rule,
  * damaged headers, cuts at every byte, absurd sizes, random corruption, and
  * a cross-check against tars written by Python's tarfile (skipped without
@@ -10,8 +10,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/error.h"
-#include "engine/tar.h"
+#include "engine/base/error.h"
+#include "engine/formats/tar.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * test_tfrecord.c - engine/tfrecord: write and scan back, bad length and
+ * test_tfrecord.c - engine/formats/tfrecord: write and scan back, bad length and
  * payload CRCs, truncation at every byte, empty files, absurd lengths,
  * and the speed of a 1M-record scan.
  */
@@ -8,9 +8,9 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "engine/crc32c.h"
-#include "engine/error.h"
-#include "engine/tfrecord.h"
+#include "engine/base/crc32c.h"
+#include "engine/base/error.h"
+#include "engine/formats/tfrecord.h"
 
 #include <errno.h>
 #include <stdint.h>

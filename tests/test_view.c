@@ -27,8 +27,8 @@
 #include <turbojpeg.h>
 
 #include "engine/engine.h"
-#include "engine/example.h"
-#include "engine/tfrecord.h"
+#include "engine/formats/example.h"
+#include "engine/formats/tfrecord.h"
 #include "fs/jsonread.h"
 #include "fs/view.h"
 

@@ -21,8 +21,8 @@
 #include <webp/decode.h>
 #include <webp/encode.h>
 
-#include "engine/error.h"
-#include "engine/webp.h"
+#include "engine/base/error.h"
+#include "engine/pixels/webp.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define COUNTING 0

@@ -1416,7 +1416,7 @@ def classify(comm, dso, sym):
         if "crc32c" in s or "hw_raw" in s or "sw_raw" in s:
             return "CRC32C (record check)"
         if "row" in s or "resize" in s or "interp" in s or "f16" in s or "round_u8" in s:
-            return "resize (engine/resize.c)"
+            return "resize (engine/pixels/resize.c)"
         if "example" in s or "pb_" in s or "walk" in s or "varint" in s:
             return "Example parse"
         return "daemon, other batchfs code"

@@ -1,7 +1,7 @@
 /*
  * bench_ceiling.c - the decode+resize ceiling for `make bench` (see
  * bench_ceiling.h): JPEG bytes preloaded, one thread per core, nothing but
- * engine/decode and engine/resize in the timed loop.
+ * engine/pixels/decode and engine/pixels/resize in the timed loop.
  *
  * DESIGN
  * The main thread loads every sample into `struct corpus` (read-only once
@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/decode.h"
-#include "engine/error.h"
-#include "engine/resize.h"
+#include "engine/pixels/decode.h"
+#include "engine/base/error.h"
+#include "engine/pixels/resize.h"
 #include "engine/source.h"
-#include "engine/types.h"
+#include "engine/base/types.h"
 
 #define CEIL_BATCH 32
 #define CEIL_MAX_PASSES 32

@@ -14,7 +14,7 @@
  * TFRecord directory or an ImageFolder tree, as `batchfs mount` does) and
  * loads every sample's JPEG bytes into memory first; --limit N keeps the
  * first N.  Then R timed passes (default 3, after one short warm-up) each
- * decode (engine/decode) and resize (engine/resize) every loaded sample
+ * decode (engine/pixels/decode) and resize (engine/pixels/resize) every loaded sample
  * once, spread over N threads (default: one per online core) that take the
  * next sample from a shared counter.  Each thread owns its bfs_decoder, its
  * resize scratch and a destination buffer of one batch (32 samples, 2 MiB

@@ -11,7 +11,7 @@ returns, (top, left, height, width) as int16, one row per draw, case after
 case, to tests/data/golden/rrc_torchvision.npy, and the cases to
 tests/data/golden/rrc_torchvision.txt (one line: H W scale0 scale1 ratio0
 ratio1 first_row count).  tests/test_rrc.c compares batchfs's sampler
-(engine/rrc.c) with them without torch: two-sample Kolmogorov-Smirnov tests
+(engine/pixels/rrc.c) with them without torch: two-sample Kolmogorov-Smirnov tests
 of the area share h*w/(H*W) and of log(w/h), and exact boxes where no try
 fits (the fallback, the same for every draw).
 

@@ -24,17 +24,17 @@ FUZZ_CFLAGS  := -g -O1 -std=gnu11 -I. -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE \
                 -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 # The sources each target needs, compiled into it with the fuzzer's flags.
-FUZZ_SRC_tfrecord  := engine/tfrecord.c engine/crc32c.c engine/error.c engine/filekind.c \
-                      engine/example.c
-FUZZ_SRC_example   := engine/example.c engine/error.c
-FUZZ_SRC_npy       := engine/npy.c engine/error.c fs/inspect.c
-FUZZ_SRC_decode    := engine/decode.c engine/error.c engine/filekind.c engine/crc32c.c
+FUZZ_SRC_tfrecord  := engine/formats/tfrecord.c engine/base/crc32c.c engine/base/error.c engine/formats/filekind.c \
+                      engine/formats/example.c
+FUZZ_SRC_example   := engine/formats/example.c engine/base/error.c
+FUZZ_SRC_npy       := engine/base/npy.c engine/base/error.c fs/inspect.c
+FUZZ_SRC_decode    := engine/pixels/decode.c engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c
 FUZZ_SRC_namespace := fs/namespace.c
-FUZZ_SRC_tar       := engine/tar.c engine/error.c engine/filekind.c engine/crc32c.c \
-                      engine/label.c
-FUZZ_SRC_image     := engine/image.c engine/png.c engine/webp.c engine/decode.c \
-                      engine/error.c engine/filekind.c engine/crc32c.c
-FUZZ_SRC_gzindex   := engine/gzindex.c engine/error.c
+FUZZ_SRC_tar       := engine/formats/tar.c engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c \
+                      engine/formats/label.c
+FUZZ_SRC_image     := engine/pixels/image.c engine/pixels/png.c engine/pixels/webp.c engine/pixels/decode.c \
+                      engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c
+FUZZ_SRC_gzindex   := engine/formats/gzindex.c engine/base/error.c
 FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg libjpeg 2>/dev/null || echo -lturbojpeg -ljpeg)
 FUZZ_LIBS_decode   += -pthread
 FUZZ_LIBS_tfrecord := -pthread

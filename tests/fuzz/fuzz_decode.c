@@ -15,7 +15,7 @@
  * (BFS_DECODE_BOX_STOP), it holds them too when the full decode succeeds,
  * and on any input it returns cleanly, its rows readable when it succeeds.
  *
- * That last property found engine/decode.c keeping libjpeg's quantization
+ * That last property found engine/pixels/decode.c keeping libjpeg's quantization
  * and Huffman tables from one image to the next (fixed in 96050e5: a
  * fresh TurboJPEG handle per image); tests/fuzz/test_fuzz_corpus.c keeps
  * the reproducers (tests/fuzz/corpus/decode/history-*) as a unit test.
@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/decode.h"
-#include "engine/error.h"
+#include "engine/pixels/decode.h"
+#include "engine/base/error.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_PIXELS (4u << 20)

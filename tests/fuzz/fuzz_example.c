@@ -21,8 +21,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/example.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
 #include "tests/fuzz/fuzz.h"
 
 static const char *const keys[4] = { "image/encoded", "image/class/label",

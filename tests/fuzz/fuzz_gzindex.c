@@ -21,8 +21,8 @@
 
 #include <zlib.h>
 
-#include "engine/error.h"
-#include "engine/gzindex.h"
+#include "engine/base/error.h"
+#include "engine/formats/gzindex.h"
 #include "tests/fuzz/fuzz.h"
 
 static int file_of(const uint8_t *p, size_t n)

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/image.h"
+#include "engine/base/error.h"
+#include "engine/pixels/image.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_PIXELS (4u << 20)

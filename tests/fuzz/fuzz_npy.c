@@ -12,8 +12,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 #include "tests/fuzz/fuzz.h"
 #include "fs/inspect.h"
 

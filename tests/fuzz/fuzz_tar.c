@@ -25,8 +25,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/tar.h"
+#include "engine/base/error.h"
+#include "engine/formats/tar.h"
 #include "tests/fuzz/fuzz.h"
 
 typedef struct {

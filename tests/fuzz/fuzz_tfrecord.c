@@ -22,10 +22,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/crc32c.h"
-#include "engine/error.h"
-#include "engine/example.h"
-#include "engine/tfrecord.h"
+#include "engine/base/crc32c.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
+#include "engine/formats/tfrecord.h"
 #include "tests/fuzz/fuzz.h"
 
 typedef struct {

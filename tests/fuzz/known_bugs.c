@@ -20,10 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/error.h"
-#include "engine/example.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
 #include "engine/source.h"
-#include "engine/tfrecord.h"
+#include "engine/formats/tfrecord.h"
 
 /* What load_index() reads: header, error text, packed entries. */
 struct index_hdr {

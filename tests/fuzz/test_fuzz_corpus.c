@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "engine/decode.h"
-#include "engine/error.h"
+#include "engine/pixels/decode.h"
+#include "engine/base/error.h"
 
 int fuzz_tfrecord_one(const uint8_t *data, size_t size);
 int fuzz_example_one(const uint8_t *data, size_t size);

@@ -536,7 +536,7 @@ def package_copies_no_code_or_version(tmp):
 def library_codes_and_version_are_the_headers(tmp):
     # the library's table = the two C enums, and the package reads it
     ver = header_defines("engine/version.h")["BFS_VERSION"].strip('"')
-    want = header_enum("engine/error.h", "BFS_E_FIRST")
+    want = header_enum("engine/base/error.h", "BFS_E_FIRST")
     want.update(header_enum("tools/gpu/batchfs_gpu.h", "BFS_GPU_E_FIRST"))
     want = {k: v for k, v in want.items()
             if not k.endswith(("_FIRST", "_LAST"))}

@@ -15,8 +15,8 @@
  *   batch-000000.npy (4,3,32,32) float16 NCHW -> (4,3,32,32) float16 NCHW
  * On a bad folder or file prints "hostref: TEXT: DETAIL" and exits 1.
  */
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 #include "tools/gpu/batchdir.h"
 #include "tools/gpu/batchfs_gpu.h"
 #include "tools/gpu/convert.h"

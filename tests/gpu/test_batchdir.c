@@ -8,8 +8,8 @@
  */
 #include "tools/gpu/batchdir.h"
 
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 #include "engine/version.h"
 #include "tools/gpu/batchfs_gpu.h"
 #include "tools/gpu/convert.h"

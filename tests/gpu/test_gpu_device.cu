@@ -10,8 +10,8 @@
  * not ok / skip lines, then "N passed, N failed, N skipped".
  */
 extern "C" {  /* the engine headers and the CUDA-free helpers are C */
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 #include "tools/gpu/convert.h"
 }
 #include "tools/gpu/batchfs_gpu.h"

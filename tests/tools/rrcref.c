@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/decode.h"
-#include "engine/error.h"
-#include "engine/image.h"
-#include "engine/npy.h"
-#include "engine/resize.h"
-#include "engine/rrc.h"
+#include "engine/pixels/decode.h"
+#include "engine/base/error.h"
+#include "engine/pixels/image.h"
+#include "engine/base/npy.h"
+#include "engine/pixels/resize.h"
+#include "engine/pixels/rrc.h"
 
 static unsigned char *slurp(const char *path, size_t *len)
 {

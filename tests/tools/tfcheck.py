@@ -29,9 +29,9 @@ import sys
 import tempfile
 
 HELPER_C = r'''
-#include "engine/error.h"
-#include "engine/example.h"
-#include "engine/tfrecord.h"
+#include "engine/base/error.h"
+#include "engine/formats/example.h"
+#include "engine/formats/tfrecord.h"
 #include "fs/mkshards.h"
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
 /*
  * batchdir.c - list a folder of batch files and validate batch headers for
- * the GPU companion (see batchdir.h).  Parsing is engine/npy.c's.
+ * the GPU companion (see batchdir.h).  Parsing is engine/base/npy.c's.
  */
 #include "tools/gpu/batchdir.h"
 
-#include "engine/error.h"
-#include "engine/npy.h"
+#include "engine/base/error.h"
+#include "engine/base/npy.h"
 #include "tools/gpu/batchfs_gpu.h"
 
 #include <dirent.h>

@@ -43,7 +43,7 @@
  *
  * Errors.  Every function that can fail returns 0 or a negative code: a
  * negated errno (-ENOENT, -ENOMEM, ...), one of the core's BFS_E_* codes
- * from engine/error.h (BFS_E_FORMAT for a file that is not a batch we
+ * from engine/base/error.h (BFS_E_FORMAT for a file that is not a batch we
  * understand, BFS_E_EMPTY for a folder with no batch file, BFS_E_TRUNCATED
  * for a file shorter than its header says), or one of the BFS_GPU_E_* codes
  * below.  bfs_gpu_strerror() gives the text of any of them, bfs_gpu_codes()
@@ -88,7 +88,7 @@ extern "C" {
 #endif
 
 #define BFS_GPU_ABI_VERSION 2 /* 2: float16, NCHW files, bfs_gpu_codes */
-#define BFS_GPU_ERRMSG_MAX 512 /* at least BFS_ERRMSG_MAX (engine/error.h) */
+#define BFS_GPU_ERRMSG_MAX 512 /* at least BFS_ERRMSG_MAX (engine/base/error.h) */
 #define BFS_GPU_MAX_DEPTH 64
 #define BFS_GPU_MAX_READERS 16
 #define BFS_GPU_MAX_CHANNELS 4
@@ -291,7 +291,7 @@ typedef struct bfs_gpu_code {
 	const char *name;
 } bfs_gpu_code;
 
-/* Every code of engine/error.h (BFS_E_*) and of this header (BFS_GPU_E_*)
+/* Every code of engine/base/error.h (BFS_E_*) and of this header (BFS_GPU_E_*)
  * that the library can return, besides negated errno values: a static
  * table of *n (out, may be NULL) entries, ordered by value, never NULL.
  * Text via bfs_gpu_strerror.  Bindings read their codes from here instead

@@ -26,11 +26,11 @@ GPU_ABI   := $(shell sed -n 's/^\#define BFS_GPU_ABI_VERSION \([0-9]*\).*/\1/p' 
 GPU_SONAME := libbatchfs_gpu.so.$(GPU_ABI)
 GPU_CLI   := $(BUILD)/batchfs-gpu
 GPU_HDRS  := tools/gpu/batchfs_gpu.h tools/gpu/batchdir.h tools/gpu/convert.h \
-             engine/npy.h engine/error.h engine/version.h
+             engine/base/npy.h engine/base/error.h engine/version.h
 # CUDA-free sources and objects, shared by the library, the CLI, the unit
 # test and the host-reference tool.
 GPU_CSRC  := tools/gpu/batchdir.c tools/gpu/convert.c tools/gpu/info.c \
-             engine/npy.c engine/error.c
+             engine/base/npy.c engine/base/error.c
 GPU_COBJ  := $(GPU_DIR)/batchdir.o $(GPU_DIR)/convert.o $(GPU_DIR)/info.o \
              $(GPU_DIR)/npy.o $(GPU_DIR)/error.o
 GPU_CFLAGS = $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fvisibility=hidden
@@ -51,10 +51,10 @@ $(GPU_DIR)/convert.o: tools/gpu/convert.c $(GPU_HDRS)
 $(GPU_DIR)/info.o: tools/gpu/info.c $(GPU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_CFLAGS) -c $< -o $@
-$(GPU_DIR)/npy.o: engine/npy.c engine/npy.h engine/error.h
+$(GPU_DIR)/npy.o: engine/base/npy.c engine/base/npy.h engine/base/error.h
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_CFLAGS) -c $< -o $@
-$(GPU_DIR)/error.o: engine/error.c engine/error.h
+$(GPU_DIR)/error.o: engine/base/error.c engine/base/error.h
 	@mkdir -p $(dir $@)
 	$(CC) $(GPU_CFLAGS) -c $< -o $@
 

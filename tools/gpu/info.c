@@ -6,7 +6,7 @@
  */
 #include "tools/gpu/batchfs_gpu.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "engine/version.h"
 
 #define CODE(x) { x, #x }

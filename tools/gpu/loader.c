@@ -30,7 +30,7 @@
  */
 #include "tools/gpu/batchfs_gpu.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 #include "tools/gpu/batchdir.h"
 #include "tools/gpu/convert.h"
 

@@ -1,11 +1,11 @@
 /*
  * filekind.c - the kind of a file from its signature (see filekind.h).
  */
-#include "engine/filekind.h"
+#include "engine/formats/filekind.h"
 
 #include <string.h>
 
-#include "engine/crc32c.h"
+#include "engine/base/crc32c.h"
 
 static int at(const uint8_t *h, size_t n, size_t off, const void *sig,
 	      size_t len)

@@ -17,7 +17,7 @@
  *
  * Also here: the center-crop mode (bfs_resize_rgb_crop, ImageNet evaluation)
  * and the float32 -> IEEE half conversion behind float16 outputs, exported
- * for the modules that write float16 after resizing (engine/augment.c).
+ * for the modules that write float16 after resizing (engine/pixels/augment.c).
  */
 #ifndef BFS_RESIZE_H
 #define BFS_RESIZE_H
@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/types.h"
+#include "engine/base/types.h"
 
 /* Largest width or height bfs_resize_rgb accepts, source or destination. */
 #define BFS_RESIZE_MAX_DIM (1 << 24)

@@ -1,7 +1,7 @@
 /*
  * error.c - text for batchfs error codes (see error.h).
  */
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * take the same path.  Owns: the index (points and their windows), and per
  * cursor zlib's state and two 64 KiB buffers.
  */
-#include "engine/gzindex.h"
+#include "engine/formats/gzindex.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 
 #include <zlib.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #define IN_SZ  (64u * 1024)
 #define OUT_SZ (64u * 1024)

@@ -31,7 +31,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#include "engine/resize.h"
+#include "engine/pixels/resize.h"
 
 #include <errno.h>
 #include <math.h>

@@ -15,12 +15,12 @@
  * again the samples it already reported (mute), and keeps the table to the
  * end of the scan.
  */
-#include "engine/tar.h"
+#include "engine/formats/tar.h"
 
-#include "engine/error.h"
-#include "engine/filekind.h"
-#include "engine/label.h"
-#include "engine/reader.h"
+#include "engine/base/error.h"
+#include "engine/formats/filekind.h"
+#include "engine/formats/label.h"
+#include "engine/base/reader.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/decode.h"
+#include "engine/pixels/decode.h"
 
 typedef enum {
 	BFS_IMAGE_UNKNOWN = 0,

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "engine/types.h"
+#include "engine/base/types.h"
 
 /* Largest sheet side TurboJPEG can write. */
 #define BFS_PREVIEW_MAX_SIDE 65535

@@ -5,9 +5,9 @@
  * _wrap_header); the parser is a small recursive-descent reader for the one
  * Python dict literal an .npy header holds.
  */
-#include "engine/npy.h"
+#include "engine/base/npy.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #include <errno.h>
 #include <stdio.h>

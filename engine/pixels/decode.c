@@ -4,7 +4,7 @@
  * API with the same settings.  Owns one tjhandle and one growable scratch
  * buffer per bfs_decoder; never prints.
  */
-#include "engine/decode.h"
+#include "engine/pixels/decode.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -18,8 +18,8 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
-#include "engine/error.h"
-#include "engine/filekind.h"
+#include "engine/base/error.h"
+#include "engine/formats/filekind.h"
 
 /*
  * TF's defaults: dct_method "" = JDCT_IFAST, fancy_upscaling = true (so no

@@ -2,12 +2,12 @@
  * label.c - --label-offset, with the overflow check, and labels read from
  * the text of WebDataset members: decimals and JSON objects (see label.h).
  */
-#include "engine/label.h"
+#include "engine/formats/label.h"
 
 #include <errno.h>
 #include <string.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 int bfs_label_add_offset(int64_t *label, int64_t offset, char *errmsg)
 {

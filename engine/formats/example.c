@@ -7,9 +7,9 @@
  * from the start of the serialized Example.  Merge rules, where real files
  * never exercise them, are kept simple and stated in find_in_feature().
  */
-#include "engine/example.h"
+#include "engine/formats/example.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/types.h"
+#include "engine/base/types.h"
 
 /* One sample's augmentation: mirror left-right, and the top-left corner of
  * the h x w window in the src_h x src_w stage-1 sample. */

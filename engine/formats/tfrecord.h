@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/reader.h"
+#include "engine/base/reader.h"
 
 /* Bytes of framing around each payload: 12 before it, 4 after it. */
 #define BFS_TFRECORD_HEADER 12

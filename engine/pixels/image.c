@@ -2,16 +2,16 @@
  * image.c - the format of an encoded image from its bytes, its header, and
  * its decode by the format's module (see image.h).
  */
-#include "engine/image.h"
+#include "engine/pixels/image.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/filekind.h"
-#include "engine/png.h"
-#include "engine/webp.h"
+#include "engine/base/error.h"
+#include "engine/formats/filekind.h"
+#include "engine/pixels/png.h"
+#include "engine/pixels/webp.h"
 
 bfs_image_format bfs_image_sniff(const uint8_t *p, size_t len)
 {

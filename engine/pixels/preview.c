@@ -6,9 +6,9 @@
  * Per call: one RGB sheet, one float image and one float half-resized
  * image as scratch, one compressor.  Nothing is shared between calls.
  */
-#include "engine/preview.h"
+#include "engine/pixels/preview.h"
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,14 +3,14 @@
  * webp.h): headers from WebPGetFeatures, pixels from WebPDecodeRGBInto
  * straight into the caller's buffer.
  */
-#include "engine/webp.h"
+#include "engine/pixels/webp.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include <webp/decode.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 size_t bfs_webp_work_bytes(int width, int height, int has_alpha, int lossless)
 {

@@ -3,12 +3,12 @@
  * torchvision's semantics, the reduced copy's size and a box mapped into
  * it (see rrc.h).  Pure functions; no state.
  */
-#include "engine/rrc.h"
+#include "engine/pixels/rrc.h"
 
 #include <errno.h>
 #include <math.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 #define DOMAIN_RRC 0x7272632d626f7821ULL /* "rrc-box!": unrelated to augment's keys */

@@ -10,7 +10,7 @@
  * register is linear over GF(2), so reg(A||B) = zeros_|B|(reg(A)) ^ reg0(B).
  * All tables are filled once under pthread_once and are read-only after.
  */
-#include "engine/crc32c.h"
+#include "engine/base/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  * here to RGB8 so that every rule is ours.  libspng's allocations go
  * through a counting allocator that refuses any past the call's bound.
  */
-#include "engine/png.h"
+#include "engine/pixels/png.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include <spng.h>
 #include <zlib.h>
 
-#include "engine/error.h"
+#include "engine/base/error.h"
 
 static const uint8_t png_sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
 

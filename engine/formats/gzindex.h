@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/reader.h"
+#include "engine/base/reader.h"
 
 /* Uncompressed bytes between restart points, and the window each keeps. */
 #define BFS_GZ_SPAN   (4u << 20)

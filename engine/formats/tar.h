@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/reader.h"
+#include "engine/base/reader.h"
 
 #define BFS_TAR_BLOCK 512
 

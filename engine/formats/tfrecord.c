@@ -7,12 +7,12 @@
  * header is fetched with a 4 KiB pread, so big payloads (JPEGs) are skipped
  * rather than read.
  */
-#include "engine/tfrecord.h"
+#include "engine/formats/tfrecord.h"
 
-#include "engine/crc32c.h"
-#include "engine/error.h"
-#include "engine/filekind.h"
-#include "engine/reader.h"
+#include "engine/base/crc32c.h"
+#include "engine/base/error.h"
+#include "engine/formats/filekind.h"
+#include "engine/base/reader.h"
 
 #include <errno.h>
 #include <limits.h>

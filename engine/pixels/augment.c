@@ -13,14 +13,14 @@
  * Every element gets the same float operations on every path, so vector
  * and scalar tails agree bit for bit.
  */
-#include "engine/augment.h"
+#include "engine/pixels/augment.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
-#include "engine/error.h"
-#include "engine/resize.h"
+#include "engine/base/error.h"
+#include "engine/pixels/resize.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
