@@ -27,7 +27,7 @@ FUZZ_CFLAGS  := -g -O1 -std=gnu11 -I. -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE \
 FUZZ_SRC_tfrecord  := engine/formats/tfrecord.c engine/base/crc32c.c engine/base/error.c engine/formats/filekind.c \
                       engine/formats/example.c
 FUZZ_SRC_example   := engine/formats/example.c engine/base/error.c
-FUZZ_SRC_npy       := engine/base/npy.c engine/base/error.c fs/inspect.c
+FUZZ_SRC_npy       := engine/base/npy.c engine/base/error.c fs/inspect.c fs/jsonread.c
 FUZZ_SRC_decode    := engine/pixels/decode.c engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c
 FUZZ_SRC_namespace := fs/namespace.c
 FUZZ_SRC_tar       := engine/formats/tar.c engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c \
