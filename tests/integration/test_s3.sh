@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# s3:// and http:// sources against a real S3 server (SeaweedFS on
+# loopback, with Signature V4 identities): every batch equal to the same
+# shards mounted from a local directory, cold and warm; keys with spaces,
+# '+', '%', '~' and UTF-8; a refused signature, a missing prefix and a
+# server that is down give clear errors at once; a shard cache left
+# half-written is never used; the secret key is written nowhere.
+source "$(dirname "$0")/lib.sh"
+t_begin
+source "$HERE/s3lib.sh"
+s3_start
+D=$T_DIR
+TOOLS=$(cd "$HERE/../tools" && pwd)
+COMMON=(--batch 8 --size 40x48 --shuffle 3 --epochs 2 --threads 2)
+
+"$MKJPEG" "$D/jpegs" --classes 3 --per-class 13 --seed 5 --min-size 30 \
+	--max-size 90 >/dev/null || { not_ok mkjpeg; t_end; }
+"$BATCHFS" mkshards "$D/jpegs" "$D/tfr" --per-shard 8 --quiet || { not_ok mkshards; t_end; }
+$PY "$TOOLS/mkwds.py" "$D/jpegs" "$D/wds" --per-shard 9 >/dev/null || { not_ok mkwds; t_end; }
+mkdir -p "$D/gz" && for f in "$D"/tfr/*.tfrecord; do gzip -c "$f" >"$D/gz/$(basename "$f").gz"; done
+# A class-folder tree whose names need encoding.
+mkdir -p "$D/odd"
+i=0
+for c in "$D"/jpegs/*/; do
+	case $i in 0) n='a b+c' ;; 1) n='d%e~f' ;; *) n=$'g\xc3\xa9h' ;; esac
+	cp -r "$c" "$D/odd/$n"
+	i=$((i + 1))
+done
+for p in tfr wds gz odd; do
+	s3_upload "$D/$p" train "set/$p" || { not_ok "upload $p"; t_end; }
+done
+
+# every_batch MNT: the bytes of both epochs, in order.
+every_batch() { (cd "$1" && cat epoch-0000/* epoch-0001/*); }
+
+for p in tfr wds gz odd; do
+	mount_fg "$D/$p" "$D/local-$p" "${COMMON[@]}" --cache none || { not_ok "local mount $p"; continue; }
+	mount_fg "s3://train/set/$p" "$D/s3-$p" "${COMMON[@]}" --cache "$D/lmdb" \
+		--shard-cache "$D/shards" || { not_ok "s3 mount $p"; continue; }
+	check "s3://: every batch of $p equals the local mount's, cold" \
+		cmp <(every_batch "$D/local-$p") <(every_batch "$D/s3-$p")
+	check "s3://: $p's dataset.json names the URL" \
+		grep -q "\"source\": \"s3://train/set/$p\"" "$D/s3-$p/dataset.json"
+	unmount_wait "$D/s3-$p"
+	mount_fg "s3://train/set/$p" "$D/s3w-$p" "${COMMON[@]}" --cache "$D/lmdb" \
+		--shard-cache "$D/shards" || { not_ok "warm s3 mount $p"; continue; }
+	check "s3://: every batch of $p equals the local mount's, warm (shard and sample caches)" \
+		cmp <(every_batch "$D/local-$p") <(every_batch "$D/s3w-$p")
+	unmount_wait "$D/s3w-$p"
+	unmount_wait "$D/local-$p"
+done
+check "s3://: the warm mounts fetched nothing again" \
+	bash -c "grep -c 'fetched 0 of them' '$D/mount.log' | grep -qx 4"
+
+# http:// with WebDataset's braces, through SeaweedFS's filer (Range, ETag).
+n=$(ls "$D/wds" | wc -l)
+last=$(printf '%06d' $((n - 1)))
+mount_fg "http://127.0.0.1:$FILER_PORT/buckets/train/set/wds/train-{000000..$last}.tar" \
+	"$D/http" "${COMMON[@]}" --cache none --shard-cache "$D/shards" &&
+	mount_fg "$D/wds" "$D/local-wds2" "${COMMON[@]}" --cache none &&
+	check "http:// with braces: every batch equals the local mount's" \
+		cmp <(every_batch "$D/local-wds2") <(every_batch "$D/http") ||
+	not_ok "http:// mount"
+
+# Clear errors at once, nothing mounted.
+refused() { # NAME PATTERN ARGS...: the mount fails and says PATTERN
+	local name=$1 pat=$2 out rc
+	shift 2
+	mkdir -p "$D/refused"
+	T_MOUNTS+=("$D/refused")
+	out=$(timeout 60 "$BATCHFS" mount "$@" "$D/refused" --cache none --shard-cache "$D/shards" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s' "$out" | grep -q -- "$pat" &&
+		! mountpoint -q "$D/refused"; then
+		ok "$name"
+	else
+		not_ok "$name: rc $rc: $out"
+	fi
+}
+AWS_SECRET_ACCESS_KEY=wrong refused "a wrong secret key: 403 names the cause and the fix" \
+	"403.*check the credentials" s3://train/set/tfr
+refused "a prefix with no objects is named" "no objects under this prefix" s3://train/nothing-here
+AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= refused "no credentials anywhere: what was looked at, and --s3-anonymous" \
+	"no AWS credentials.*--s3-anonymous" s3://train/set/tfr
+AWS_ENDPOINT_URL=http://127.0.0.1:1 refused "a server that is down: gave up after --s3-giveup, naming the object and the cause" \
+	"gave up after .* attempts.*connection reset or refused" s3://train/set/tfr --s3-giveup 2
+refused "an endpoint that is no URL" "is not an http:// or https:// URL" s3://train/set/tfr --s3-endpoint ftp://x
+
+# A shard cache left as a kill -9 leaves it is never trusted.
+sc=$(dirname "$(grep -l "s3://train/set/tfr$" "$D"/shards/*/source)")
+first=$(ls "$sc/data" | head -1)
+second=$(ls "$sc/data" | sed -n 2p)
+truncate -s 100 "$sc/data/$first"                     # cut short, meta intact
+rm -f "$sc/meta/$second"                              # data renamed, meta not yet written
+head -c 4096 /dev/urandom >"$sc/data/$second"
+dd if=/dev/urandom of="$sc/tmp/0" bs=1k count=8 2>/dev/null   # a fetch in flight
+mount_fg "s3://train/set/tfr" "$D/s3-again" "${COMMON[@]}" --cache none \
+	--shard-cache "$D/shards" || not_ok "remount after damage"
+mount_fg "$D/tfr" "$D/local-again" "${COMMON[@]}" --cache none || not_ok "local remount"
+check "a cut object and one without its meta are fetched again: the bytes are right" \
+	cmp <(every_batch "$D/local-again") <(every_batch "$D/s3-again")
+check "a fetch in flight is not left in tmp/" bash -c "[ -z \"\$(ls '$sc/tmp')\" ]"
+check "the shard cache's objects equal the bucket's" diff -r "$D/tfr" "$sc/data"
+
+# The secret is in no file, message or command line the mount wrote.
+grep_secret() {
+	! grep -rlF -- "$S3_SECRET" "$D/mount.log" "$D/shards" "$D/lmdb" "$D/xdg-cache" 2>/dev/null &&
+	! grep -qF -- "$S3_SECRET" "$D/s3-again/dataset.json" "$D/s3-again/stats.json" &&
+	! tr '\0' ' ' <"/proc/$MOUNT_PID/cmdline" | grep -qF -- "$S3_SECRET"
+}
+check "the secret key is in no log, JSON file, cache or command line" grep_secret
+t_end
