@@ -523,8 +523,7 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 		if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && a->overflow)) {
 			/* Nothing, or not all, came: the network's fault. */
 			cause = rc == CURLE_OPERATION_TIMEDOUT ? BFS_HTTP_RETRY_TIMEOUT
-			      : rc == CURLE_PARTIAL_FILE      ? BFS_HTTP_RETRY_SHORT
-							      : BFS_HTTP_RETRY_RESET;
+							       : BFS_HTTP_RETRY_RESET;
 			if (rc == CURLE_WRITE_ERROR) {
 				err = -ENOMEM;
 				break;

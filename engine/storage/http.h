@@ -46,11 +46,13 @@ void bfs_http_opts_default(bfs_http_opts *o);
 
 /* Why an attempt was retried: the counters of bfs_http_stats. */
 enum {
-	BFS_HTTP_RETRY_RESET,    /* connection refused, reset, closed mid-body */
+	BFS_HTTP_RETRY_RESET,    /* connection refused, reset, or closed before
+				  * the body its Content-Length promised */
 	BFS_HTTP_RETRY_TIMEOUT,  /* connect or stall deadline */
 	BFS_HTTP_RETRY_5XX,      /* 500, 502, 504, InternalError */
 	BFS_HTTP_RETRY_THROTTLE, /* 503, 429, SlowDown */
-	BFS_HTTP_RETRY_SHORT,    /* a body shorter than it said, or than asked */
+	BFS_HTTP_RETRY_SHORT,    /* an answer that ended well but with fewer
+				  * bytes than the range asked for */
 	BFS_HTTP_RETRY_CAUSES
 };
 

@@ -68,7 +68,7 @@ refused() { # NAME PATTERN ARGS...: the mount fails and says PATTERN
 	shift 2
 	mkdir -p "$D/refused"
 	T_MOUNTS+=("$D/refused")
-	out=$(timeout 60 "$BATCHFS" mount "$@" "$D/refused" --cache none --shard-cache "$D/shards" 2>&1)
+	out=$(timeout 60 "$BATCHFS" mount "$1" "$D/refused" --cache none --shard-cache "$D/shards" "${@:2}" 2>&1)
 	rc=$?
 	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s' "$out" | grep -q -- "$pat" &&
 		! mountpoint -q "$D/refused"; then
@@ -101,6 +101,67 @@ check "a cut object and one without its meta are fetched again: the bytes are ri
 	cmp <(every_batch "$D/local-again") <(every_batch "$D/s3-again")
 check "a fetch in flight is not left in tmp/" bash -c "[ -z \"\$(ls '$sc/tmp')\" ]"
 check "the shard cache's objects equal the bucket's" diff -r "$D/tfr" "$sc/data"
+
+# A network that fails: a proxy in front of the server spoils the first
+# ranged GETs; the fetch retries and the bytes are the local mount's.
+proxy() { # MODE COUNT [--down-seconds S]: starts it, sets PROXY_PORT
+	rm -f "$D/proxy.port" "$D/proxy.port.log"
+	$PY "$HERE/faultproxy.py" "$S3_PORT" "$D/proxy.port" "$@" 2>>"$D/proxy.err" &
+	PROXY_PID=$!
+	T_PIDS+=("$PROXY_PID")
+	for _ in $(seq 1 100); do [ -s "$D/proxy.port" ] && break; sleep 0.1; done
+	PROXY_PORT=$(cat "$D/proxy.port")
+}
+retries() { # CAUSE MNT: stats.json's retry count for CAUSE
+	$PY -c 'import json,sys; print(json.load(open(sys.argv[2]))["remote"]["retries"][sys.argv[1]])' "$1" "$2/stats.json"
+}
+fault_case() { # NAME MODE COUNT CAUSE MIN [mount args...]
+	local name=$1 mode=$2 count=$3 cause=$4 min=$5 n got
+	shift 5
+	proxy "$mode" "$count"
+	n=$((n_case = ${n_case:-0} + 1))
+	if mount_fg "s3://train/set/tfr" "$D/fault$n" "${COMMON[@]}" --cache none \
+		--shard-cache "$D/fault-shards$n" --s3-endpoint "http://127.0.0.1:$PROXY_PORT" \
+		--s3-connections 2 "$@"; then
+		got=$(retries "$cause" "$D/fault$n")
+		if cmp -s <(every_batch "$D/local-again") <(every_batch "$D/fault$n") &&
+			[ "$got" -ge "$min" ] && [ "$(wc -l <"$D/proxy.port.log")" -ge "$count" ]; then
+			ok "$name: retried ($cause $got), the bytes are right"
+		else
+			not_ok "$name: retries.$cause $got (want >= $min), spoiled $(wc -l <"$D/proxy.port.log" 2>/dev/null): $(tr -d '\n ' <"$D/fault$n/stats.json" | grep -o '"retries":{[^}]*}')"
+		fi
+		unmount_wait "$D/fault$n"
+	else
+		not_ok "$name: the mount failed: $(tail -2 "$D/mount.log")"
+	fi
+	kill "$PROXY_PID" 2>/dev/null
+	wait "$PROXY_PID" 2>/dev/null
+}
+fault_case "a connection reset mid-body" reset 3 reset 3
+check "a reset read resumes from where it broke (a Range that starts past 0)" \
+	grep -q 'resumed' "$D/proxy.resumed"
+fault_case "503 SlowDown with Retry-After" slowdown 3 throttled 3
+fault_case "500 InternalError" error500 2 server_error 2
+fault_case "a stalled server (no byte for --s3-timeout)" stall 1 timeout 1 --s3-timeout 1
+fault_case "a body cut short of its Content-Length" truncate 2 reset 2
+fault_case "a Content-Length one byte short of the range" shortlen 2 short_body 2
+# The server down for 3 s while the objects are fetched.
+proxy down 0 --down-seconds 3
+if mount_fg "s3://train/set/tfr" "$D/down" "${COMMON[@]}" --cache none \
+	--shard-cache "$D/down-shards" --s3-endpoint "http://127.0.0.1:$PROXY_PORT" --s3-giveup 60; then
+	check "the server down for 3 s: the fetch waits it out, the bytes are right" \
+		cmp <(every_batch "$D/local-again") <(every_batch "$D/down")
+	unmount_wait "$D/down"
+else
+	not_ok "the server down for 3 s: the mount failed: $(tail -2 "$D/mount.log")"
+fi
+kill "$PROXY_PID" 2>/dev/null
+# Down for longer than the give-up time: a clear error naming the object.
+proxy down 0 --down-seconds 60
+refused "the server down past --s3-giveup: the error names the object, the attempts and the cause" \
+	"s3://train/set/tfr/train-.*gave up after .* attempts.*--s3-giveup 2 s" \
+	s3://train/set/tfr --s3-endpoint "http://127.0.0.1:$PROXY_PORT" --s3-giveup 2 --shard-cache "$D/never"
+kill "$PROXY_PID" 2>/dev/null
 
 # The secret is in no file, message or command line the mount wrote.
 grep_secret() {
