@@ -163,6 +163,57 @@ refused "the server down past --s3-giveup: the error names the object, the attem
 	s3://train/set/tfr --s3-endpoint "http://127.0.0.1:$PROXY_PORT" --s3-giveup 2 --shard-cache "$D/never"
 kill "$PROXY_PID" 2>/dev/null
 
+# Credentials from each source the AWS tools read.
+cred_mount() { # NAME ENV... : mount tfr with only that source of credentials
+	local name=$1
+	shift
+	if env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY "$@" \
+		"$BATCHFS" mount -f "s3://train/set/tfr" "$D/cred" "${COMMON[@]}" --cache none \
+		--shard-cache "$D/cred-shards" >>"$D/mount.log" 2>&1 &
+	then
+		MOUNT_PID=$!
+		T_PIDS+=("$MOUNT_PID")
+		T_MOUNTS+=("$D/cred")
+		for _ in $(seq 1 300); do
+			[ -e "$D/cred/dataset.json" ] && break
+			kill -0 "$MOUNT_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
+	if [ -e "$D/cred/dataset.json" ] &&
+		cmp -s <(every_batch "$D/local-again") <(every_batch "$D/cred"); then
+		ok "$name"
+	else
+		not_ok "$name: $(tail -2 "$D/mount.log")"
+	fi
+	unmount_wait "$D/cred"
+	rm -rf "$D/cred-shards"
+}
+mkdir -p "$D/cred" "$D/aws"
+printf '[default]\naws_access_key_id = nobody\naws_secret_access_key = wrong\n\n[training]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+	"$S3_KEY" "$S3_SECRET" >"$D/aws/credentials"
+printf '[profile cfg]\nregion = us-east-1\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+	"$S3_RO_KEY" "$S3_RO_SECRET" >"$D/aws/config"
+cred_mount "credentials: AWS_PROFILE's section of AWS_SHARED_CREDENTIALS_FILE" \
+	AWS_SHARED_CREDENTIALS_FILE="$D/aws/credentials" AWS_PROFILE=training
+cred_mount "credentials: a [profile NAME] of AWS_CONFIG_FILE (a read-only identity)" \
+	AWS_CONFIG_FILE="$D/aws/config" AWS_PROFILE=cfg
+mkdir -p "$D/home/.aws" && cp "$D/aws/credentials" "$D/home/.aws/credentials"
+cred_mount "credentials: ~/.aws/credentials, profile from AWS_PROFILE" \
+	-u AWS_SHARED_CREDENTIALS_FILE HOME="$D/home" AWS_PROFILE=training
+rm -f "$D/imds.port" "$D/imds.port.log"
+# SeaweedFS takes a request with X-Amz-Security-Token for one of its STS
+# sessions, not a static identity, so this service hands out no token.
+$PY "$HERE/imds.py" "$D/imds.port" "$S3_KEY" "$S3_SECRET" 200 "" &
+T_PIDS+=("$!")
+for _ in $(seq 1 100); do [ -s "$D/imds.port" ] && break; sleep 0.1; done
+cred_mount "credentials: IMDSv2 on AWS_EC2_METADATA_SERVICE_ENDPOINT, with its token" \
+	-u AWS_EC2_METADATA_DISABLED AWS_EC2_METADATA_SERVICE_ENDPOINT="http://127.0.0.1:$(cat "$D/imds.port")"
+check "IMDSv2: a token first, then the role, then its credentials" \
+	grep -q 'GET /latest/meta-data/iam/security-credentials/bfs-role 200' "$D/imds.port.log"
+check "IMDSv2: credentials that expire within 5 minutes are fetched again before use" \
+	bash -c "[ \$(grep -c 'bfs-role 200' '$D/imds.port.log') -ge 3 ]"
+
 # The secret is in no file, message or command line the mount wrote.
 grep_secret() {
 	! grep -rlF -- "$S3_SECRET" "$D/mount.log" "$D/shards" "$D/lmdb" "$D/xdg-cache" 2>/dev/null &&
