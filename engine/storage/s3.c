@@ -422,7 +422,8 @@ int bfs_s3_list(bfs_s3 *s, const char *bucket, const char *prefix,
 		bfs_s3_objects_free(x.objs, x.n);
 		return err;
 	}
-	qsort(x.objs, x.n, sizeof(*x.objs), cmp_obj);
+	if (x.n)
+		qsort(x.objs, x.n, sizeof(*x.objs), cmp_obj);
 	*objs = x.objs;
 	*n = x.n;
 	return 0;

@@ -222,7 +222,8 @@ int bfs_sigv4_sign(const bfs_sigv4_key *key, const bfs_sigv4_request *req,
 			goto out;
 		}
 	}
-	qsort(q, nq, sizeof(*q), cmp_qp);
+	if (nq)
+		qsort(q, nq, sizeof(*q), cmp_qp);
 
 	path = encode_dup(req->path, 1);
 	if (!path)
