@@ -4,11 +4,12 @@
 CC      ?= cc
 BUILD   ?= build
 SAN     ?=
-PKGS    := fuse3 libturbojpeg libjpeg lmdb spng libwebp zlib
+PKGS    := fuse3 libturbojpeg libjpeg lmdb spng libwebp zlib libcrypto libcurl expat
 # webp (dwebp) is the reference the WebP tests compare against; libjpeg's
 # own API (libjpeg62-turbo) decodes a RandomResizedCrop's box alone.
 DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev libjpeg62-turbo-dev liblmdb-dev \
-           libcmocka-dev libspng-dev libwebp-dev webp zlib1g-dev pkg-config attr file
+           libcmocka-dev libspng-dev libwebp-dev webp zlib1g-dev pkg-config attr file \
+           libssl-dev libcurl4-openssl-dev libexpat1-dev
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \
@@ -31,7 +32,7 @@ endif
 # flags, so a FUSE header there does not even compile; only fs/ gets them.
 # `make check-layers` (part of `make test`) also checks every include
 # against the layering: engine <- cache <- fs, tools beside fs.
-CORE_PKGS  := libturbojpeg libjpeg lmdb spng libwebp zlib
+CORE_PKGS  := libturbojpeg libjpeg lmdb spng libwebp zlib libcrypto libcurl expat
 CORE_CFLAGS := $(shell pkg-config --cflags $(CORE_PKGS) 2>/dev/null)
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)

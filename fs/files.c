@@ -173,7 +173,9 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_open(&j, NULL, '{');
 	bfs_json_str(&j, "batchfs_version", BFS_VERSION);
 	bfs_json_u64(&j, "format_version", BFS_FORMAT_VERSION);
-	bfs_json_str(&j, "source", bfs_source_dir(f->src));
+	bfs_json_str(&j, "source", f->origin ? f->origin : bfs_source_dir(f->src));
+	if (f->origin)
+		bfs_json_str(&j, "shard_cache", bfs_source_dir(f->src));
 	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(f->src)));
 	bfs_json_u64(&j, "shards", bfs_source_nshards(f->src));
 	bfs_json_u64(&j, "samples", bfs_source_count(f->src));
@@ -599,6 +601,34 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
 	bfs_json_bool(&j, "passthrough", io.passthrough);
 	bfs_json_u64(&j, "passthrough_opens", io.passthrough_opens);
+	if (io.remote) {
+		static const char *cause[BFS_HTTP_RETRY_CAUSES] = {
+			"reset", "timeout", "server_error", "throttled", "short_body",
+		};
+
+		bfs_json_open(&j, "remote", '{');
+		bfs_json_u64(&j, "requests", io.net.requests);
+		bfs_json_u64(&j, "bytes", io.net.bytes);
+		bfs_json_u64(&j, "in_flight", io.net.in_flight);
+		bfs_json_u64(&j, "failed", io.net.failed);
+		bfs_json_open(&j, "retries", '{');
+		for (int c = 0; c < BFS_HTTP_RETRY_CAUSES; c++)
+			bfs_json_u64(&j, cause[c], io.net.retries[c]);
+		bfs_json_close(&j, '}');
+		bfs_json_str(&j, "shard_cache", io.shard_cache);
+		bfs_json_u64(&j, "objects", io.shards.objects);
+		bfs_json_u64(&j, "hits", io.shards.hits);
+		bfs_json_u64(&j, "fetched", io.shards.fetched);
+		bfs_json_u64(&j, "removed", io.shards.removed);
+		bfs_json_u64(&j, "bytes_fetched", io.shards.bytes_fetched);
+		bfs_json_u64(&j, "bytes_on_disk", io.shards.bytes_on_disk);
+		bfs_json_fixed(&j, "fetch_seconds", io.shards.seconds, 3);
+		bfs_json_f64(&j, "fetch_mb_per_second",
+			     io.shards.seconds > 0
+				     ? io.shards.bytes_fetched / io.shards.seconds / 1e6
+				     : 0.0);
+		bfs_json_close(&j, '}');
+	}
 	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);
 	bfs_json_u64(&j, "slot_files_passed_over", st.slot_files_passed_over);
 	bfs_json_u64(&j, "slot_file_errors", st.slot_file_errors);

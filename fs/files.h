@@ -23,6 +23,7 @@
 #include "cache/cache.h"
 #include "engine/engine.h"
 #include "engine/source.h"
+#include "engine/storage/shardcache.h"
 #include "fs/namespace.h"
 
 /* What the FUSE side knows and stats.json shows. */
@@ -30,6 +31,10 @@ typedef struct {
 	int passthrough;           /* the kernel reads backing files now */
 	uint64_t passthrough_opens;
 	uint64_t bytes_pushed;     /* copied into the page cache */
+	int remote;                /* the source is s3:// or http(s):// */
+	bfs_http_stats net;        /* its requests so far */
+	bfs_shardcache_stats shards; /* what the shard cache did at mount */
+	const char *shard_cache;   /* its data folder */
 } bfs_files_io;
 
 /* What the files are made of; everything must outlive the calls. */
@@ -37,6 +42,8 @@ typedef struct {
 	const bfs_ns_shape *shape; /* the namespace: which ranks, epochs and
 				    * batches the nodes name */
 	bfs_source *src;
+	const char *origin;        /* the source as given (a URL); NULL: the
+				    * source's directory */
 	bfs_engine *eng;
 	bfs_cache *cache;          /* NULL: none */
 	const char *cache_fp;      /* bfs_cache_fingerprint of the mount */

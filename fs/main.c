@@ -17,6 +17,7 @@
 #include "engine/pixels/rrc.h"
 #include "engine/version.h"
 #include "fs/daemon.h"
+#include "engine/storage/s3.h"
 #include "fs/mount.h"
 #include "fs/cachecmd.h"
 #include "fs/inspect.h"
@@ -147,6 +148,26 @@ static const char usage_mount[] =
 	"  --metrics-port PORT  serve them at http://127.0.0.1:PORT/metrics\n"
 	"  --metrics-addr ADDR  ...on ADDR instead (an address or a name); one\n"
 	"                       that is not loopback needs --metrics-public\n"
+	"\n"
+	"  SHARD_DIR may be s3://BUCKET/PREFIX, or http(s)://HOST/PATH with\n"
+	"  WebDataset's braces (shard-{000000..000146}.tar): the objects are\n"
+	"  fetched whole into the shard cache, then read as local shards.\n"
+	"  Credentials, region and endpoint as the AWS tools find them\n"
+	"  (AWS_ACCESS_KEY_ID, ~/.aws, IMDSv2; AWS_REGION, AWS_ENDPOINT_URL).\n"
+	"  --shard-cache DIR     where (default $XDG_CACHE_HOME/batchfs-shards)\n"
+	"  --shard-cache-size N  its limit (default 90% of its free space)\n"
+	"  --s3-connections N    parallel ranged GETs (8)\n"
+	"  --s3-timeout S        a request with no byte for S seconds is\n"
+	"                        retried (30)\n"
+	"  --s3-giveup S         a request's retries end after S seconds (120)\n"
+	"  --s3-anonymous        sign nothing (a public bucket)\n"
+	"  --s3-addressing M     path, virtual or auto (auto: virtual-hosted\n"
+	"                        for AWS, path-style for other endpoints)\n"
+	"  --s3-endpoint URL     instead of AWS_ENDPOINT_URL(_S3)\n"
+	"  --s3-region R         instead of AWS_REGION\n"
+	"  --no-verify-tls       do not verify TLS certificates (AWS_CA_BUNDLE\n"
+	"                        names a CA file instead)\n"
+	"\n"
 	"  -o OPT[,OPT...]      FUSE mount options, passed through\n"
 	"  -f                   stay in the foreground, log to stderr\n"
 	"  -d                   FUSE debug output (implies -f)\n"
@@ -269,7 +290,10 @@ static int cmd_mount(int argc, char **argv)
 	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
 	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE,
 	       O_MAX_INFLATE, O_METRICS_FILE, O_METRICS_INTERVAL, O_METRICS_PORT,
-	       O_METRICS_ADDR, O_METRICS_PUBLIC };
+	       O_METRICS_ADDR, O_METRICS_PUBLIC,
+	       O_SHARD_CACHE,
+	       O_SHARD_CACHE_SIZE, O_S3_CONN, O_S3_TIMEOUT, O_S3_GIVEUP,
+	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -315,12 +339,23 @@ static int cmd_mount(int argc, char **argv)
 		{ "metrics-port", required_argument, 0, O_METRICS_PORT },
 		{ "metrics-addr", required_argument, 0, O_METRICS_ADDR },
 		{ "metrics-public", no_argument, 0, O_METRICS_PUBLIC },
+		{ "shard-cache", required_argument, 0, O_SHARD_CACHE },
+		{ "shard-cache-size", required_argument, 0, O_SHARD_CACHE_SIZE },
+		{ "s3-connections", required_argument, 0, O_S3_CONN },
+		{ "s3-timeout", required_argument, 0, O_S3_TIMEOUT },
+		{ "s3-giveup", required_argument, 0, O_S3_GIVEUP },
+		{ "s3-anonymous", no_argument, 0, O_S3_ANON },
+		{ "s3-addressing", required_argument, 0, O_S3_ADDR },
+		{ "s3-endpoint", required_argument, 0, O_S3_ENDPOINT },
+		{ "s3-region", required_argument, 0, O_S3_REGION },
+		{ "no-verify-tls", no_argument, 0, O_INSECURE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
 	bfs_mount_opts o = { 0 };
 	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
+	unsigned u;
 	int c, rc, rank_given = 0;
 
 	o.engine.batch = 32;
@@ -599,6 +634,52 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		case O_METRICS_PUBLIC:
 			o.metrics_public = 1;
+			break;
+		case O_SHARD_CACHE:
+			o.shard_cache = optarg;
+			break;
+		case O_SHARD_CACHE_SIZE:
+			if (parse_size(optarg, &v) || v < (1u << 20))
+				return bad("--shard-cache-size", optarg,
+					   "a size of at least 1M, such as 200G");
+			o.shard_cache_size = v;
+			break;
+		case O_S3_CONN:
+			if (parse_uint(optarg, 1, 256, &o.storage.http.connections))
+				return bad("--s3-connections", optarg, "1 to 256");
+			break;
+		case O_S3_TIMEOUT:
+			if (parse_uint(optarg, 1, 3600, &u))
+				return bad("--s3-timeout", optarg, "seconds, 1 to 3600");
+			o.storage.http.stall_ms = u * 1000;
+			break;
+		case O_S3_GIVEUP:
+			if (parse_uint(optarg, 1, 86400, &u))
+				return bad("--s3-giveup", optarg, "seconds, 1 to 86400");
+			o.storage.http.giveup_ms = u * 1000;
+			break;
+		case O_S3_ANON:
+			o.storage.anonymous = 1;
+			break;
+		case O_S3_ADDR:
+			if (!strcmp(optarg, "path"))
+				o.storage.addressing = BFS_S3_PATH;
+			else if (!strcmp(optarg, "virtual"))
+				o.storage.addressing = BFS_S3_VIRTUAL;
+			else if (!strcmp(optarg, "auto"))
+				o.storage.addressing = BFS_S3_AUTO;
+			else
+				return bad("--s3-addressing", optarg,
+					   "path, virtual or auto");
+			break;
+		case O_S3_ENDPOINT:
+			o.storage.endpoint = optarg;
+			break;
+		case O_S3_REGION:
+			o.storage.region = optarg;
+			break;
+		case O_INSECURE:
+			o.storage.http.insecure = 1;
 			break;
 		case 'f':
 			o.foreground = 1;

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/storage/shardcache.h"
 #include "engine/version.h"
 #include "fs/daemon.h"
 #include "fs/host.h"
@@ -61,6 +62,9 @@ struct mnt {
 	int notify_fd;            /* the start-up handshake; -1: foreground */
 	int show_progress;        /* someone sees the indexing progress */
 	double prog_t0, prog_last;/* when indexing began, when last shown */
+	bfs_storage *storage;     /* a remote source; NULL for a local one */
+	bfs_shardcache_stats shards; /* what the shard cache did at mount */
+	char shard_root[PATH_MAX];/* its data folder: what is indexed */
 	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
@@ -135,6 +139,83 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The shard cache's progress while it fetches: like the indexing's. */
+static void on_fetch_progress(void *ctx, const bfs_shardcache_stats *s,
+			      uint64_t bytes_total)
+{
+	struct mnt *m = ctx;
+	int tty = isatty(STDERR_FILENO);
+	double now = now_s(), el = now - m->prog_t0;
+	char text[256];
+
+	if (!m->show_progress || el < (tty ? 0.5 : 5.0) ||
+	    now - m->prog_last < (tty ? 0.1 : 5.0))
+		return;
+	snprintf(text, sizeof(text),
+		 "batchfs: fetching %llu/%llu objects (%llu cached), %.1f/%.1f MB, %.1f MB/s",
+		 (unsigned long long)(s->fetched + s->hits),
+		 (unsigned long long)s->objects, (unsigned long long)s->hits,
+		 s->bytes_fetched / 1e6, bytes_total / 1e6,
+		 el > 0 ? s->bytes_fetched / el / 1e6 : 0.0);
+	bfs_daemon_progress(m->notify_fd, text);
+	m->prog_shown = 1;
+	m->prog_last = now;
+}
+
+/* The default shard cache: beside the sample cache's default. */
+static int default_shard_cache(char *buf, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+
+	if (x && *x)
+		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
+	if (h && *h)
+		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
+	return -1;
+}
+
+/* A remote source: opened, and every object made whole in the shard
+ * cache; so.dir then names the cache's data folder. */
+static int open_remote(struct mnt *m, char *msg, size_t cap)
+{
+	const bfs_mount_opts *o = m->o;
+	bfs_shardcache_opts sc = { 0 };
+	char errmsg[BFS_ERRMSG_MAX] = "", dir[PATH_MAX];
+	int err;
+
+	if ((err = bfs_storage_open(o->shard_dir, &o->storage, &m->storage,
+				    errmsg))) {
+		snprintf(msg, cap, "batchfs: %s: %s", o->shard_dir,
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+		return err;
+	}
+	if (o->shard_cache)
+		snprintf(dir, sizeof(dir), "%s", o->shard_cache);
+	else if (default_shard_cache(dir, sizeof(dir))) {
+		snprintf(msg, cap, "batchfs: no shard cache directory: set "
+			 "XDG_CACHE_HOME or HOME, or give --shard-cache DIR");
+		return -ENOENT;
+	}
+	sc.dir = dir;
+	sc.max_bytes = o->shard_cache_size;
+	sc.parallel = o->storage.http.connections;
+	sc.progress = on_fetch_progress;
+	sc.ctx = m;
+	err = bfs_shardcache_sync(m->storage, &sc, m->shard_root,
+				  sizeof(m->shard_root), &m->shards, errmsg);
+	if (err) {
+		const char *hint = err == -EACCES
+			? " (check the credentials, the endpoint's region and "
+			  "the clock: a signature is refused when they are wrong)"
+			: "";
+
+		snprintf(msg, cap, "batchfs: %s: %s%s", o->shard_dir,
+			 errmsg[0] ? errmsg : bfs_strerror(err), hint);
+		return err;
+	}
+	return 0;
 }
 
 /* The source's progress hook while it indexes: a line like mkshards',
@@ -282,6 +363,12 @@ static void on_view_io(void *ctx, bfs_view_io *io)
 	struct mnt *m = ctx;
 
 	bfs_ll_io(m->ll, io);
+	if (m->storage) {
+		io->remote = 1;
+		bfs_storage_stats(m->storage, &io->net);
+		io->shards = m->shards;
+		io->shard_cache = m->shard_root;
+	}
 }
 
 /* Unmount the session's mount, but only while it is the file system that
@@ -442,6 +529,13 @@ static int serve(void *ctx, int notify_fd)
 	}
 	so.progress = on_index_progress;
 	so.progress_ctx = &m;
+	if (bfs_storage_is_url(o->shard_dir)) {
+		if (open_remote(&m, msg, sizeof(msg)))
+			goto fail;
+		so.dir = m.shard_root;
+		m.prog_t0 = now_s();
+		m.prog_shown = 0;
+	}
 	if ((err = bfs_source_open(&so, &m.src, errmsg))) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
@@ -474,6 +568,7 @@ static int serve(void *ctx, int notify_fd)
 		eo.lend_dir = NULL;
 	}
 	vo.src = m.src;
+	vo.origin = m.storage ? o->shard_dir : NULL;
 	vo.eng = m.eng;
 	vo.cache = m.cache;
 	vo.cache_fp = m.cache_fp;
@@ -556,7 +651,8 @@ static int serve(void *ctx, int notify_fd)
 				 (unsigned long long)bfs_source_count(m.src));
 		snprintf(msg, sizeof(msg),
 			 "batchfs: mounted %s on %s: %s, %llu batches of %u, %s %dx%d, memory %llu MiB%s, cache %s%s%s%s, passthrough %s%s%s%s%s%s%s%s%s",
-			 bfs_source_dir(m.src), o->mountpoint, samples,
+			 m.storage ? o->shard_dir : bfs_source_dir(m.src),
+			 o->mountpoint, samples,
 			 (unsigned long long)bfs_view_shape(m.view)->batches,
 			 e->batch, bfs_dtype_name(e->dtype), e->height, e->width,
 			 (unsigned long long)(e->mem_bytes >> 20),
@@ -605,6 +701,19 @@ static int serve(void *ctx, int notify_fd)
 					 o->metrics_addr && strchr(o->metrics_addr, ':') ? "]" : "",
 					 bfs_metricsd_port(m.metrics));
 			}
+		}
+		if (m.storage) {
+			size_t n = strlen(msg);
+			char where[1024];
+
+			bfs_storage_describe(m.storage, where, sizeof(where));
+			snprintf(msg + n, sizeof(msg) - n,
+				 "; %s; shard cache %s: %llu objects, fetched %llu of them "
+				 "(%.1f MB in %.1f s), %llu were whole already",
+				 where, m.shard_root, (unsigned long long)m.shards.objects,
+				 (unsigned long long)m.shards.fetched,
+				 m.shards.bytes_fetched / 1e6, m.shards.seconds,
+				 (unsigned long long)m.shards.hits);
 		}
 		if (o->hold) {
 			size_t n = strlen(msg);
@@ -659,6 +768,7 @@ out:
 	bfs_ll_destroy(m.ll);
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
+	bfs_storage_close(m.storage);
 	bfs_cache_store_close(&m.store);
 	bfs_cache_close(m.cache);
 	if (logf)
@@ -676,13 +786,16 @@ struct abs_paths {
 	char cache[PATH_MAX];
 	char slot_dir[PATH_MAX];
 	char metrics_file[PATH_MAX];
+	char shard_cache[PATH_MAX];
 };
 
 static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 {
 	int err;
 
-	if (!realpath(o->shard_dir, p->shard_dir)) {
+	if (bfs_storage_is_url(o->shard_dir)) {
+		snprintf(p->shard_dir, sizeof(p->shard_dir), "%s", o->shard_dir);
+	} else if (!realpath(o->shard_dir, p->shard_dir)) {
 		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir, strerror(errno));
 		return -1;
 	}
@@ -703,6 +816,12 @@ static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 		if (bfs_host_absolute(o->cache, p->cache, sizeof(p->cache)))
 			goto too_long;
 		o->cache = p->cache;
+	}
+	if (o->shard_cache) {
+		if (bfs_host_absolute(o->shard_cache, p->shard_cache,
+				      sizeof(p->shard_cache)))
+			goto too_long;
+		o->shard_cache = p->shard_cache;
 	}
 	if (o->slot_dir) {
 		if (bfs_host_absolute(o->slot_dir, p->slot_dir, sizeof(p->slot_dir)))
@@ -727,13 +846,16 @@ int bfs_mount_main(const bfs_mount_opts *opts)
 	struct abs_paths paths;
 	struct stat st;
 
-	if (stat(o->shard_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	if (bfs_storage_is_url(o->shard_dir)) {
+		/* checked when the daemon lists it */
+	} else if (stat(o->shard_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir,
 			errno && !S_ISDIR(st.st_mode) && stat(o->shard_dir, &st) != 0
 				? strerror(errno) : "not a directory");
 		return 1;
 	}
-	if (access(o->shard_dir, R_OK | X_OK) != 0) {
+	if (!bfs_storage_is_url(o->shard_dir) &&
+	    access(o->shard_dir, R_OK | X_OK) != 0) {
 		fprintf(stderr, "batchfs: %s: %s\n", o->shard_dir,
 			strerror(errno));
 		return 1;

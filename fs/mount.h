@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/source.h"
+#include "engine/storage/storage.h"
 
 typedef struct {
 	const char *shard_dir;
@@ -46,6 +47,13 @@ typedef struct {
 	unsigned hold_wait;       /* --hold SECONDS: ...or when nobody has
 				   * opened it that long after the mount
 				   * (0: no limit) */
+	/* A remote source (shard_dir an s3://, http:// or https:// URL):
+	 * its objects are fetched whole into the shard cache, which is then
+	 * indexed and read like a local shard directory. */
+	bfs_storage_opts storage;
+	const char *shard_cache;  /* --shard-cache; NULL: $XDG_CACHE_HOME/
+				   * batchfs-shards */
+	uint64_t shard_cache_size;/* --shard-cache-size; 0: shardcache.h's */
 } bfs_mount_opts;
 
 /* Mount, serve until unmounted, clean up.  Without foreground, returns in

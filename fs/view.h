@@ -51,6 +51,7 @@ typedef bfs_files_io bfs_view_io;
 
 typedef struct {
 	bfs_source *src;           /* both must outlive the view */
+	const char *origin;        /* the source as given, when it is a URL */
 	bfs_engine *eng;
 	bfs_cache *cache;          /* NULL: none (--cache none, or it failed) */
 	const char *cache_fp;      /* bfs_cache_fingerprint of the mount */

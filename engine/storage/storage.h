@@ -1,0 +1,87 @@
+/*
+ * storage.h - the one interface to where shards are kept remotely: list
+ * the objects of a source, each with its identity (size, ETag), and read a
+ * range of one.  s3:// (s3.h) and http(s):// lists in WebDataset's brace
+ * notation implement it; the shard cache (shardcache.h) reads through it.
+ *
+ * A source URL is parsed once at open; what bfs_storage_url returns is the
+ * URL as the user gave it, which never holds a credential (batchfs takes
+ * none from URLs and refuses a URL with a user:password@ part).
+ * Threads: any, concurrently, between open and close.
+ */
+#ifndef BFS_STORAGE_H
+#define BFS_STORAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/storage/http.h"
+
+typedef struct bfs_storage bfs_storage;
+
+typedef struct {
+	char *name;       /* '/'-separated, relative to the source's root */
+	uint64_t size;
+	char etag[128];   /* quotes kept; "" when the server sends none */
+} bfs_storage_object;
+
+typedef struct {
+	bfs_http_opts http;  /* retries, deadlines, connections, TLS */
+	const char *region;  /* NULL: AWS_REGION, AWS_DEFAULT_REGION */
+	const char *endpoint;/* NULL: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL */
+	int addressing;      /* BFS_S3_* of s3.h */
+	int anonymous;       /* sign nothing */
+} bfs_storage_opts;
+
+/* 1 when s names a remote source this interface opens (s3://, http://,
+ * https://), else 0. */
+int bfs_storage_is_url(const char *s);
+
+/*
+ * Open the source at url.  For s3, credentials are found (creds.h) and
+ * the endpoint chosen, but nothing is sent yet.  Returns 0, -EINVAL (a
+ * malformed URL or brace pattern; errmsg says what), -ENOENT (no
+ * credentials), -ENOMEM.  Close with bfs_storage_close.
+ */
+int bfs_storage_open(const char *url, const bfs_storage_opts *o,
+		     bfs_storage **out, char *errmsg);
+void bfs_storage_close(bfs_storage *st);
+
+/* The URL as given (never a secret). */
+const char *bfs_storage_url(bfs_storage *st);
+
+/* The endpoint and the credentials' source, for the mount message: never
+ * a secret. */
+void bfs_storage_describe(bfs_storage *st, char *buf, size_t n);
+
+/*
+ * Every object of the source, sorted bytewise by name, in a malloc'd
+ * array freed with bfs_storage_objects_free.  s3: the listing of the
+ * prefix; http: every URL of the pattern, each asked for its size and
+ * ETag (HEAD).  Errors: -ENOENT (no such bucket, or no object: errmsg
+ * says which), -EACCES, -EIO/-ETIMEDOUT, -EPROTO, -ENOMEM.
+ */
+int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
+		     char *errmsg);
+void bfs_storage_objects_free(bfs_storage_object *objs, size_t n);
+
+/* Bytes [off, off + len) of obj, exactly, checked against its ETag:
+ * -ESTALE when the object was replaced since it was listed. */
+int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
+		     uint64_t off, void *buf, size_t len, char *errmsg);
+
+/* The counters of the requests made so far. */
+void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out);
+
+/*
+ * Expand WebDataset's brace notation: "a-{000..002}.tar" gives a-000.tar,
+ * a-001.tar, a-002.tar (zero-padded to the width written), "{x,y}" gives x
+ * and y; several braces multiply.  At most max_out results (malloc'd
+ * strings in *out, freed by the caller with free() each and the array).
+ * Returns the count, or -EINVAL (an unbalanced or empty brace, a range
+ * whose end is before its start, more than max_out) or -ENOMEM.
+ */
+int bfs_storage_expand_braces(const char *pattern, char ***out,
+			      size_t max_out);
+
+#endif

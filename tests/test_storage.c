@@ -1,0 +1,145 @@
+/*
+ * test_storage.c - the pure parts of the storage layer: WebDataset's brace
+ * notation, the retry policy's backoff, and what a URL is.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/storage/http.h"
+#include "engine/storage/storage.h"
+
+static void free_all(char **v, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void test_storage_braces_expand_zero_padded_ranges(void **state)
+{
+	char **v;
+	int n;
+
+	(void)state;
+	n = bfs_storage_expand_braces("https://h/d/shard-{000008..000011}.tar", &v, 100);
+	assert_int_equal(n, 4);
+	assert_string_equal(v[0], "https://h/d/shard-000008.tar");
+	assert_string_equal(v[3], "https://h/d/shard-000011.tar");
+	free_all(v, n);
+	n = bfs_storage_expand_braces("x{9..10}", &v, 100);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0], "x9");
+	assert_string_equal(v[1], "x10");
+	free_all(v, n);
+}
+
+static void test_storage_braces_expand_lists_and_multiply(void **state)
+{
+	char **v;
+	int n;
+
+	(void)state;
+	n = bfs_storage_expand_braces("{train,val}-{0..2}.tar", &v, 100);
+	assert_int_equal(n, 6);
+	assert_string_equal(v[0], "train-0.tar");
+	assert_string_equal(v[2], "train-2.tar");
+	assert_string_equal(v[5], "val-2.tar");
+	free_all(v, n);
+	n = bfs_storage_expand_braces("plain.tar", &v, 100);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0], "plain.tar");
+	free_all(v, n);
+}
+
+static void test_storage_braces_refuse_what_is_malformed(void **state)
+{
+	char **v;
+
+	(void)state;
+	assert_int_equal(bfs_storage_expand_braces("a{3..1}", &v, 100), -EINVAL);
+	assert_int_equal(bfs_storage_expand_braces("a{1..3", &v, 100), -EINVAL);
+	assert_int_equal(bfs_storage_expand_braces("a{}", &v, 100), -EINVAL);
+	assert_int_equal(bfs_storage_expand_braces("a{-1..3}", &v, 100), -EINVAL);
+	assert_int_equal(bfs_storage_expand_braces("a{1..x}", &v, 100), -EINVAL);
+	assert_int_equal(bfs_storage_expand_braces("a{{1..2}}", &v, 100), -EINVAL);
+	/* more URLs than allowed: refused, not cut */
+	assert_int_equal(bfs_storage_expand_braces("a{0..99}", &v, 10), -EINVAL);
+}
+
+static void test_storage_backoff_is_capped_jittered_and_honours_retry_after(void **state)
+{
+	bfs_http_opts o;
+	uint64_t seed = 42;
+	unsigned seen_below_half = 0;
+
+	(void)state;
+	bfs_http_opts_default(&o);
+	o.backoff_ms = 100;
+	o.backoff_max_ms = 1000;
+	for (unsigned attempt = 1; attempt <= 12; attempt++) {
+		uint64_t cap = 100ull << (attempt - 1);
+
+		if (cap > 1000)
+			cap = 1000;
+		for (int k = 0; k < 200; k++) {
+			unsigned ms = bfs_http_backoff_ms(&o, attempt, 0, &seed);
+
+			assert_true(ms <= cap);
+			seen_below_half += ms < cap / 2;
+		}
+	}
+	/* full jitter: draws spread over [0, cap], not all at the cap */
+	assert_true(seen_below_half > 12 * 200 / 4);
+	/* Retry-After wins when it asks for longer */
+	assert_int_equal(bfs_http_backoff_ms(&o, 1, 3000, &seed), 3000);
+	/* the cap never overflows however many attempts */
+	assert_true(bfs_http_backoff_ms(&o, 4000, 0, &seed) <= 1000);
+}
+
+static void test_storage_knows_a_url_from_a_directory(void **state)
+{
+	(void)state;
+	assert_true(bfs_storage_is_url("s3://b/p"));
+	assert_true(bfs_storage_is_url("https://h/x.tar"));
+	assert_true(bfs_storage_is_url("HTTP://h/x.tar"));
+	assert_false(bfs_storage_is_url("/data/shards"));
+	assert_false(bfs_storage_is_url("s3:/b"));
+	assert_false(bfs_storage_is_url("relative/s3://x"));
+}
+
+static void test_storage_refuses_credentials_in_a_url(void **state)
+{
+	bfs_storage_opts o = { 0 };
+	bfs_storage *st = NULL;
+	char err[512] = "";
+
+	(void)state;
+	bfs_http_opts_default(&o.http);
+	assert_int_equal(bfs_storage_open("https://user:pw@h/x-{0..1}.tar", &o, &st, err), -EINVAL);
+	assert_null(st);
+	assert_non_null(strstr(err, "no credentials from a URL"));
+	assert_int_equal(bfs_storage_open("s3://user:pw@bucket/p", &o, &st, err), -EINVAL);
+	assert_int_equal(bfs_storage_open("https://h/x-{2..1}.tar", &o, &st, err), -EINVAL);
+	assert_non_null(strstr(err, "brace pattern"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_storage_braces_expand_zero_padded_ranges),
+		cmocka_unit_test(test_storage_braces_expand_lists_and_multiply),
+		cmocka_unit_test(test_storage_braces_refuse_what_is_malformed),
+		cmocka_unit_test(test_storage_backoff_is_capped_jittered_and_honours_retry_after),
+		cmocka_unit_test(test_storage_knows_a_url_from_a_directory),
+		cmocka_unit_test(test_storage_refuses_credentials_in_a_url),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
