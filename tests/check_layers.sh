@@ -100,6 +100,6 @@ for dir in engine engine/base engine/formats engine/pixels engine/storage cache 
 done
 
 if [ $bad = 0 ]; then
-	echo "check-layers: engine/base <- formats <- pixels <- engine <- cache <- fs, tools beside fs; no FUSE below fs/; no circle of calls inside a folder"
+	echo "check-layers: engine/base <- formats, storage <- pixels <- engine <- cache <- fs, tools beside fs; no FUSE below fs/; curl, expat and OpenSSL only in engine/storage/; no circle of calls inside a folder"
 fi
 exit $bad
