@@ -9,7 +9,7 @@ PKGS    := fuse3 libturbojpeg libjpeg lmdb spng libwebp zlib libcrypto libcurl e
 # own API (libjpeg62-turbo) decodes a RandomResizedCrop's box alone.
 DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev libjpeg62-turbo-dev liblmdb-dev \
            libcmocka-dev libspng-dev libwebp-dev webp zlib1g-dev pkg-config attr file \
-           libssl-dev libcurl4-openssl-dev libexpat1-dev
+           libssl-dev libcurl4-openssl-dev libexpat1-dev nginx-light openssl curl
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \

@@ -528,6 +528,22 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 				err = -ENOMEM;
 				break;
 			}
+			if (rc == CURLE_PEER_FAILED_VERIFICATION ||
+			    rc == CURLE_SSL_CACERT_BADFILE ||
+			    rc == CURLE_SSL_CERTPROBLEM ||
+			    rc == CURLE_UNSUPPORTED_PROTOCOL ||
+			    rc == CURLE_URL_MALFORMAT) {
+				/* Retrying will not change these. */
+				err = -EPROTO;
+				bfs_seterr(errmsg, "%s: %s: %s%s", req->what, req->method,
+					   curl_easy_strerror(rc),
+					   rc == CURLE_PEER_FAILED_VERIFICATION ||
+					   rc == CURLE_SSL_CACERT_BADFILE
+					   ? " (the server's TLS certificate is not trusted: "
+					     "AWS_CA_BUNDLE names the CA file that signed it; "
+					     "--no-verify-tls turns the check off)" : "");
+				break;
+			}
 			snprintf(last, sizeof(last), "%s (%s)%s", cause_name(cause),
 				 curl_easy_strerror(rc),
 				 a->status ? "" : ", no answer");

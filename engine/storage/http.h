@@ -122,7 +122,8 @@ void bfs_http_destroy(bfs_http *h);
  *   -ERANGE   416, or a body that does not fit buf
  *   -ETIMEDOUT / -EIO  the give-up time passed (errmsg names the resource,
  *             the attempts, the last status and cause)
- *   -EPROTO   another 4xx; errmsg has the status and the S3 code
+ *   -EPROTO   another 4xx (errmsg has the status and the S3 code); a TLS
+ *             certificate that is not trusted, a malformed URL
  *   -ENOMEM, or the prepare hook's code
  * resp (may be NULL) is filled either way.  Any thread.
  */

@@ -228,7 +228,10 @@ cp -r "$T/shards" "$T/$SCRIPT" "$M/pkg/"
 [ "$PHASE" = deb ] && cp "$T"/deb/batchfs_*.deb "$M/pkg/"
 [ "$PHASE" = wheel ] && cp "$T"/batchfs-*.whl "$M/pkg/"
 set +e
-chroot "$M" bash "/pkg/$SCRIPT"
+# A clean environment: nothing of the host (BATCHFS, PYTHONPATH, XDG_*)
+# may help the installed package find its way.
+env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	HOME=/root LANG=C.UTF-8 chroot "$M" bash "/pkg/$SCRIPT"
 rc=$?
 cp "$M/pkg/apt.log" "$T/apt-$PHASE.log" 2>/dev/null
 # leave nothing mounted in the root (the namespace ends anyway)

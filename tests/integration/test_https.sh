@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# https:// with WebDataset's braces against nginx (Debian's) on loopback,
+# with a certificate of a CA made in the test: every batch equals the same
+# tars mounted from a local folder; TLS is verified (AWS_CA_BUNDLE), a
+# certificate that is not trusted is refused at once with what to do, and
+# --no-verify-tls turns the check off by name; a URL of the pattern that
+# the server does not have is named.
+source "$(dirname "$0")/lib.sh"
+t_begin
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+	echo "skip test_https: no nginx (apt-get install nginx-light; make deps installs it)"
+	exit 0
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+D=$T_DIR
+TOOLS=$(cd "$HERE/../tools" && pwd)
+COMMON=(--batch 8 --size 40x48 --shuffle 5 --cache none --shard-cache "$D/shards")
+
+"$MKJPEG" "$D/jpegs" --classes 3 --per-class 11 --seed 8 --min-size 30 \
+	--max-size 90 >/dev/null || { not_ok mkjpeg; t_end; }
+mkdir -p "$D/www"
+$PY "$TOOLS/mkwds.py" "$D/jpegs" "$D/www/wds" --per-shard 8 >/dev/null || { not_ok mkwds; t_end; }
+n=$(ls "$D/www/wds" | wc -l)
+last=$(printf '%06d' $((n - 1)))
+
+# A CA, and a certificate it signs for 127.0.0.1.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=batchfs test CA" \
+	-keyout "$D/ca.key" -out "$D/ca.pem" 2>/dev/null &&
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+		-keyout "$D/srv.key" -out "$D/srv.csr" 2>/dev/null &&
+	printf 'subjectAltName=IP:127.0.0.1\n' >"$D/ext" &&
+	openssl x509 -req -in "$D/srv.csr" -CA "$D/ca.pem" -CAkey "$D/ca.key" \
+		-CAcreateserial -days 2 -extfile "$D/ext" -out "$D/srv.pem" 2>/dev/null ||
+	{ not_ok "openssl: make the test CA"; t_end; }
+
+port=
+for _ in $(seq 1 50); do
+	p=$((30000 + RANDOM % 20000))
+	ss -ltn "( sport = :$p )" | grep -q LISTEN || { port=$p; break; }
+done
+mkdir -p "$D/nginx"
+cat >"$D/nginx/nginx.conf" <<CONF
+daemon off;
+user root;
+worker_processes 1;
+pid $D/nginx/pid;
+error_log $D/nginx/error.log;
+events { worker_connections 64; }
+http {
+	access_log off;
+	client_body_temp_path $D/nginx/body;
+	proxy_temp_path $D/nginx/proxy;
+	fastcgi_temp_path $D/nginx/fcgi;
+	uwsgi_temp_path $D/nginx/uwsgi;
+	scgi_temp_path $D/nginx/scgi;
+	server {
+		listen 127.0.0.1:$port ssl;
+		ssl_certificate $D/srv.pem;
+		ssl_certificate_key $D/srv.key;
+		root $D/www;
+	}
+}
+CONF
+"$NGINX" -c "$D/nginx/nginx.conf" -p "$D/nginx" 2>>"$D/nginx/error.log" &
+T_PIDS+=("$!")
+for _ in $(seq 1 100); do
+	curl -s --cacert "$D/ca.pem" -o /dev/null "https://127.0.0.1:$port/wds/train-000000.tar" && break
+	sleep 0.1
+done
+URL="https://127.0.0.1:$port/wds/train-{000000..$last}.tar"
+every_batch() { (cd "$1" && cat epoch-0000/*); }
+
+mount_fg "$D/www/wds" "$D/local" --batch 8 --size 40x48 --shuffle 5 --cache none ||
+	{ not_ok "local mount"; t_end; }
+if AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$URL" "$D/https" "${COMMON[@]}"; then
+	check "https:// with braces and AWS_CA_BUNDLE: every batch equals the local mount's" \
+		cmp <(every_batch "$D/local") <(every_batch "$D/https")
+	check "https://: dataset.json names the pattern as given" \
+		grep -qF "\"source\": \"$URL\"" "$D/https/dataset.json"
+	unmount_wait "$D/https"
+else
+	not_ok "https:// mount with AWS_CA_BUNDLE: $(tail -2 "$D/mount.log")"
+fi
+
+refused() { # NAME PATTERN SRC ARGS...
+	local name=$1 pat=$2 src=$3 out rc t0=$SECONDS
+	shift 3
+	mkdir -p "$D/refused"
+	T_MOUNTS+=("$D/refused")
+	out=$(env -u AWS_CA_BUNDLE timeout 60 "$BATCHFS" mount "$src" "$D/refused" "${COMMON[@]}" "$@" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && printf '%s' "$out" | grep -q -- "$pat" &&
+		! mountpoint -q "$D/refused"; then
+		ok "$name ($((SECONDS - t0)) s)"
+	else
+		not_ok "$name: rc $rc: $out"
+	fi
+}
+rm -rf "$D/shards"
+refused "a certificate that is not trusted is refused at once, saying what to do" \
+	"not trusted: AWS_CA_BUNDLE" "$URL" --s3-giveup 100
+if mount_fg "$URL" "$D/noverify" "${COMMON[@]}" --no-verify-tls; then
+	check "--no-verify-tls: served all the same" \
+		cmp <(every_batch "$D/local") <(every_batch "$D/noverify")
+	unmount_wait "$D/noverify"
+else
+	not_ok "--no-verify-tls mount: $(tail -2 "$D/mount.log")"
+fi
+AWS_CA_BUNDLE="$D/ca.pem" refused "a URL of the pattern that the server lacks is named (404)" \
+	"wds/train-[0-9]*.tar: HEAD: HTTP 404" "https://127.0.0.1:$port/wds/train-{000000..000099}.tar" \
+	--no-verify-tls
+refused "a malformed brace pattern" "brace pattern" "https://127.0.0.1:$port/wds/train-{000003..000001}.tar"
+t_end
