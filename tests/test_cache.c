@@ -958,6 +958,36 @@ static void test_cache_verify_finds_and_removes_a_corrupt_entry(void **s)
 	remove_dir(dir);
 }
 
+/* verify reads samples 256 to a transaction: a cache of exactly one or two
+ * such chunks is healthy, and its indexes and counters are checked too. */
+static void test_cache_verify_of_a_multiple_of_256_entries_is_healthy(void **s)
+{
+	static const int counts[] = { 255, 256, 257, 512 };
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_opts o = { 0 };
+	uint64_t checked, nbad;
+	char msg[BFS_ERRMSG_MAX];
+
+	for (size_t t = 0; t < sizeof(counts) / sizeof(counts[0]); t++) {
+		make_dir(dir);
+		c = open_cache(dir, FP_A, 0);
+		put_range(c, FP_A, "m", 0, counts[t], 256, 64);
+		bfs_cache_close(c);
+		o.dir = dir;
+		o.admin = 1;
+		assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+		checked = nbad = 99;
+		assert_int_equal(bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad), 0);
+		assert_int_equal(checked, (uint64_t)counts[t]);
+		assert_int_equal(nbad, 0);
+		assert_int_equal(bfs_cache_verify(c, FP_A, 1, NULL, NULL, &checked, &nbad), 0);
+		assert_int_equal(checked, (uint64_t)counts[t]);
+		bfs_cache_close(c);
+		remove_dir(dir);
+	}
+}
+
 /* A child inserts 602,112-byte samples in a loop and is killed at some
  * moment; the environment opens and every entry verifies and reads
  * back correct.  Several rounds, both sync modes. */
@@ -2739,6 +2769,7 @@ int main(void)
 		cmocka_unit_test(test_cache_readers_see_only_whole_values_while_the_writer_runs),
 		cmocka_unit_test(test_cache_corrupt_value_is_a_crc_error_then_gone_then_replaced),
 		cmocka_unit_test(test_cache_verify_finds_and_removes_a_corrupt_entry),
+		cmocka_unit_test(test_cache_verify_of_a_multiple_of_256_entries_is_healthy),
 		cmocka_unit_test(test_cache_kill_9_during_writes_leaves_only_good_entries),
 		cmocka_unit_test(test_cache_kill_9_during_grouped_commits_keeps_what_was_committed),
 		cmocka_unit_test(test_cache_size_limit_holds_and_keeps_the_first_entries),
@@ -2768,5 +2799,8 @@ int main(void)
 		cmocka_unit_test(test_cache_get_speed_is_reported),
 	};
 
+	/* BFS_TEST_FILTER=pattern runs only the tests whose names match */
+	if (getenv("BFS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("BFS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
