@@ -523,6 +523,45 @@ static pid_t flock_holder(int fd)
 	return found;
 }
 
+/* Add a line to c->notice ("; " between two). */
+static void add_notice(bfs_cache *c, const char *line)
+{
+	char *n;
+
+	if (asprintf(&n, "%s%s%s", c->notice ? c->notice : "",
+		     c->notice ? "; " : "", line) < 0)
+		return;
+	free(c->notice);
+	c->notice = n;
+}
+
+/* A limit the file system cannot hold: said at open, since the cache
+ * itself only finds out when it is full (and then drops in silence but
+ * for dropped_full and the log hook). */
+static void check_room(bfs_cache *c)
+{
+	char path[PATH_MAX], line[256];
+	struct statvfs vfs;
+	struct stat st;
+	uint64_t have = 0, room;
+
+	if (statvfs(c->dir, &vfs) != 0)
+		return;
+	snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+	if (stat(path, &st) == 0) {
+		have = (uint64_t)st.st_blocks * 512;
+		if (have > (uint64_t)st.st_size)
+			have = (uint64_t)st.st_size;
+	}
+	room = have + (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (room >= c->limit)
+		return;
+	snprintf(line, sizeof(line), "its file system has room for %llu MiB of cache, less than the %llu MiB limit asked for: it stops there",
+		 (unsigned long long)(room >> 20),
+		 (unsigned long long)(c->limit >> 20));
+	add_notice(c, line);
+}
+
 int bfs_cache_writer_probe(bfs_cache *c, char *errmsg)
 {
 	pid_t holder = 0;
@@ -734,6 +773,8 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 	}
 	if (err)
 		goto fail;
+	if (!o->admin && !c->nowrite)
+		check_room(c);
 	if (!o->admin && !c->nowrite) {
 		err = bfs__writer_start(c);
 		if (err) {
