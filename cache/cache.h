@@ -47,8 +47,15 @@
  *   (bfs_cache_flush does).  The queue is bounded; a full queue drops the
  *   submission at once.  CRC failures found by readers are sent to the
  *   writer, which re-checks and deletes the entry.
- *   Size limit and eviction.  The LMDB map size is the limit; data.mdb
- *   never grows past it.  Epoch-style access scans the whole data set in a
+ *   Size limit and eviction.  The limit (max_bytes) is the writer's
+ *   policy: a transaction may reuse free pages anywhere but may not take
+ *   data.mdb's used end past max(limit, the used end it began with); a
+ *   put past that is "full", as MDB_MAP_FULL is at the map's end.  The
+ *   map itself is max(limit, data.mdb's length): with MDB_WRITEMAP, LMDB
+ *   sets the file's length to the opener's map, so a map smaller than
+ *   another process's would cut pages from under it (a SIGBUS there, or
+ *   damage to what its open transaction put); so no opener maps less than
+ *   the file, and the length changes only under the writer lock.  Epoch-style access scans the whole data set in a
  *   cycle, where LRU and FIFO evict exactly the sample needed next (hit
  *   rate 0 once the data set exceeds the cache).  So the policy is "fill,
  *   then keep": samples of this mount's fingerprint are inserted until the
@@ -114,7 +121,23 @@
  *   that is harmless, is listed in docs/RELIABILITY.md.
  *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
  *   writer killed mid-transaction releases the lock; reader slots of dead
- *   processes are cleared at open, every 30 s and when the map is full).  Within one process an environment
+ *   processes are cleared at open, every 30 s and when the map is full).
+ *   A robust mutex does not help against a holder that is stopped
+ *   (SIGSTOP, a suspended job): LMDB's writer mutex waits for it forever.
+ *   So every write transaction, and every open or map change that may set
+ *   the file's length, first takes the cache's own writer lock, a POSIX
+ *   write lock on DIR/writer.lock polled until a deadline
+ *   (BFS_CACHE_LOCK_WAIT_MS; its holder's pid comes from F_GETLK and its
+ *   state from /proc/PID/stat).  Only its holder begins an LMDB write
+ *   transaction, so LMDB's writer mutex is then free or about to be.  An
+ *   open that cannot get it reads without writing (bfs_cache_notice says
+ *   who holds it); a running writer that cannot pauses inserts (dropped,
+ *   counted in dropped_locked, said once through opts.log) and retries
+ *   without waiting until it has the lock again; clear fails with
+ *   -ETIMEDOUT.  users.lock's shared wait has the same deadline.  Not
+ *   covered: LMDB's reader-table mutex, held only for the moment a reader
+ *   slot is taken or the table scanned (a holder stopped exactly then
+ *   still blocks new readers).  Within one process an environment
  *   must be opened once, so bfs_cache handles on the same directory share
  *   one MDB_env (a process-wide registry keyed by the directory's device
  *   and inode); a child after fork() must open its own handles.
