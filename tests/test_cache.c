@@ -1618,6 +1618,79 @@ static void test_cache_a_stopped_writer_blocks_nobody_past_the_lock_wait(void **
 	remove_dir(dir);
 }
 
+/* users.lock held exclusively by a process stopped while it opened the
+ * cache (checking its files): an open gives up after the wait and names
+ * it, instead of waiting for it forever. */
+static int open_meets_a_stopped_opener(void *arg)
+{
+	struct stopped_case *sc = arg;
+	bfs_cache_opts o = { .dir = sc->dir, .fingerprint = FP_A };
+	bfs_cache *c = NULL;
+	char msg[BFS_ERRMSG_MAX] = "";
+
+	if (bfs_cache_open(&o, &c, msg) != -ETIMEDOUT)
+		return 40;
+	if (!names_it(msg, sc->pid) || !strstr(msg, "users.lock"))
+		return 41;
+	o.admin = 1; /* the tools too */
+	if (bfs_cache_open(&o, &c, msg) != -ETIMEDOUT || !names_it(msg, sc->pid))
+		return 42;
+	return 0;
+}
+
+static void test_cache_an_opener_stopped_with_users_lock_blocks_nobody_past_the_wait(void **s)
+{
+	char dir[64], path[128];
+	struct stopped_case sc;
+	bfs_cache *c;
+	int fds[2], status;
+	char b;
+
+	setenv("BATCHFS_CACHE_LOCK_WAIT_MS", "300", 1);
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "u", 0, 2, SMALL, 2);
+	bfs_cache_close(c);
+	snprintf(path, sizeof(path), "%s/users.lock", dir);
+	assert_int_equal(pipe(fds), 0);
+	sc.dir = dir;
+	sc.pid = fork();
+	assert_true(sc.pid >= 0);
+	if (sc.pid == 0) {
+		int fd = open(path, O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || flock(fd, LOCK_EX) != 0 || write(fds[1], "x", 1) != 1)
+			_exit(3);
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &b, 1), 1);
+	close(fds[0]);
+	for (int i = 0; i < 2000; i++) {
+		char sp[64], st[256] = "";
+		FILE *f;
+
+		snprintf(sp, sizeof(sp), "/proc/%d/stat", (int)sc.pid);
+		if ((f = fopen(sp, "r"))) {
+			if (!fgets(st, sizeof(st), f))
+				st[0] = '\0';
+			fclose(f);
+		}
+		if (strstr(st, ") T "))
+			break;
+		usleep(5000);
+	}
+	assert_int_equal(in_child(open_meets_a_stopped_opener, &sc, 30), 0);
+	kill(sc.pid, SIGCONT);
+	assert_int_equal(waitpid(sc.pid, &status, 0), sc.pid);
+	c = open_cache(dir, FP_A, 0);
+	bfs_cache_close(c);
+	unsetenv("BATCHFS_CACHE_LOCK_WAIT_MS");
+	remove_dir(dir);
+}
+
 struct said {
 	pthread_mutex_t lock;
 	char lines[8][512];
@@ -3138,6 +3211,7 @@ int main(void)
 		cmocka_unit_test(test_cache_a_smaller_limit_adopts_a_larger_map_and_keeps_its_own_limit),
 		cmocka_unit_test(test_cache_a_stopped_writer_blocks_nobody_past_the_lock_wait),
 		cmocka_unit_test(test_cache_a_running_writer_pauses_and_says_so_while_the_lock_is_held),
+		cmocka_unit_test(test_cache_an_opener_stopped_with_users_lock_blocks_nobody_past_the_wait),
 		cmocka_unit_test(test_cache_full_filesystem_never_crashes_and_keeps_serving),
 		cmocka_unit_test(test_cache_puts_on_a_file_system_with_no_block_left_never_fault),
 		cmocka_unit_test(test_cache_full_queue_drops_and_every_done_runs_once),
