@@ -266,7 +266,7 @@ typedef enum {
 } bfs_cache_sync;
 
 typedef struct {
-	/* The directory holding the environment (data.mdb, lock.mdb,
+	/* The directory holding the environment (data.mdb, lock.mdb, writer.lock,
 	 * users.lock); created (with parents, mode 0700) if missing unless
 	 * admin.  NULL = bfs_cache_default_dir(). */
 	const char *dir;

@@ -1,6 +1,7 @@
 /*
  * cache_env.c - an open LMDB environment as every other cache file uses it
- * (see cache.h): transactions, which hold the process's map lock; adopting
+ * (see cache.h): the writer lock; transactions, which hold the process's
+ * map lock; adopting
  * a map another process grew; the check of a value's overflow page header;
  * the marker left when damage is met at run time; LMDB's codes as ours;
  * the clocks.  Opening and sharing an environment is cache_open.c's.
@@ -9,7 +10,12 @@
  *   Every transaction of the process read-holds env->maplock; the rare
  *   thread that must adopt a map grown by another process
  *   (MDB_MAP_RESIZED) write-holds it, so no transaction touches the map
- *   while it is replaced.
+ *   while it is replaced.  Every write transaction, and every adoption
+ *   (which may set data.mdb's length), first takes the writer lock
+ *   (bfs__wlock: env->wmutex between the process's threads, then a POSIX
+ *   write lock on DIR/writer.lock between processes, each waited for
+ *   until a deadline), so a stopped holder costs others a bounded wait,
+ *   never LMDB's unbounded one.  Lock order: writer lock, then maplock.
  */
 #include "cache/cache_internal.h"
 

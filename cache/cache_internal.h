@@ -5,7 +5,8 @@
  * The files, lowest first.  A file may call functions of the files listed
  * before it, never of one listed after it; where a lower one must reach
  * up, the higher one hands it a function pointer (c->crcdel).
- *   cache_env.c     an open environment: transactions under the map lock,
+ *   cache_env.c     an open environment: the writer lock (writer.lock,
+ *                   with a deadline), transactions under the map lock,
  *                   adopting a grown map, the overflow page check, the
  *                   damage marker, LMDB codes as ours, the clocks
  *   cache_key.c     keys, fingerprints and shard hashes (pure)
