@@ -1,10 +1,10 @@
 /*
  * cache_env.c - an open LMDB environment as every other cache file uses it
  * (see cache.h): the writer lock; transactions, which hold the process's
- * map lock; adopting
- * a map another process grew; the check of a value's overflow page header;
- * the marker left when damage is met at run time; LMDB's codes as ours;
- * the clocks.  Opening and sharing an environment is cache_open.c's.
+ * map lock; adopting a map another process grew; where a put value's pages
+ * end (the size limit); the check of a value's overflow page header; the
+ * marker left when damage is met at run time; LMDB's codes as ours; the
+ * clocks.  Opening and sharing an environment is cache_open.c's.
  *
  * DESIGN
  *   Every transaction of the process read-holds env->maplock; the rare
