@@ -3,7 +3,10 @@
  * default directory and size, users.lock, the process-wide registry that
  * shares one LMDB environment per directory, the structural check of
  * data.mdb before its first use in a process and moving a damaged file
- * aside, and starting and stopping the writer.
+ * aside, and starting and stopping the writer.  The environment is opened
+ * under the writer lock, with a map of at least data.mdb's length (see
+ * map_size); an open that cannot get the lock in time reads without
+ * writing (c->nowrite) and says who holds it.
  *
  * DESIGN
  *   A process-wide registry (reg_lock, reg_head) holds one struct bfs__env
