@@ -147,16 +147,17 @@ pid_t bfs__lock_holder(int fd)
 	return fl.l_pid > 0 ? fl.l_pid : 0;
 }
 
-void bfs__describe_pid(pid_t pid, char *buf, size_t cap)
+/* The state letter of pid (/proc/PID/stat: R, S, D, T, t, ...) and its
+ * command name (comm[32]); 0 when it cannot be read. */
+static char pid_state(pid_t pid, char comm[32])
 {
-	char path[64], st[512], comm[32] = "?", state = '?';
+	char path[64], st[512], state = 0;
 	ssize_t n;
 	int fd;
 
-	if (pid <= 0) {
-		snprintf(buf, cap, "another process");
-		return;
-	}
+	snprintf(comm, 32, "?");
+	if (pid <= 0)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	n = fd >= 0 ? read(fd, st, sizeof(st) - 1) : -1;
@@ -171,8 +172,8 @@ void bfs__describe_pid(pid_t pid, char *buf, size_t cap)
 		if (l && r && r > l) {
 			size_t len = (size_t)(r - l - 1);
 
-			if (len >= sizeof(comm))
-				len = sizeof(comm) - 1;
+			if (len >= 32)
+				len = 31;
 			memcpy(comm, l + 1, len);
 			comm[len] = '\0';
 			if (r[1] == ' ' && r[2])
@@ -182,10 +183,20 @@ void bfs__describe_pid(pid_t pid, char *buf, size_t cap)
 	for (char *q = comm; *q; q++)
 		if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
 			*q = '?';
-	if (state == 'T' || state == 't')
+	return state;
+}
+
+void bfs__describe_pid(pid_t pid, char *buf, size_t cap)
+{
+	char comm[32];
+	char state = pid_state(pid, comm);
+
+	if (pid <= 0)
+		snprintf(buf, cap, "another process");
+	else if (state == 'T' || state == 't')
 		snprintf(buf, cap, "pid %d (%s), which is stopped (state %c)",
 			 (int)pid, comm, state);
-	else if (n > 0)
+	else if (state)
 		snprintf(buf, cap, "pid %d (%s, state %c)", (int)pid, comm,
 			 state);
 	else
@@ -229,10 +240,17 @@ int bfs__wlock(struct bfs__env *e, pid_t *holder)
 		}
 		now = bfs__now_ns();
 		if (now >= deadline) {
+			pid_t who = bfs__lock_holder(e->wlock_fd);
+			char comm[32], state = pid_state(who, comm);
+
 			rc = ETIMEDOUT;
-			atomic_store(&e->lock_stuck, 1);
+			/* a stopped holder stays stopped for a while: until
+			 * the lock is had, take it only if free; a busy one
+			 * (a long commit on a slow disk) gets the whole wait
+			 * again next time */
+			atomic_store(&e->lock_stuck, state == 'T' || state == 't');
 			if (holder)
-				*holder = bfs__lock_holder(e->wlock_fd);
+				*holder = who;
 			break;
 		}
 		/* polled, not F_SETLKW: a wait that can end */

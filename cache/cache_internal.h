@@ -147,8 +147,9 @@ struct bfs__env {
 	pthread_mutex_t wmutex;
 	MDB_txn *_Atomic wtxn;
 	int64_t lock_wait_ns;   /* the deadline of a wait; set at open */
-	/* 1 after a wait ran out, until the lock is had again: while the
-	 * holder stays, later takers try once and do not wait. */
+	/* 1 after a wait ran out on a stopped holder, until the lock is had
+	 * again: while it stays stopped, later takers try once and do not
+	 * wait. */
 	_Atomic int lock_stuck;
 	/* The limits of the handles on e (max_bytes, the largest): data.mdb
 	 * gets blocks past the committed end up to here (bfs__reserve).
@@ -278,7 +279,8 @@ int64_t bfs__lock_wait_ns(void);
  * write lock on writer.lock, each waited for until e->lock_wait_ns from
  * now (tried once, no wait, while e->lock_stuck).  0, or ETIMEDOUT (the
  * wait ran out; *holder, when not NULL, gets the pid that holds
- * writer.lock, 0 if unknown, and e->lock_stuck is set), or an errno.
+ * writer.lock, 0 if unknown; e->lock_stuck is set when that process is
+ * stopped), or an errno.
  * Matched by bfs__wunlock.  Not while holding e->maplock. */
 int bfs__wlock(struct bfs__env *e, pid_t *holder);
 void bfs__wunlock(struct bfs__env *e);
