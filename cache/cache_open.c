@@ -471,6 +471,13 @@ lmdb_fail:
 fail:
 	if (wlocked)
 		bfs__wunlock(e);
+	if (c->nowrite && c->notice && errmsg) {
+		/* read-only, and even that failed: say why it was read-only */
+		char why[BFS_ERRMSG_MAX];
+
+		snprintf(why, sizeof(why), "%s", errmsg);
+		bfs_seterr(errmsg, "%s (opened read-only: %s)", why, c->notice);
+	}
 	env_free(e);
 	pthread_mutex_unlock(&reg_lock);
 	return err;
