@@ -47,8 +47,15 @@
  *   (bfs_cache_flush does).  The queue is bounded; a full queue drops the
  *   submission at once.  CRC failures found by readers are sent to the
  *   writer, which re-checks and deletes the entry.
- *   Size limit and eviction.  The LMDB map size is the limit; data.mdb
- *   never grows past it.  Epoch-style access scans the whole data set in a
+ *   Size limit and eviction.  The limit (max_bytes) is the writer's
+ *   policy: a transaction may reuse free pages anywhere but may not take
+ *   data.mdb's used end past max(limit, the used end it began with); a
+ *   put past that is "full", as MDB_MAP_FULL is at the map's end.  The
+ *   map itself is max(limit, data.mdb's length): with MDB_WRITEMAP, LMDB
+ *   sets the file's length to the opener's map, so a map smaller than
+ *   another process's would cut pages from under it (a SIGBUS there, or
+ *   damage to what its open transaction put); so no opener maps less than
+ *   the file, and the length changes only under the writer lock.  Epoch-style access scans the whole data set in a
  *   cycle, where LRU and FIFO evict exactly the sample needed next (hit
  *   rate 0 once the data set exceeds the cache).  So the policy is "fill,
  *   then keep": samples of this mount's fingerprint are inserted until the
@@ -114,7 +121,23 @@
  *   that is harmless, is listed in docs/RELIABILITY.md.
  *   Sharing.  LMDB's lock file coordinates processes (robust mutexes: a
  *   writer killed mid-transaction releases the lock; reader slots of dead
- *   processes are cleared at open, every 30 s and when the map is full).  Within one process an environment
+ *   processes are cleared at open, every 30 s and when the map is full).
+ *   A robust mutex does not help against a holder that is stopped
+ *   (SIGSTOP, a suspended job): LMDB's writer mutex waits for it forever.
+ *   So every write transaction, and every open or map change that may set
+ *   the file's length, first takes the cache's own writer lock, a POSIX
+ *   write lock on DIR/writer.lock polled until a deadline
+ *   (BFS_CACHE_LOCK_WAIT_MS; its holder's pid comes from F_GETLK and its
+ *   state from /proc/PID/stat).  Only its holder begins an LMDB write
+ *   transaction, so LMDB's writer mutex is then free or about to be.  An
+ *   open that cannot get it reads without writing (bfs_cache_notice says
+ *   who holds it); a running writer that cannot pauses inserts (dropped,
+ *   counted in dropped_locked, said once through opts.log) and retries
+ *   without waiting until it has the lock again; clear fails with
+ *   -ETIMEDOUT.  users.lock's shared wait has the same deadline.  Not
+ *   covered: LMDB's reader-table mutex, held only for the moment a reader
+ *   slot is taken or the table scanned (a holder stopped exactly then
+ *   still blocks new readers).  Within one process an environment
  *   must be opened once, so bfs_cache handles on the same directory share
  *   one MDB_env (a process-wide registry keyed by the directory's device
  *   and inode); a child after fork() must open its own handles.
@@ -227,6 +250,12 @@ typedef struct bfs_cache_reader bfs_cache_reader;
  * 2,000 float32 224x224 samples dropped 816 of them here; the next epoch
  * decoded those again.) */
 #define BFS_CACHE_QUEUE_MAX      256
+/* How long a wait for a cache's locks (its writer lock, users.lock) may
+ * take before it gives up, in milliseconds; the environment variable
+ * BATCHFS_CACHE_LOCK_WAIT_MS overrides it (tests shorten it).  A holder
+ * that keeps a lock that long is stopped (SIGSTOP, a suspended job) or
+ * hung; LMDB's own writer mutex would wait for it forever. */
+#define BFS_CACHE_LOCK_WAIT_MS   10000
 
 typedef enum {
 	/* MDB_NOMETASYNC: consistent after kill -9 and after power loss. */
@@ -237,20 +266,24 @@ typedef enum {
 } bfs_cache_sync;
 
 typedef struct {
-	/* The directory holding the environment (data.mdb, lock.mdb,
+	/* The directory holding the environment (data.mdb, lock.mdb, writer.lock,
 	 * users.lock); created (with parents, mode 0700) if missing unless
 	 * admin.  NULL = bfs_cache_default_dir(). */
 	const char *dir;
 	/* The limit on data.mdb in bytes (rounded down to the page size);
 	 * 0 = bfs_cache_default_size(dir).  Minimum BFS_CACHE_MIN_BYTES.
-	 * The limit is the LMDB map size, so data.mdb never grows past it.
-	 * Processes sharing a directory with different limits: the file
-	 * never grows past the largest (a process adopts a map grown by
-	 * another, since it must read everything in it).  A file already
-	 * larger than this (an earlier, larger limit) is not shrunk: its size
-	 * is the limit until `batchfs cache clear` removes it.  Handles of
-	 * one process on one directory share the first one's limit and
-	 * sync mode. */
+	 * The limit is this handle's writer's policy: its transactions use
+	 * free pages anywhere but never take data.mdb's used end past
+	 * max(limit, the used end already there).  The LMDB map is
+	 * max(limit, data.mdb's length): with MDB_WRITEMAP LMDB sets the
+	 * file's length to the map, so every opener maps at least what the
+	 * others map and the file is never cut under another process (the
+	 * length changes only under the writer lock).  So processes sharing a
+	 * directory with different limits each keep to their own, and the
+	 * file's length is the largest map any of them had.  A file already
+	 * larger than this (an earlier, larger limit) is not shrunk, until
+	 * `batchfs cache clear` removes it.  Handles of one process on one
+	 * directory share the first one's sync mode. */
 	uint64_t max_bytes;
 	/* This mount's settings: 16 hex digits from bfs_engine_fingerprint().
 	 * Required unless admin.  Its entries are the ones "fill, then keep"
@@ -274,6 +307,14 @@ typedef struct {
 	 * damaged data.mdb fails the open (BFS_E_CORRUPT, errmsg says where)
 	 * and stays where it is. */
 	int admin;
+	/* Called with one line a person should hear about while the cache
+	 * runs (warn 1: a problem, 0: it is over): the first samples dropped
+	 * for lack of room (the limit, or a full file system), the writer
+	 * lock held by another process past BFS_CACHE_LOCK_WAIT_MS and its
+	 * release.  From the writer thread; it must not call into c.  NULL:
+	 * nothing is said.  The cache itself never prints. */
+	void (*log)(void *ctx, int warn, const char *line);
+	void *log_ctx;
 } bfs_cache_opts;
 
 /* One sample's cache key; see DESIGN.  Plain value, copy freely. */
@@ -303,6 +344,8 @@ typedef struct {
 	uint64_t duplicates;    /* submitted entries already present (kept) */
 	uint64_t dropped_queue; /* items dropped: the writer queue was full */
 	uint64_t dropped_full;  /* items not inserted: map or disk full */
+	uint64_t dropped_locked;/* items not inserted: the writer lock was
+				   held by another process past the wait */
 	uint64_t evictions;     /* entries removed by the writer: idle foreign
 				   fingerprints, changed shards, bad CRCs */
 	uint64_t write_errors;  /* transactions failed for other reasons */
@@ -316,10 +359,16 @@ typedef struct {
 	uint64_t bytes_used;    /* pages in use by the cache's databases */
 	uint64_t file_bytes;    /* data.mdb's blocks on disk (high-water
 				   mark; its length may be the map's) */
-	uint64_t map_bytes;     /* this process's limit (the map size) */
+	uint64_t map_bytes;     /* this handle's limit (max_bytes; admin:
+				   the map size) */
 	uint64_t total_hits;    /* persisted: every process, since created or */
 	uint64_t total_misses;  /*   cleared, including unflushed counts here */
 	int full;               /* 1 while inserts are paused: cache full */
+	int fs_full;            /* 1 once a drop for lack of room was the
+				   file system's (ENOSPC, EDQUOT), not the
+				   limit's */
+	int nowrite;            /* 1: opened without the writer lock (held
+				   by a stopped process): adds nothing */
 } bfs_cache_stats;
 
 /* One fingerprint present in the cache (bfs_cache_fingerprints). */
@@ -388,7 +437,13 @@ uint64_t bfs_cache_default_size(const char *dir);
  * open; bfs_cache_notice() then says so.  Files that are not a usable
  * LMDB environment, or a cache of another batchfs cache format, are
  * deleted and replaced the same way (it is only a cache).
- * Errors: -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
+ * Waits for the cache's locks are bounded (BFS_CACHE_LOCK_WAIT_MS): when
+ * another process holds the writer lock all that time (stopped, say), the
+ * handle opens without it: it reads the cache and adds nothing (submit
+ * drops, counted in dropped_locked; index_put -EROFS), and
+ * bfs_cache_notice() names the holder and says whether it is stopped.
+ * Errors: -ETIMEDOUT (users.lock held exclusively past the wait: errmsg
+ * names the holder), -EINVAL (bad options: max_bytes below BFS_CACHE_MIN_BYTES,
  * fingerprint not 16 hex digits or missing), -ENOENT (admin and no cache
  * there), -EACCES, -ENOSPC, -ENOMEM, -EAGAIN (thread), BFS_E_CORRUPT (the
  * files are damaged or unusable and another process has them open, or
@@ -400,6 +455,17 @@ uint64_t bfs_cache_default_size(const char *dir);
  * cache in the daemon process).
  */
 int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg);
+
+/*
+ * Whether a writer could take c's writer lock (DIR/writer.lock) now,
+ * waiting at most BFS_CACHE_LOCK_WAIT_MS: 0 (it could; taken and given
+ * back at once), -ETIMEDOUT (another process held it all that time:
+ * errmsg names it by pid and says whether it is stopped, from
+ * /proc/PID/stat), -errno.  For tools: `batchfs cache clear` and
+ * `verify` report a stopped writer instead of waiting for it.  Any
+ * thread; not while this thread is in a transaction of c.
+ */
+int bfs_cache_writer_probe(bfs_cache *c, char *errmsg);
 
 /*
  * Commit what is queued (every pending submit's done(ctx) is called, from

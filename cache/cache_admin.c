@@ -303,6 +303,12 @@ int bfs_cache_verify(bfs_cache *c, const char *fingerprint, int remove,
 				memcpy(start, k.mv_data, BFS_CACHE_KEY_BYTES);
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 		}
+		/* a full chunk that ended on the last entry: the next is
+		 * MDB_NOTFOUND, the end, not an error */
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			done = 1;
+		}
 		mdb_cursor_close(cur);
 		bfs__txn_end(e, txn, 0);
 		if (rc)

@@ -1,15 +1,21 @@
 /*
  * cache_env.c - an open LMDB environment as every other cache file uses it
- * (see cache.h): transactions, which hold the process's map lock; adopting
- * a map another process grew; the check of a value's overflow page header;
- * the marker left when damage is met at run time; LMDB's codes as ours;
- * the clocks.  Opening and sharing an environment is cache_open.c's.
+ * (see cache.h): the writer lock; transactions, which hold the process's
+ * map lock; adopting a map another process grew; where a put value's pages
+ * end (the size limit); the check of a value's overflow page header; the
+ * marker left when damage is met at run time; LMDB's codes as ours; the
+ * clocks.  Opening and sharing an environment is cache_open.c's.
  *
  * DESIGN
  *   Every transaction of the process read-holds env->maplock; the rare
  *   thread that must adopt a map grown by another process
  *   (MDB_MAP_RESIZED) write-holds it, so no transaction touches the map
- *   while it is replaced.
+ *   while it is replaced.  Every write transaction, and every adoption
+ *   (which may set data.mdb's length), first takes the writer lock
+ *   (bfs__wlock: env->wmutex between the process's threads, then a POSIX
+ *   write lock on DIR/writer.lock between processes, each waited for
+ *   until a deadline), so a stopped holder costs others a bounded wait,
+ *   never LMDB's unbounded one.  Lock order: writer lock, then maplock.
  */
 #include "cache/cache_internal.h"
 
@@ -17,6 +23,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -114,33 +121,226 @@ void bfs__note_map(struct bfs__env *e)
 	mdb_txn_abort(txn);
 }
 
-static void adopt_map(struct bfs__env *e)
+/* ---- the writer lock ---------------------------------------------------- */
+
+int64_t bfs__lock_wait_ns(void)
 {
+	const char *v = getenv("BATCHFS_CACHE_LOCK_WAIT_MS");
+	char *end;
+	long long ms;
+
+	if (v && *v) {
+		errno = 0;
+		ms = strtoll(v, &end, 10);
+		if (!errno && !*end && ms > 0 && ms < 86400000ll)
+			return ms * 1000000ll;
+	}
+	return (int64_t)BFS_CACHE_LOCK_WAIT_MS * 1000000ll;
+}
+
+pid_t bfs__lock_holder(int fd)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+	if (fd < 0 || fcntl(fd, F_GETLK, &fl) != 0 || fl.l_type == F_UNLCK)
+		return 0;
+	return fl.l_pid > 0 ? fl.l_pid : 0;
+}
+
+/* The state letter of pid (/proc/PID/stat: R, S, D, T, t, ...) and its
+ * command name (comm[32]); 0 when it cannot be read. */
+static char pid_state(pid_t pid, char comm[32])
+{
+	char path[64], st[512], state = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(comm, 32, "?");
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, st, sizeof(st) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		/* "pid (comm) S ...": comm may hold spaces and parens */
+		char *l = memchr(st, '(', (size_t)n), *r;
+
+		st[n] = '\0';
+		r = strrchr(st, ')');
+		if (l && r && r > l) {
+			size_t len = (size_t)(r - l - 1);
+
+			if (len >= 32)
+				len = 31;
+			memcpy(comm, l + 1, len);
+			comm[len] = '\0';
+			if (r[1] == ' ' && r[2])
+				state = r[2];
+		}
+	}
+	for (char *q = comm; *q; q++)
+		if ((unsigned char)*q < 0x20 || (unsigned char)*q > 0x7e)
+			*q = '?';
+	return state;
+}
+
+void bfs__describe_pid(pid_t pid, char *buf, size_t cap)
+{
+	char comm[32];
+	char state = pid_state(pid, comm);
+
+	if (pid <= 0)
+		snprintf(buf, cap, "another process");
+	else if (state == 'T' || state == 't')
+		snprintf(buf, cap, "pid %d (%s), which is stopped (state %c)",
+			 (int)pid, comm, state);
+	else if (state)
+		snprintf(buf, cap, "pid %d (%s, state %c)", (int)pid, comm,
+			 state);
+	else
+		snprintf(buf, cap, "pid %d", (int)pid);
+}
+
+int bfs__wlock(struct bfs__env *e, pid_t *holder)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	int stuck = atomic_load(&e->lock_stuck);
+	int64_t deadline = bfs__now_ns() + (stuck ? 0 : e->lock_wait_ns);
+	struct timespec ts;
+	long pause_us = 1000;
+	int rc;
+
+	if (holder)
+		*holder = 0;
+	ts.tv_sec = deadline / 1000000000ll;
+	ts.tv_nsec = deadline % 1000000000ll;
+	/* another thread of this process holds it, or waits for it */
+	rc = pthread_mutex_clocklock(&e->wmutex, CLOCK_MONOTONIC, &ts);
+	if (rc == ETIMEDOUT) {
+		if (holder)
+			*holder = getpid();
+		return ETIMEDOUT;
+	}
+	if (rc)
+		return rc;
+	if (e->wlock_fd < 0)
+		return 0; /* no lock file (admin on a read-only directory) */
+	for (;;) {
+		int64_t now;
+
+		if (fcntl(e->wlock_fd, F_SETLK, &fl) == 0) {
+			atomic_store(&e->lock_stuck, 0);
+			return 0;
+		}
+		if (errno != EACCES && errno != EAGAIN && errno != EINTR) {
+			rc = errno;
+			break;
+		}
+		now = bfs__now_ns();
+		if (now >= deadline) {
+			pid_t who = bfs__lock_holder(e->wlock_fd);
+			char comm[32], state = pid_state(who, comm);
+
+			rc = ETIMEDOUT;
+			/* a stopped holder stays stopped for a while: until
+			 * the lock is had, take it only if free; a busy one
+			 * (a long commit on a slow disk) gets the whole wait
+			 * again next time */
+			atomic_store(&e->lock_stuck, state == 'T' || state == 't');
+			if (holder)
+				*holder = who;
+			break;
+		}
+		/* polled, not F_SETLKW: a wait that can end */
+		if ((int64_t)pause_us * 1000 > deadline - now)
+			pause_us = (long)((deadline - now) / 1000) + 1;
+		usleep((useconds_t)pause_us);
+		if (pause_us < 50000)
+			pause_us *= 2;
+	}
+	pthread_mutex_unlock(&e->wmutex);
+	return rc;
+}
+
+void bfs__wunlock(struct bfs__env *e)
+{
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
+
+	if (e->wlock_fd >= 0)
+		(void)fcntl(e->wlock_fd, F_SETLK, &fl);
+	pthread_mutex_unlock(&e->wmutex);
+}
+
+/* ---- adopting a grown map ------------------------------------------------ */
+
+/* Another process committed past the end of this process's map: map what
+ * it uses.  The new size is at least data.mdb's length -- with
+ * MDB_WRITEMAP LMDB ftruncate()s the file to the map, so a smaller map
+ * would cut off pages another process maps (a SIGBUS in it) --, and only
+ * with the writer lock held (have_wlock: the caller has it), so that no
+ * other process changes the length between the look and the cut.  0 or
+ * an errno (the caller's transaction then fails). */
+static int adopt_map(struct bfs__env *e, int have_wlock)
+{
+	struct stat st;
+	size_t size;
+	int rc, fd;
+
+	if (!have_wlock && (rc = bfs__wlock(e, NULL)) != 0)
+		return rc;
 	pthread_rwlock_wrlock(&e->maplock);
-	/* no transaction of this process is open: size 0 adopts the size
-	 * the growing process stored in the meta page */
-	mdb_env_set_mapsize(e->env, 0);
+	/* no transaction of this process is open */
+	size = e->mapsize;
+	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &st) == 0 &&
+	    (uint64_t)st.st_size > size)
+		size = (size_t)st.st_size;
+	/* LMDB raises it to what the last commit uses, if more */
+	rc = mdb_env_set_mapsize(e->env, size);
 	bfs__note_map(e);
 	pthread_rwlock_unlock(&e->maplock);
+	if (!have_wlock)
+		bfs__wunlock(e);
+	return rc;
 }
 
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn)
 {
 	int rc;
 
+	if (!rdonly && (rc = bfs__wlock(e, NULL)) != 0)
+		return rc;
 	pthread_rwlock_rdlock(&e->maplock);
 	rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
 	if (rc == MDB_MAP_RESIZED) {
 		pthread_rwlock_unlock(&e->maplock);
-		adopt_map(e);
+		rc = adopt_map(e, !rdonly);
 		pthread_rwlock_rdlock(&e->maplock);
-		rc = mdb_txn_begin(e->env, NULL, rdonly ? MDB_RDONLY : 0, txn);
+		if (rc == 0)
+			rc = mdb_txn_begin(e->env, NULL,
+					   rdonly ? MDB_RDONLY : 0, txn);
 	}
 	if (rc == 0 && !rdonly && (rc = bfs__reserve(e, 0)) != 0)
 		mdb_txn_abort(*txn);
-	if (rc)
+	if (rc) {
 		pthread_rwlock_unlock(&e->maplock);
+		if (!rdonly)
+			bfs__wunlock(e);
+	} else if (!rdonly) {
+		atomic_store(&e->wtxn, *txn); /* wmutex held */
+	}
 	return rc;
+}
+
+/* Before a transaction ends (while txn is alive, so no other
+ * transaction has its address): whether it holds the writer lock. */
+static int txn_is_writer(struct bfs__env *e, MDB_txn *txn)
+{
+	if (!txn || atomic_load(&e->wtxn) != txn)
+		return 0;
+	atomic_store(&e->wtxn, NULL); /* only its own thread gets here */
+	return 1;
 }
 
 /* Slack past what the caller says a transaction puts (its values, and
@@ -202,7 +402,13 @@ int bfs__reserve(struct bfs__env *e, uint64_t bytes)
 		e->reserved = (uint64_t)st.st_size;
 	if (need <= e->reserved)
 		return 0;
+	/* a chunk ahead, but not past the handles' limit (the map may be
+	 * larger: another process's) */
 	to = need + RESERVE_CHUNK;
+	if (to > atomic_load(&e->limit) && need <= atomic_load(&e->limit))
+		to = atomic_load(&e->limit);
+	if (to < need)
+		to = need;
 	if (to > info.me_mapsize)
 		to = info.me_mapsize;
 	if (fallocate(fd, 0, (off_t)used, (off_t)(to - used)) != 0) {
@@ -233,7 +439,7 @@ int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 		      const MDB_val *vals, size_t n)
 {
 	long os = sysconf(_SC_PAGESIZE);
-	int rc = 0;
+	int rc = 0, w = txn_is_writer(e, txn);
 
 	if (commit)
 		rc = mdb_txn_commit(txn);
@@ -259,18 +465,22 @@ int bfs__txn_end_drop(struct bfs__env *e, MDB_txn *txn, int commit,
 		bfs__drop_range(e, (const void *)a, b - a);
 	}
 	pthread_rwlock_unlock(&e->maplock);
+	if (w)
+		bfs__wunlock(e);
 	return rc;
 }
 
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit)
 {
-	int rc = 0;
+	int rc = 0, w = txn_is_writer(e, txn);
 
 	if (commit)
 		rc = mdb_txn_commit(txn);
 	else
 		mdb_txn_abort(txn);
 	pthread_rwlock_unlock(&e->maplock);
+	if (w)
+		bfs__wunlock(e);
 	return rc;
 }
 
@@ -282,9 +492,10 @@ int bfs__txn_renew(struct bfs__env *e, MDB_txn *txn)
 	rc = mdb_txn_renew(txn);
 	if (rc == MDB_MAP_RESIZED) {
 		pthread_rwlock_unlock(&e->maplock);
-		adopt_map(e);
+		rc = adopt_map(e, 0);
 		pthread_rwlock_rdlock(&e->maplock);
-		rc = mdb_txn_renew(txn);
+		if (rc == 0)
+			rc = mdb_txn_renew(txn);
 	}
 	if (rc)
 		pthread_rwlock_unlock(&e->maplock);
@@ -295,6 +506,31 @@ void bfs__txn_reset(struct bfs__env *e, MDB_txn *txn)
 {
 	mdb_txn_reset(txn);
 	pthread_rwlock_unlock(&e->maplock);
+}
+
+uint64_t bfs__value_end(const struct bfs__env *e, size_t ksize,
+			const MDB_val *v)
+{
+	/* LMDB puts a value on overflow pages of its own when its node
+	 * (8-byte header, key, data) exceeds me_nodemax: half a page's room
+	 * less an index slot, as mdb_env_setup computes it */
+	uint64_t nodemax = (((e->psize - 16) / 2) & ~1u) - 2;
+	const uint8_t *h;
+	uint64_t pgno;
+	uint32_t pages;
+	uint16_t flags;
+
+	if (!e->psize || !v->mv_data || 8 + ksize + v->mv_size <= nodemax)
+		return 0;
+	/* its first page's header: LMDB's own, in the map (MDB_WRITEMAP)
+	 * or in the malloc()ed dirty page */
+	h = (const uint8_t *)v->mv_data - 16;
+	memcpy(&pgno, h, 8);
+	memcpy(&flags, h + 10, 2);
+	memcpy(&pages, h + 12, 4);
+	if (!(flags & 0x04 /* P_OVERFLOW */))
+		return 0;
+	return (pgno + pages) * (uint64_t)e->psize;
 }
 
 /* ---- damage ------------------------------------------------------------ */

@@ -5,7 +5,8 @@
  * The files, lowest first.  A file may call functions of the files listed
  * before it, never of one listed after it; where a lower one must reach
  * up, the higher one hands it a function pointer (c->crcdel).
- *   cache_env.c     an open environment: transactions under the map lock,
+ *   cache_env.c     an open environment: the writer lock (writer.lock,
+ *                   with a deadline), transactions under the map lock,
  *                   adopting a grown map, the overflow page check, the
  *                   damage marker, LMDB codes as ours, the clocks
  *   cache_key.c     keys, fingerprints and shard hashes (pure)
@@ -132,6 +133,28 @@ struct bfs__env {
 	uint64_t random_from;
 	int lock_fd;            /* our own fd of lock.mdb (fallocate); closed
 				   only after mdb_env_close */
+	/* The writer lock (bfs__wlock): a POSIX write lock on
+	 * DIR/writer.lock, taken with a deadline before every LMDB write
+	 * transaction (LMDB's own writer mutex waits forever for a holder
+	 * that is stopped) and around every change of the map's size (so
+	 * that no process cuts data.mdb below another's map).  wlock_fd is
+	 * the only fd of writer.lock in the process (closing any other would
+	 * drop the lock).  wmutex serializes the process's threads around
+	 * it (POSIX locks belong to the process) and protects wtxn, the
+	 * write transaction the lock is held for (NULL: held outside one, or
+	 * not held). */
+	int wlock_fd;
+	pthread_mutex_t wmutex;
+	MDB_txn *_Atomic wtxn;
+	int64_t lock_wait_ns;   /* the deadline of a wait; set at open */
+	/* 1 after a wait ran out on a stopped holder, until the lock is had
+	 * again: while it stays stopped, later takers try once and do not
+	 * wait. */
+	_Atomic int lock_stuck;
+	/* The limits of the handles on e (max_bytes, the largest): data.mdb
+	 * gets blocks past the committed end up to here (bfs__reserve).
+	 * Protected by reg_lock (cache_open.c); read without it. */
+	_Atomic uint64_t limit;
 	/* Read-held by every transaction of this process, write-held while
 	 * the map is replaced (MDB_MAP_RESIZED: another process grew the
 	 * file past our map).  Writer-preferring. */
@@ -189,9 +212,27 @@ struct bfs_cache {
 	 * hook itself may be called from any thread. */
 	void (*crcdel)(bfs_cache *c, const bfs_cache_key *key);
 
+	/* The size limit, a policy of the writer: a transaction may use
+	 * free pages anywhere, but may not take data.mdb's used end past
+	 * max(limit, the used end when it began).  The map is at least this
+	 * and at least data.mdb's length (never cut below another process's
+	 * map).  Set at open. */
+	uint64_t limit;
+	/* 1: the writer lock could not be had at open: no writer runs,
+	 * submissions are dropped (dropped_locked), index puts refused. */
+	int nowrite;
+	/* Called with a line a person should hear about (the first drop for
+	 * lack of room, a writer lock that ran out), from the writer thread;
+	 * o.log.  Each episode once: */
+	_Atomic int said_full, said_locked;
+	_Atomic int fs_full;    /* the last "full" was the file system's */
+
 	_Atomic int64_t paused_until_ns; /* CLOCK_MONOTONIC; 0 = not full */
+	_Atomic int paused_locked;       /* the pause is a writer lock that
+					    ran out, not a full cache */
 	_Atomic uint64_t hits, misses, crc_errors, inserts, duplicates,
-		dropped_queue, dropped_full, evictions, write_errors,
+		dropped_queue, dropped_full, dropped_locked, evictions,
+		write_errors,
 		index_hits, index_misses, damaged;
 	/* Odd while the writer commits a counter flush and moves flushed_*
 	 * (a seqlock for get_stats). */
@@ -231,6 +272,30 @@ void bfs__note_map(struct bfs__env *e);
  * adopts a grown map on MDB_MAP_RESIZED.  On success the caller must
  * bfs__txn_end() it.  Returns an LMDB/errno code. */
 int bfs__txn_begin(struct bfs__env *e, int rdonly, MDB_txn **txn);
+/* The deadline of a wait for the writer lock: BFS_CACHE_LOCK_WAIT_MS, or
+ * what BATCHFS_CACHE_LOCK_WAIT_MS says (milliseconds, > 0). */
+int64_t bfs__lock_wait_ns(void);
+/* Take the writer lock of e (see struct bfs__env): e->wmutex, then the
+ * write lock on writer.lock, each waited for until e->lock_wait_ns from
+ * now (tried once, no wait, while e->lock_stuck).  0, or ETIMEDOUT (the
+ * wait ran out; *holder, when not NULL, gets the pid that holds
+ * writer.lock, 0 if unknown; e->lock_stuck is set when that process is
+ * stopped), or an errno.
+ * Matched by bfs__wunlock.  Not while holding e->maplock. */
+int bfs__wlock(struct bfs__env *e, pid_t *holder);
+void bfs__wunlock(struct bfs__env *e);
+/* The pid holding a lock that conflicts with a write lock of fd's whole
+ * file (POSIX record locks), 0 when none or unknown. */
+pid_t bfs__lock_holder(int fd);
+/* "pid 123 (batchfs), which is stopped (state T)" or "pid 123
+ * (batchfs)" or "another process" (pid 0), into buf. */
+void bfs__describe_pid(pid_t pid, char *buf, size_t cap);
+/* Inside a write transaction of e: where the pages of v, a value of a
+ * ksize-byte key that the transaction has just put (MDB_RESERVE), end in
+ * data.mdb (bytes from the start); 0 when v lies inside a leaf page (its
+ * growth is the tree's, counted in the slack) or that cannot be told. */
+uint64_t bfs__value_end(const struct bfs__env *e, size_t ksize,
+			const MDB_val *v);
 /* Commit (commit=1) or abort, then release maplock. */
 int bfs__txn_end(struct bfs__env *e, MDB_txn *txn, int commit);
 /* Inside a write transaction of e: with e->writemap, make sure data.mdb

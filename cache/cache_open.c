@@ -3,7 +3,10 @@
  * default directory and size, users.lock, the process-wide registry that
  * shares one LMDB environment per directory, the structural check of
  * data.mdb before its first use in a process and moving a damaged file
- * aside, and starting and stopping the writer.
+ * aside, and starting and stopping the writer.  The environment is opened
+ * under the writer lock, with a map of at least data.mdb's length (see
+ * map_size); an open that cannot get the lock in time reads without
+ * writing (c->nowrite) and says who holds it.
  *
  * DESIGN
  *   A process-wide registry (reg_lock, reg_head) holds one struct bfs__env
@@ -26,6 +29,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -246,10 +250,37 @@ static void env_free(struct bfs__env *e)
 	 * locks on it, which LMDB relies on while the env is open */
 	if (e->lock_fd >= 0)
 		close(e->lock_fd);
+	if (e->wlock_fd >= 0)
+		close(e->wlock_fd);
+	pthread_mutex_destroy(&e->wmutex);
 	pthread_rwlock_destroy(&e->maplock);
 	free(e);
 }
 
+/* The map size for an opener whose limit is `limit`: at least data.mdb's
+ * length, which with MDB_WRITEMAP is the largest map another process has
+ * (LMDB ftruncate()s the file to the map at open: a smaller one would cut
+ * off pages that process maps, a SIGBUS in it, and damage what its open
+ * write transaction put there).  Writer lock held, so that no other
+ * opener changes the length meanwhile. */
+static size_t map_size(const char *dir, uint64_t limit)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t sz = limit / (uint64_t)pg * (uint64_t)pg;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	if (stat(path, &st) == 0 && (uint64_t)st.st_size > sz)
+		sz = ((uint64_t)st.st_size + (uint64_t)pg - 1) /
+		     (uint64_t)pg * (uint64_t)pg;
+	if (sz > (uint64_t)SIZE_MAX / 2)
+		sz = (uint64_t)SIZE_MAX / 2;
+	return (size_t)sz;
+}
+
+/* Open the databases; admin (or a handle that may not write): read-only,
+ * they must exist.  Otherwise the writer lock is held. */
 static int open_dbis(struct bfs__env *e, int admin, char *errmsg)
 {
 	MDB_txn *txn;
@@ -315,7 +346,7 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 	MDB_stat ms;
 	char path[PATH_MAX];
 	unsigned flags;
-	int dead, rc, err;
+	int dead, rc, err, wlocked = 0;
 	pid_t me = getpid();
 
 	if (stat(c->dir, &st) != 0) {
@@ -326,6 +357,8 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 	pthread_mutex_lock(&reg_lock);
 	for (e = reg_head; e; e = e->next)
 		if (e->dev == st.st_dev && e->ino == st.st_ino && e->pid == me) {
+			if (!c->o.admin && c->o.max_bytes > atomic_load(&e->limit))
+				atomic_store(&e->limit, c->o.max_bytes);
 			e->refs++;
 			c->e = e;
 			pthread_mutex_unlock(&reg_lock);
@@ -342,6 +375,10 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 		return -ENOMEM;
 	}
 	e->lock_fd = -1;
+	e->wlock_fd = -1;
+	pthread_mutex_init(&e->wmutex, NULL);
+	e->lock_wait_ns = bfs__lock_wait_ns();
+	atomic_store(&e->limit, c->o.admin ? 0 : c->o.max_bytes);
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
 	e->pid = me;
@@ -352,20 +389,49 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 	pthread_rwlock_init(&e->maplock, &ra);
 	pthread_rwlockattr_destroy(&ra);
 
+	/* The writer lock, first: every write transaction and every change
+	 * of data.mdb's length (an open with MDB_WRITEMAP) happens under it */
+	snprintf(path, sizeof(path), "%s/writer.lock", c->dir);
+	e->wlock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (e->wlock_fd < 0 && !c->o.admin) {
+		err = -errno;
+		bfs_seterr(errmsg, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!c->o.admin) {
+		pid_t holder = 0;
+		char who[128];
+
+		rc = bfs__wlock(e, &holder);
+		if (rc == ETIMEDOUT) {
+			/* a holder that does not let go (stopped: SIGSTOP,
+			 * a suspended job): read what is there, add nothing */
+			bfs__describe_pid(holder, who, sizeof(who));
+			c->nowrite = 1;
+			free(c->notice);
+			if (asprintf(&c->notice, "the cache's writer lock (%s) is held by %s, for more than %.0f s: this mount reads the cache but adds nothing to it",
+				     path, who, (double)e->lock_wait_ns / 1e9) < 0)
+				c->notice = NULL;
+		} else if (rc) {
+			err = -rc;
+			bfs_seterr(errmsg, "%s: %s", path, strerror(rc));
+			goto fail;
+		} else {
+			wlocked = 1;
+		}
+	}
 	rc = mdb_env_create(&e->env);
 	if (rc)
 		goto lmdb_fail;
 	mdb_env_set_maxreaders(e->env, BFS__MAXREADERS);
 	mdb_env_set_maxdbs(e->env, 4);
-	if (!c->o.admin) {
-		long pg = sysconf(_SC_PAGESIZE);
-		uint64_t sz = c->o.max_bytes / (uint64_t)pg * (uint64_t)pg;
-
-		mdb_env_set_mapsize(e->env, (size_t)sz);
-	}
+	if (!c->o.admin)
+		mdb_env_set_mapsize(e->env, map_size(c->dir, c->o.max_bytes));
 	flags = MDB_NOTLS;
 	flags |= c->o.sync == BFS_CACHE_SYNC_NONE ? MDB_NOSYNC : MDB_NOMETASYNC;
-	if (!c->o.admin && writemap_ok(c->dir)) {
+	/* without the writer lock, no MDB_WRITEMAP: its open would set the
+	 * file's length */
+	if (wlocked && writemap_ok(c->dir)) {
 		flags |= MDB_WRITEMAP;
 		e->writemap = 1;
 	}
@@ -387,10 +453,12 @@ static int env_acquire(bfs_cache *c, int excl, char *errmsg)
 		(void)posix_fallocate(e->lock_fd, 0, st.st_size);
 	mdb_env_stat(e->env, &ms);
 	e->psize = ms.ms_psize;
-	err = open_dbis(e, c->o.admin, errmsg);
+	err = open_dbis(e, c->o.admin || c->nowrite, errmsg);
 	if (err)
 		goto fail;
 	bfs__note_map(e);
+	if (wlocked)
+		bfs__wunlock(e);
 	e->next = reg_head;
 	reg_head = e;
 	c->e = e;
@@ -401,6 +469,15 @@ lmdb_fail:
 	bfs_seterr(errmsg, "%s: LMDB: %s", c->dir, mdb_strerror(rc));
 	err = bfs__map_err(rc);
 fail:
+	if (wlocked)
+		bfs__wunlock(e);
+	if (c->nowrite && c->notice && errmsg) {
+		/* read-only, and even that failed: say why it was read-only */
+		char why[BFS_ERRMSG_MAX];
+
+		snprintf(why, sizeof(why), "%s", errmsg);
+		bfs_seterr(errmsg, "%s (opened read-only: %s)", why, c->notice);
+	}
 	env_free(e);
 	pthread_mutex_unlock(&reg_lock);
 	return err;
@@ -428,6 +505,97 @@ static void env_release(struct bfs__env *e)
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* The pid holding an flock() of fd's file exclusively, from /proc/locks
+ * ("1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"); 0 if not found. */
+static pid_t flock_holder(int fd)
+{
+	struct stat st;
+	char line[256];
+	FILE *f;
+	pid_t found = 0;
+
+	if (fstat(fd, &st) != 0 || !(f = fopen("/proc/locks", "re")))
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char kind[16], mode[16], rw[16];
+		unsigned maj, min;
+		unsigned long long ino;
+		int pid;
+
+		if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%llu", kind,
+			   mode, rw, &pid, &maj, &min, &ino) == 7 &&
+		    !strcmp(kind, "FLOCK") && !strcmp(rw, "WRITE") &&
+		    ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			found = pid;
+	}
+	fclose(f);
+	return found;
+}
+
+/* Add a line to c->notice ("; " between two). */
+static void add_notice(bfs_cache *c, const char *line)
+{
+	char *n;
+
+	if (asprintf(&n, "%s%s%s", c->notice ? c->notice : "",
+		     c->notice ? "; " : "", line) < 0)
+		return;
+	free(c->notice);
+	c->notice = n;
+}
+
+/* A limit the file system cannot hold: said at open, since the cache
+ * itself only finds out when it is full (and then drops in silence but
+ * for dropped_full and the log hook). */
+static void check_room(bfs_cache *c)
+{
+	char path[PATH_MAX], line[256];
+	struct statvfs vfs;
+	struct stat st;
+	uint64_t have = 0, room;
+
+	if (statvfs(c->dir, &vfs) != 0)
+		return;
+	snprintf(path, sizeof(path), "%s/data.mdb", c->dir);
+	if (stat(path, &st) == 0) {
+		have = (uint64_t)st.st_blocks * 512;
+		if (have > (uint64_t)st.st_size)
+			have = (uint64_t)st.st_size;
+	}
+	room = have + (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (room >= c->limit)
+		return;
+	snprintf(line, sizeof(line), "its file system has room for %llu MiB of cache, less than the %llu MiB limit asked for: it stops there",
+		 (unsigned long long)(room >> 20),
+		 (unsigned long long)(c->limit >> 20));
+	add_notice(c, line);
+}
+
+int bfs_cache_writer_probe(bfs_cache *c, char *errmsg)
+{
+	pid_t holder = 0;
+	char who[128];
+	int rc;
+
+	if (!c)
+		return -EINVAL;
+	atomic_store(&c->e->lock_stuck, 0); /* a fresh, whole wait */
+	rc = bfs__wlock(c->e, &holder);
+	if (rc == 0) {
+		bfs__wunlock(c->e);
+		return 0;
+	}
+	if (rc == ETIMEDOUT) {
+		bfs__describe_pid(holder, who, sizeof(who));
+		bfs_seterr(errmsg, "the cache's writer lock (%s/writer.lock) is held by %s, for more than %.0f s",
+			   c->dir, who, (double)c->e->lock_wait_ns / 1e9);
+	} else {
+		bfs_seterr(errmsg, "%s/writer.lock: %s", c->dir, strerror(rc));
+	}
+	return -rc;
+}
+
 /* users.lock: held shared while a handle is open; bfs_cache_remove_files
  * takes it exclusively.  An opener first tries to take it exclusively:
  * *excl = 1 says no other process has the directory open (so its files
@@ -438,6 +606,8 @@ static void env_release(struct bfs__env *e)
 static int lock_users(bfs_cache *c, int *excl, char *errmsg)
 {
 	char path[PATH_MAX];
+	int64_t deadline;
+	useconds_t pause_us = 1000;
 	int err;
 
 	*excl = 0;
@@ -454,13 +624,28 @@ static int lock_users(bfs_cache *c, int *excl, char *errmsg)
 		*excl = 1;
 		return 0;
 	}
-	/* a failed conversion may have dropped nothing or everything */
-	while (flock(c->users_fd, LOCK_SH) != 0) {
-		if (errno != EINTR) {
+	/* Shared, polled until a deadline: an exclusive holder is an opener
+	 * checking the files or a remove_files, both short -- unless that
+	 * process is stopped. */
+	deadline = bfs__now_ns() + bfs__lock_wait_ns();
+	while (flock(c->users_fd, LOCK_SH | LOCK_NB) != 0) {
+		if (errno != EWOULDBLOCK && errno != EINTR) {
 			err = -errno;
 			bfs_seterr(errmsg, "%s: flock: %s", path, strerror(errno));
 			return err;
 		}
+		if (bfs__now_ns() >= deadline) {
+			char who[128];
+
+			bfs__describe_pid(flock_holder(c->users_fd), who,
+					  sizeof(who));
+			bfs_seterr(errmsg, "%s is held exclusively by %s (opening or removing the cache) for more than %.0f s",
+				   path, who, (double)bfs__lock_wait_ns() / 1e9);
+			return -ETIMEDOUT;
+		}
+		usleep(pause_us);
+		if (pause_us < 50000)
+			pause_us *= 2;
 	}
 	return 0;
 }
@@ -538,6 +723,8 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 		}
 		if (c->o.max_bytes > (uint64_t)SIZE_MAX / 2)
 			c->o.max_bytes = (uint64_t)SIZE_MAX / 2;
+		c->limit = c->o.max_bytes / (uint64_t)sysconf(_SC_PAGESIZE) *
+			   (uint64_t)sysconf(_SC_PAGESIZE);
 		err = mkdir_p(c->dir);
 		if (err) {
 			bfs_seterr(errmsg, "creating %s: %s", c->dir, strerror(-err));
@@ -596,7 +783,9 @@ int bfs_cache_open(const bfs_cache_opts *o, bfs_cache **out, char *errmsg)
 	}
 	if (err)
 		goto fail;
-	if (!o->admin) {
+	if (!o->admin && !c->nowrite)
+		check_room(c);
+	if (!o->admin && !c->nowrite) {
 		err = bfs__writer_start(c);
 		if (err) {
 			bfs_seterr(errmsg, "starting the cache writer: %s",

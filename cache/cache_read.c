@@ -275,12 +275,15 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 	st->duplicates = LD(duplicates);
 	st->dropped_queue = LD(dropped_queue);
 	st->dropped_full = LD(dropped_full);
+	st->dropped_locked = LD(dropped_locked);
+	st->fs_full = LD(fs_full);
+	st->nowrite = c->nowrite;
 	st->evictions = LD(evictions);
 	st->write_errors = LD(write_errors);
 	st->index_hits = LD(index_hits);
 	st->index_misses = LD(index_misses);
 	st->damaged = LD(damaged);
-	st->full = LD(paused_until_ns) > bfs__now_ns();
+	st->full = LD(paused_until_ns) > bfs__now_ns() && !LD(paused_locked);
 	/* The flushed baselines and the meta DB must be read as one.  The
 	 * writer makes flush_seq odd while it commits a counter flush and
 	 * moves the baselines, even again after: a snapshot begun and read
@@ -324,7 +327,9 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st)
 		bfs__txn_end(e, txn, 0);
 	}
 #undef LD
-	if (mdb_env_info(e->env, &info) == 0)
+	if (!c->o.admin)
+		st->map_bytes = c->limit;
+	else if (mdb_env_info(e->env, &info) == 0)
 		st->map_bytes = info.me_mapsize;
 	if (mdb_env_get_fd(e->env, &fd) == 0 && fstat(fd, &fst) == 0) {
 		/* its blocks: with MDB_WRITEMAP the file is as long as the

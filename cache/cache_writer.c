@@ -19,6 +19,8 @@
 #include "cache/cache_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -43,6 +45,94 @@
 
 #define ADD(field, n) \
 	atomic_fetch_add_explicit(&c->field, (n), memory_order_relaxed)
+
+/* ---- the size limit and what a person hears ----------------------------- */
+
+/* Inside a write transaction (writer lock held, so the committed end is
+ * the transaction's start): how far it may take data.mdb's used end, in
+ * bytes.  Free pages below that are used anywhere; growth stops at this
+ * handle's limit, or at the used end if that is past it already (a
+ * larger mount filled it): the map is the largest opener's, the limit
+ * this handle's policy. */
+static uint64_t grow_limit(bfs_cache *c)
+{
+	MDB_envinfo info;
+	uint64_t used;
+
+	if (mdb_env_info(c->e->env, &info) != 0)
+		return c->limit;
+	used = ((uint64_t)info.me_last_pgno + 1) * c->e->psize;
+	return used > c->limit ? used : c->limit;
+}
+
+/* A put whose value's pages end past glimit: the limit is reached (as
+ * LMDB's MDB_MAP_FULL would say at its map's end). */
+static int over_limit(bfs_cache *c, size_t ksize, const MDB_val *v,
+		      uint64_t glimit)
+{
+	return bfs__value_end(c->e, ksize, v) > glimit;
+}
+
+static void say(bfs_cache *c, int warn, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void say(bfs_cache *c, int warn, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (!c->o.log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	c->o.log(c->o.log_ctx, warn, line);
+}
+
+/* The first drop for lack of room (rc: what the full transaction said),
+ * once per handle. */
+static void say_full(bfs_cache *c, int rc, uint64_t n)
+{
+	int zero = 0;
+
+	if (!atomic_compare_exchange_strong(&c->said_full, &zero, 1))
+		return;
+	if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG || rc == EIO) {
+		atomic_store(&c->fs_full, 1);
+		say(c, 1, "cache %s: its file system has no room left (%s): %llu samples not stored, inserts paused; the entries there stay and are served",
+		    c->dir, strerror(rc), (unsigned long long)n);
+	} else {
+		say(c, 1, "cache %s: full at its limit of %llu MiB: %llu samples not stored, inserts paused; the entries there stay and are served (fill, then keep)",
+		    c->dir, (unsigned long long)(c->limit >> 20),
+		    (unsigned long long)n);
+	}
+}
+
+/* The writer lock ran out (ETIMEDOUT from a transaction's begin): pause
+ * inserts, and say who holds it, once per episode. */
+static void lock_ran_out(bfs_cache *c, uint64_t n)
+{
+	char who[128];
+	int zero = 0;
+
+	atomic_store(&c->paused_locked, 1);
+	atomic_store(&c->paused_until_ns, bfs__now_ns() + BFS__PAUSE_NS);
+	ADD(dropped_locked, n);
+	if (!atomic_compare_exchange_strong(&c->said_locked, &zero, 1))
+		return;
+	bfs__describe_pid(bfs__lock_holder(c->e->wlock_fd), who, sizeof(who));
+	say(c, 1, "cache %s: its writer lock (writer.lock) is held by %s, for more than %.0f s: samples are not stored while it is; reads go on",
+	    c->dir, who, (double)c->e->lock_wait_ns / 1e9);
+}
+
+/* A transaction began: a writer lock episode is over. */
+static void lock_had(bfs_cache *c)
+{
+	int one = 1;
+
+	if (atomic_compare_exchange_strong(&c->said_locked, &one, 0))
+		say(c, 0, "cache %s: its writer lock is free again; storing samples again",
+		    c->dir);
+}
 
 /* ---- counters and the fingerprint record --------------------------------- */
 
@@ -371,7 +461,7 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 	 * transaction first. */
 	target = need;
 	if (!allow_own && mdb_env_info(e->env, &info) == 0) {
-		uint64_t slice = info.me_mapsize / 16;
+		uint64_t slice = c->limit / 16;
 
 		if (slice > (256ull << 20))
 			slice = 256ull << 20;
@@ -541,7 +631,7 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 {
 	struct bfs__env *e = c->e;
 	MDB_txn *txn;
-	uint64_t need = 0;
+	uint64_t need = 0, glimit;
 	size_t nv = 0;
 	int rc, flushed = 0;
 
@@ -551,6 +641,8 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 	rc = bfs__txn_begin(e, 0, &txn);
 	if (rc)
 		return rc;
+	lock_had(c);
+	glimit = grow_limit(c);
 	for (size_t i = 0; i < n; i++)
 		need += BFS__VHDR + items[i]->len + TREE_PAGES * e->psize;
 	/* the values' pages get their blocks before they are written: a full
@@ -591,6 +683,8 @@ static int put_group(bfs_cache *c, const bfs_cache_item *const *items, size_t n,
 			v.mv_data = NULL;
 			rc = mdb_put(txn, e->samples, &k, &v, MDB_RESERVE);
 		}
+		if (rc == 0 && over_limit(c, BFS_CACHE_KEY_BYTES, &v, glimit))
+			rc = MDB_MAP_FULL;
 		if (rc) {
 			*nput = i;
 			bfs__txn_end(e, txn, 0);
@@ -633,15 +727,19 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 	MDB_val *vals;
 	size_t n = 0, m, nput = 0, k = 0;
 	uint64_t ins, dup, need = 0;
-	int rc = 0, reclaimed = 0, released = 0;
+	int rc = 0, reclaimed = 0, released = 0, full_rc = MDB_MAP_FULL;
 
 	for (struct bfs__pending *p = group; p; p = p->next)
 		n += p->n;
 	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
-		ADD(dropped_full, n);
+		if (atomic_load(&c->paused_locked))
+			ADD(dropped_locked, n);
+		else
+			ADD(dropped_full, n);
 		release_group(group);
 		return;
 	}
+	atomic_store(&c->paused_locked, 0);
 	items = malloc(n * sizeof(*items));
 	vals = malloc(n * sizeof(*vals));
 	if (!items || !vals) {
@@ -667,11 +765,18 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 				/* the map is full: what fitted is in */
 				ADD(dropped_full, n - m);
 				pause_inserts(c);
+				say_full(c, full_rc, n - m);
 			}
+			goto done;
+		}
+		if (rc == ETIMEDOUT && !released) {
+			/* the writer lock: its holder does not let go */
+			lock_ran_out(c, n);
 			goto done;
 		}
 		if (released || !is_full(rc))
 			break;
+		full_rc = rc;
 		if (!reclaimed) {
 			int dead = 0;
 
@@ -692,6 +797,7 @@ static void process_group(bfs_cache *c, struct bfs__pending *group)
 	} else {
 		pause_inserts(c);
 		ADD(dropped_full, released ? m : n);
+		say_full(c, rc, released ? m : n);
 	}
 done:
 	free(items);
@@ -701,7 +807,8 @@ done:
 
 int bfs_cache_inserting(bfs_cache *c)
 {
-	return c && !c->o.admin && atomic_load(&c->paused_until_ns) <= bfs__now_ns();
+	return c && !c->o.admin && !c->nowrite &&
+	       atomic_load(&c->paused_until_ns) <= bfs__now_ns();
 }
 
 /* ---- index puts and CRC deletions ----------------------------------------- */
@@ -757,6 +864,7 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 	MDB_txn *txn;
 	MDB_val *vals = NULL;
 	size_t nidx = 0, nv = 0;
+	uint64_t glimit;
 	int rc, flushed = 0;
 
 	*bytes = 0;
@@ -774,6 +882,8 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 		free(vals);
 		return rc;
 	}
+	lock_had(c);
+	glimit = grow_limit(c);
 	if ((rc = bfs__reserve(e, *bytes)) != 0) {
 		bfs__txn_end(e, txn, 0);
 		free(vals);
@@ -802,6 +912,8 @@ static int run_txn(bfs_cache *c, struct bfs__pending *run, uint64_t *bytes)
 			rc = purge_replaced(c, txn, p, vals, nv);
 			if (rc == 0)
 				rc = mdb_put(txn, e->index, &k, &v, MDB_RESERVE);
+			if (rc == 0 && over_limit(c, 16, &v, glimit))
+				rc = MDB_MAP_FULL;
 			if (rc == 0) {
 				memcpy(v.mv_data, p->ival, p->ival_len);
 				vals[nv++] = v;
@@ -828,7 +940,9 @@ static void process_run(bfs_cache *c, struct bfs__pending *run)
 	rc = run_txn(c, run, &bytes);
 	if (rc && is_full(rc) && reclaim(c, bytes + (1u << 20), 1) > 0)
 		rc = run_txn(c, run, &bytes);
-	if (rc)
+	if (rc == ETIMEDOUT)
+		lock_ran_out(c, 0);
+	else if (rc)
 		ADD(write_errors, 1);
 }
 
@@ -880,9 +994,19 @@ int bfs_cache_submit(bfs_cache *c, const bfs_cache_item *items, size_t n,
 		if (!items[i].data || !items[i].len ||
 		    items[i].len > BFS__ITEM_MAX)
 			goto drop;
+	if (c->nowrite) {
+		ADD(dropped_locked, n);
+		err = -EROFS;
+		goto drop;
+	}
 	if (atomic_load(&c->paused_until_ns) > bfs__now_ns()) {
-		ADD(dropped_full, n);
-		err = -ENOSPC;
+		if (atomic_load(&c->paused_locked)) {
+			ADD(dropped_locked, n);
+			err = -EAGAIN;
+		} else {
+			ADD(dropped_full, n);
+			err = -ENOSPC;
+		}
 		goto drop;
 	}
 	err = -ENOMEM;
@@ -932,6 +1056,8 @@ int bfs_cache_index_put(bfs_cache *c, const char *dir, const char *shard,
 		return -EPERM;
 	if (!dir || !shard || !st || (!blob && len) || len > BFS__ITEM_MAX)
 		return -EINVAL;
+	if (c->nowrite)
+		return -EROFS;
 	dn = strlen(dir);
 	while (dn > 0 && dir[dn - 1] == '/')
 		dn--;

@@ -115,6 +115,20 @@ static int open_admin(const char *cmd, const char *dir, bfs_cache **c)
 	return err;
 }
 
+/* A writer that does not let go of the cache (a stopped mount): say who,
+ * instead of waiting for it.  0: the lock could be had. */
+static int probe_writer(const char *cmd, bfs_cache *c)
+{
+	char msg[BFS_ERRMSG_MAX] = "";
+	int err = bfs_cache_writer_probe(c, msg);
+
+	if (err)
+		fprintf(stderr, "batchfs cache %s: %s%s\n", cmd,
+			msg[0] ? msg : bfs_strerror(err),
+			err == -ETIMEDOUT ? "; not done (continue or end that process first)" : "");
+	return err;
+}
+
 static int cmd_stats(const char *dir, const char *fp)
 {
 	bfs_cache *c;
@@ -191,6 +205,10 @@ static int cmd_verify(const char *dir, const char *fp, int del)
 
 	if (open_admin("verify", dir, &c))
 		return 1;
+	if (probe_writer("verify", c)) {
+		bfs_cache_close(c);
+		return 1;
+	}
 	err = bfs_cache_verify(c, fp, del, print_bad, NULL, &checked, &nbad);
 	bfs_cache_close(c);
 	if (err) {
@@ -232,6 +250,10 @@ static int cmd_clear(const char *dir, const char *fp)
 	}
 	if (open_admin("clear", dir, &c))
 		return 1;
+	if (probe_writer("clear", c)) {
+		bfs_cache_close(c);
+		return 1;
+	}
 	err = bfs_cache_clear(c, fp, &removed);
 	bfs_cache_close(c);
 	if (err) {

@@ -683,6 +683,9 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_u64(&j, "evictions", cs.evictions);
 		bfs_json_u64(&j, "dropped_queue", cs.dropped_queue);
 		bfs_json_u64(&j, "dropped_full", cs.dropped_full);
+		bfs_json_bool(&j, "fs_full", cs.fs_full);
+		bfs_json_u64(&j, "dropped_locked", cs.dropped_locked);
+		bfs_json_bool(&j, "read_only", cs.nowrite);
 		bfs_json_u64(&j, "crc_errors", cs.crc_errors);
 		bfs_json_u64(&j, "damaged", cs.damaged);
 		bfs_json_u64(&j, "write_errors", cs.write_errors);

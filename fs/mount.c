@@ -316,6 +316,12 @@ static int index_put(void *ctx, const char *dir, const char *shard,
 	return bfs_cache_index_put(ctx, dir, shard, st, blob, len);
 }
 
+/* The cache's lines for a person (a full cache, a stopped writer). */
+static void cache_log(void *ctx, int warn, const char *line)
+{
+	bfs_log(warn ? BFS_LOG_WARN : BFS_LOG_INFO, "%s", line);
+}
+
 /* Open the sample cache for this mount's settings.  A cache that cannot
  * be opened is not fatal: the mount decodes everything and says why. */
 static void open_cache(struct mnt *m, char *why, size_t cap)
@@ -339,6 +345,7 @@ static void open_cache(struct mnt *m, char *why, size_t cap)
 	co.dir = o->cache;
 	co.max_bytes = o->cache_size;
 	co.fingerprint = m->cache_fp;
+	co.log = cache_log;
 	err = bfs_cache_open(&co, &m->cache, errmsg);
 	if (err) {
 		m->cache = NULL;

@@ -137,6 +137,21 @@ static void text_view(FILE *o, const char *mountpoint, const bfs_jr *ds,
 			bfs_jr_bool(bfs_jr_get(cache, "full"), 0) ? " (full: no more inserts)" : "");
 	else
 		fprintf(o, "cache        none\n");
+	/* samples the cache could not take, and why */
+	if (cache && cache->type == BFS_JR_OBJECT && num(cache, "dropped_full") > 0)
+		fprintf(o, "             %.0f samples not stored: %s\n",
+			num(cache, "dropped_full"),
+			bfs_jr_bool(bfs_jr_get(cache, "fs_full"), 0)
+				? "the cache's file system is full"
+				: "the cache is at its size limit");
+	if (cache && cache->type == BFS_JR_OBJECT &&
+	    (num(cache, "dropped_locked") > 0 ||
+	     bfs_jr_bool(bfs_jr_get(cache, "read_only"), 0)))
+		fprintf(o, "             %.0f samples not stored: %s (see the log)\n",
+			num(cache, "dropped_locked"),
+			bfs_jr_bool(bfs_jr_get(cache, "read_only"), 0)
+				? "another process held the cache's writer lock at mount: read-only"
+				: "another process holds the cache's writer lock");
 	fprintf(o, "memory       %.0f of %.0f MiB (--mem): batches %.0f, decoder scratch %.0f, held files %.0f\n",
 		mib(num(now, "memory_bytes")), mib(num(now, "memory_budget")),
 		mib(num(mem, "batch_slots")), mib(num(mem, "decoder_scratch")),
@@ -222,6 +237,8 @@ static void json_view(bfs_json *j, const char *mountpoint, const bfs_jr *ds,
 		bfs_json_u64(j, "bytes_used", (uint64_t)num(cache, "bytes_used"));
 		bfs_json_u64(j, "size_limit", (uint64_t)num(cache, "size_limit"));
 		bfs_json_bool(j, "full", bfs_jr_bool(bfs_jr_get(cache, "full"), 0));
+		bfs_json_u64(j, "dropped_full", (uint64_t)num(cache, "dropped_full"));
+		bfs_json_u64(j, "dropped_locked", (uint64_t)num(cache, "dropped_locked"));
 		bfs_json_close(j, '}');
 	} else {
 		bfs_json_null(j, "cache");

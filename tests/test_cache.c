@@ -68,10 +68,11 @@ static void damaged_copy(const char *dir, char *name, size_t cap)
 static void remove_dir(const char *dir)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb",
-					     "users.lock", "damaged" };
+					     "users.lock", "writer.lock",
+					     "damaged" };
 	char p[512], name[256];
 
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
 		unlink(p);
 	}
@@ -958,6 +959,36 @@ static void test_cache_verify_finds_and_removes_a_corrupt_entry(void **s)
 	remove_dir(dir);
 }
 
+/* verify reads samples 256 to a transaction: a cache of exactly one or two
+ * such chunks is healthy, and its indexes and counters are checked too. */
+static void test_cache_verify_of_a_multiple_of_256_entries_is_healthy(void **s)
+{
+	static const int counts[] = { 255, 256, 257, 512 };
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_opts o = { 0 };
+	uint64_t checked, nbad;
+	char msg[BFS_ERRMSG_MAX];
+
+	for (size_t t = 0; t < sizeof(counts) / sizeof(counts[0]); t++) {
+		make_dir(dir);
+		c = open_cache(dir, FP_A, 0);
+		put_range(c, FP_A, "m", 0, counts[t], 256, 64);
+		bfs_cache_close(c);
+		o.dir = dir;
+		o.admin = 1;
+		assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+		checked = nbad = 99;
+		assert_int_equal(bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad), 0);
+		assert_int_equal(checked, (uint64_t)counts[t]);
+		assert_int_equal(nbad, 0);
+		assert_int_equal(bfs_cache_verify(c, FP_A, 1, NULL, NULL, &checked, &nbad), 0);
+		assert_int_equal(checked, (uint64_t)counts[t]);
+		bfs_cache_close(c);
+		remove_dir(dir);
+	}
+}
+
 /* A child inserts 602,112-byte samples in a loop and is killed at some
  * moment; the environment opens and every entry verifies and reads
  * back correct.  Several rounds, both sync modes. */
@@ -1293,6 +1324,437 @@ static void test_cache_foreign_entries_stay_when_eviction_is_off(void **s)
 	assert_int_equal(st.dropped_full, 2);
 	assert_int_equal(st.evictions, 0);
 	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* Run fn(arg) in a child with a deadline: its exit status (0 = passed);
+ * a child that hangs past `secs` is killed (SIGALRM) and fails. */
+static int in_child(int (*fn)(void *), void *arg, unsigned secs)
+{
+	pid_t pid = fork();
+	int status;
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		alarm(secs);
+		_exit(fn(arg));
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		print_message("  child killed by signal %d\n", WTERMSIG(status));
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct small_opener {
+	const char *dir;
+	uint64_t limit;
+	uint64_t used_before;   /* the used end the parent left */
+};
+
+/* A process with a 2 MiB limit on a cache that a 64 MiB one fills. */
+static int open_small_and_put(void *arg)
+{
+	struct small_opener *so = arg;
+	bfs_cache *c = open_cache(so->dir, FP_B, so->limit);
+	bfs_cache_stats st;
+	MDB_envinfo info;
+
+	put_range(c, FP_B, "b", 0, 200, SMALL, 20);
+	bfs_cache_get_stats(c, &st);
+	if (st.map_bytes != so->limit)
+		return 10;
+	/* its own limit holds: no growth past max(limit, what was used) */
+	if (mdb_env_info(c->e->env, &info) != 0 ||
+	    ((uint64_t)info.me_last_pgno + 1) * c->e->psize >
+		    so->used_before + (1u << 20))
+		return 11;
+	if (st.dropped_full == 0)
+		return 12;
+	bfs_cache_close(c);
+	return 0;
+}
+
+/* Issue 23, 1: a mount with a smaller --cache-size opened data.mdb with a
+ * smaller map, and LMDB (MDB_WRITEMAP) cut the file to it, under the map
+ * of a running mount with a larger one: a SIGBUS there, or pages of its
+ * open transaction lost.  Now every opener maps at least the file's
+ * length, and each keeps to its own limit as its writer's policy. */
+static void test_cache_a_smaller_limit_never_cuts_the_file_under_a_larger_one(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	struct small_opener so;
+	MDB_envinfo info;
+	uint64_t len;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 64ull << 20);
+	put_range(c, FP_A, "a", 0, 300, SMALL, 30);
+	len = file_size(dir, "data.mdb");
+	assert_true(mdb_env_info(c->e->env, &info) == 0);
+	so.dir = dir;
+	so.limit = 2ull << 20;
+	so.used_before = ((uint64_t)info.me_last_pgno + 1) * c->e->psize;
+	assert_true(so.used_before > so.limit);
+	for (int round = 0; round < 3; round++) {
+		assert_true(mdb_env_info(c->e->env, &info) == 0);
+		so.used_before = ((uint64_t)info.me_last_pgno + 1) * c->e->psize;
+		assert_int_equal(in_child(open_small_and_put, &so, 60), 0);
+		/* never shorter than this process maps */
+		assert_true(file_size(dir, "data.mdb") >= len);
+		put_range(c, FP_A, "a", 300 + round * 100, 400 + round * 100,
+			  SMALL, 25);
+	}
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 600; i++)
+		assert_int_equal(get_check(r, FP_A, "a", (uint64_t)i, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	assert_int_equal(bfs_cache_check(dir, NULL, NULL), 0);
+	remove_dir(dir);
+}
+
+/* The other way round: the small mount runs, a larger one fills past its
+ * map; the small one adopts the larger map (reads everything) and still
+ * adds nothing past its own limit. */
+static int open_big_and_fill(void *arg)
+{
+	bfs_cache *c = open_cache(arg, FP_A, 64ull << 20);
+
+	put_range(c, FP_A, "a", 0, 400, SMALL, 40);
+	bfs_cache_close(c);
+	return 0;
+}
+
+static void test_cache_a_smaller_limit_adopts_a_larger_map_and_keeps_its_own_limit(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	MDB_envinfo info;
+	uint64_t used;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_B, 2ull << 20);
+	put_range(c, FP_B, "b", 0, 20, SMALL, 20);
+	assert_int_equal(in_child(open_big_and_fill, dir, 60), 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	for (int i = 0; i < 400; i++)
+		assert_int_equal(get_check(r, FP_A, "a", (uint64_t)i, SMALL), 0);
+	assert_true(mdb_env_info(c->e->env, &info) == 0);
+	used = ((uint64_t)info.me_last_pgno + 1) * c->e->psize;
+	put_range(c, FP_B, "b", 20, 400, SMALL, 20);
+	assert_true(mdb_env_info(c->e->env, &info) == 0);
+	assert_true(((uint64_t)info.me_last_pgno + 1) * c->e->psize <=
+		    used + (1u << 20));
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.map_bytes, 2ull << 20);
+	assert_true(st.dropped_full > 0);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(get_check(r, FP_B, "b", (uint64_t)i, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
+/* ---- a stopped writer --------------------------------------------------- */
+
+/* A child that opens dir, begins a write transaction (the writer lock and
+ * LMDB's writer mutex held, as a mount's writer mid-put) and stops
+ * itself; it ends the transaction when continued.  Its pid, once it is
+ * stopped. */
+static pid_t stopped_writer(const char *dir)
+{
+	int fds[2];
+	pid_t pid;
+	char b;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bfs_cache *c = open_cache(dir, FP_B, 0);
+		MDB_txn *txn;
+
+		close(fds[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (bfs__txn_begin(c->e, 0, &txn) != 0)
+			_exit(3);
+		if (write(fds[1], "x", 1) != 1)
+			_exit(4);
+		raise(SIGSTOP);
+		bfs__txn_end(c->e, txn, 0);
+		bfs_cache_close(c);
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &b, 1), 1);
+	close(fds[0]);
+	for (int i = 0; i < 2000; i++) { /* until it is stopped */
+		char path[64], st[256];
+		FILE *f;
+		int stopped = 0;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		f = fopen(path, "r");
+		if (f && fgets(st, sizeof(st), f))
+			stopped = strstr(st, ") T ") != NULL;
+		if (f)
+			fclose(f);
+		if (stopped)
+			return pid;
+		usleep(5000);
+	}
+	fail_msg("the writer child did not stop");
+	return 0;
+}
+
+static void end_stopped_writer(pid_t pid)
+{
+	int status;
+
+	kill(pid, SIGCONT);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+struct stopped_case {
+	const char *dir;
+	pid_t pid;
+};
+
+static int names_it(const char *msg, pid_t pid)
+{
+	char want[32];
+
+	snprintf(want, sizeof(want), "pid %d", (int)pid);
+	if (!strstr(msg, want) || !strstr(msg, "stopped")) {
+		fprintf(stderr, "  message does not name the stopped pid %d: %s\n",
+			(int)pid, msg);
+		return 0;
+	}
+	return 1;
+}
+
+/* What the tools see: clear and the probe give up, naming the holder. */
+static int admin_meets_a_stopped_writer(void *arg)
+{
+	struct stopped_case *sc = arg;
+	bfs_cache_opts o = { .dir = sc->dir, .admin = 1 };
+	bfs_cache *c;
+	char msg[BFS_ERRMSG_MAX] = "";
+	uint64_t removed, checked, nbad;
+
+	if (bfs_cache_open(&o, &c, msg) != 0)
+		return 20;
+	if (bfs_cache_writer_probe(c, msg) != -ETIMEDOUT || !names_it(msg, sc->pid))
+		return 21;
+	if (bfs_cache_clear(c, NULL, &removed) != -ETIMEDOUT)
+		return 22;
+	/* reading goes on */
+	if (bfs_cache_verify(c, NULL, 0, NULL, NULL, &checked, &nbad) != 0 ||
+	    checked != 5 || nbad != 0)
+		return 23;
+	bfs_cache_close(c);
+	return 0;
+}
+
+/* What a new mount sees: it opens, reads, adds nothing, and says why. */
+static int mount_meets_a_stopped_writer(void *arg)
+{
+	struct stopped_case *sc = arg;
+	bfs_cache *c = open_cache(sc->dir, FP_A, 0);
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+
+	if (!bfs_cache_notice(c) || !names_it(bfs_cache_notice(c), sc->pid))
+		return 30;
+	if (bfs_cache_inserting(c))
+		return 31;
+	put_range(c, FP_A, "w", 100, 103, SMALL, 3);
+	bfs_cache_get_stats(c, &st);
+	if (st.dropped_locked != 3 || st.inserts != 0 || !st.nowrite)
+		return 32;
+	if (bfs_cache_reader_create(c, &r) != 0)
+		return 33;
+	for (int i = 0; i < 5; i++)
+		if (get_check(r, FP_A, "w", (uint64_t)i, SMALL) != 0)
+			return 34;
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	return 0;
+}
+
+/* Issue 23, 4: a process stopped (SIGSTOP, a suspended job) in a cache
+ * write held LMDB's writer mutex, and every `batchfs cache clear` and
+ * every new mount on that cache waited for it forever.  Now the waits
+ * have a deadline (BATCHFS_CACHE_LOCK_WAIT_MS here). */
+static void test_cache_a_stopped_writer_blocks_nobody_past_the_lock_wait(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	struct stopped_case sc;
+	uint64_t removed;
+
+	setenv("BATCHFS_CACHE_LOCK_WAIT_MS", "300", 1);
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "w", 0, 5, SMALL, 5);
+	bfs_cache_close(c);
+	sc.dir = dir;
+	sc.pid = stopped_writer(dir);
+	assert_int_equal(in_child(admin_meets_a_stopped_writer, &sc, 30), 0);
+	assert_int_equal(in_child(mount_meets_a_stopped_writer, &sc, 30), 0);
+	end_stopped_writer(sc.pid);
+	/* and once it has gone on, everything writes again */
+	c = open_cache(dir, FP_A, 0);
+	assert_null(bfs_cache_notice(c));
+	assert_int_equal(bfs_cache_clear(c, NULL, &removed), 0);
+	assert_int_equal(removed, 5);
+	bfs_cache_close(c);
+	unsetenv("BATCHFS_CACHE_LOCK_WAIT_MS");
+	remove_dir(dir);
+}
+
+/* users.lock held exclusively by a process stopped while it opened the
+ * cache (checking its files): an open gives up after the wait and names
+ * it, instead of waiting for it forever. */
+static int open_meets_a_stopped_opener(void *arg)
+{
+	struct stopped_case *sc = arg;
+	bfs_cache_opts o = { .dir = sc->dir, .fingerprint = FP_A };
+	bfs_cache *c = NULL;
+	char msg[BFS_ERRMSG_MAX] = "";
+
+	if (bfs_cache_open(&o, &c, msg) != -ETIMEDOUT)
+		return 40;
+	if (!names_it(msg, sc->pid) || !strstr(msg, "users.lock"))
+		return 41;
+	o.admin = 1; /* the tools too */
+	if (bfs_cache_open(&o, &c, msg) != -ETIMEDOUT || !names_it(msg, sc->pid))
+		return 42;
+	return 0;
+}
+
+static void test_cache_an_opener_stopped_with_users_lock_blocks_nobody_past_the_wait(void **s)
+{
+	char dir[64], path[128];
+	struct stopped_case sc;
+	bfs_cache *c;
+	int fds[2], status;
+	char b;
+
+	setenv("BATCHFS_CACHE_LOCK_WAIT_MS", "300", 1);
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "u", 0, 2, SMALL, 2);
+	bfs_cache_close(c);
+	snprintf(path, sizeof(path), "%s/users.lock", dir);
+	assert_int_equal(pipe(fds), 0);
+	sc.dir = dir;
+	sc.pid = fork();
+	assert_true(sc.pid >= 0);
+	if (sc.pid == 0) {
+		int fd = open(path, O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || flock(fd, LOCK_EX) != 0 || write(fds[1], "x", 1) != 1)
+			_exit(3);
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], &b, 1), 1);
+	close(fds[0]);
+	for (int i = 0; i < 2000; i++) {
+		char sp[64], st[256] = "";
+		FILE *f;
+
+		snprintf(sp, sizeof(sp), "/proc/%d/stat", (int)sc.pid);
+		if ((f = fopen(sp, "r"))) {
+			if (!fgets(st, sizeof(st), f))
+				st[0] = '\0';
+			fclose(f);
+		}
+		if (strstr(st, ") T "))
+			break;
+		usleep(5000);
+	}
+	assert_int_equal(in_child(open_meets_a_stopped_opener, &sc, 30), 0);
+	kill(sc.pid, SIGCONT);
+	assert_int_equal(waitpid(sc.pid, &status, 0), sc.pid);
+	c = open_cache(dir, FP_A, 0);
+	bfs_cache_close(c);
+	unsetenv("BATCHFS_CACHE_LOCK_WAIT_MS");
+	remove_dir(dir);
+}
+
+struct said {
+	pthread_mutex_t lock;
+	char lines[8][512];
+	int n;
+};
+
+static void note_line(void *ctx, int warn, const char *line)
+{
+	struct said *sd = ctx;
+
+	pthread_mutex_lock(&sd->lock);
+	if (sd->n < 8)
+		snprintf(sd->lines[sd->n++], sizeof(sd->lines[0]), "%c %s",
+			 warn ? 'W' : 'I', line);
+	pthread_mutex_unlock(&sd->lock);
+}
+
+/* A mount already running when another process stops holding the writer
+ * lock: its writer gives up after the wait, drops (counted) instead of
+ * holding decoding back, says so once through the log hook, and stores
+ * again once the holder has gone on. */
+static void test_cache_a_running_writer_pauses_and_says_so_while_the_lock_is_held(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_opts o = { 0 };
+	bfs_cache_stats st;
+	struct said sd = { .n = 0 };
+	char msg[BFS_ERRMSG_MAX] = "";
+	pid_t pid;
+
+	pthread_mutex_init(&sd.lock, NULL);
+	setenv("BATCHFS_CACHE_LOCK_WAIT_MS", "300", 1);
+	make_dir(dir);
+	o.dir = dir;
+	o.fingerprint = FP_A;
+	o.max_bytes = 64ull << 20;
+	o.log = note_line;
+	o.log_ctx = &sd;
+	assert_int_equal(bfs_cache_open(&o, &c, msg), 0);
+	pid = stopped_writer(dir);
+	put_range(c, FP_A, "r", 0, 4, SMALL, 2);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.inserts, 0);
+	assert_int_equal(st.dropped_locked, 4);
+	pthread_mutex_lock(&sd.lock);
+	assert_int_equal(sd.n, 1);
+	assert_true(sd.lines[0][0] == 'W' && names_it(sd.lines[0], pid));
+	pthread_mutex_unlock(&sd.lock);
+	end_stopped_writer(pid);
+	/* after the pause, it stores again */
+	for (int i = 0; i < 200 && !bfs_cache_inserting(c); i++)
+		usleep(50000);
+	assert_true(bfs_cache_inserting(c));
+	put_range(c, FP_A, "r", 10, 12, SMALL, 2);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.inserts, 2);
+	pthread_mutex_lock(&sd.lock);
+	assert_int_equal(sd.n, 2);
+	assert_true(sd.lines[1][0] == 'I');
+	pthread_mutex_unlock(&sd.lock);
+	bfs_cache_close(c);
+	unsetenv("BATCHFS_CACHE_LOCK_WAIT_MS");
+	pthread_mutex_destroy(&sd.lock);
 	remove_dir(dir);
 }
 
@@ -2739,11 +3201,17 @@ int main(void)
 		cmocka_unit_test(test_cache_readers_see_only_whole_values_while_the_writer_runs),
 		cmocka_unit_test(test_cache_corrupt_value_is_a_crc_error_then_gone_then_replaced),
 		cmocka_unit_test(test_cache_verify_finds_and_removes_a_corrupt_entry),
+		cmocka_unit_test(test_cache_verify_of_a_multiple_of_256_entries_is_healthy),
 		cmocka_unit_test(test_cache_kill_9_during_writes_leaves_only_good_entries),
 		cmocka_unit_test(test_cache_kill_9_during_grouped_commits_keeps_what_was_committed),
 		cmocka_unit_test(test_cache_size_limit_holds_and_keeps_the_first_entries),
 		cmocka_unit_test(test_cache_idle_foreign_fingerprint_makes_room_when_full),
 		cmocka_unit_test(test_cache_foreign_entries_stay_when_eviction_is_off),
+		cmocka_unit_test(test_cache_a_smaller_limit_never_cuts_the_file_under_a_larger_one),
+		cmocka_unit_test(test_cache_a_smaller_limit_adopts_a_larger_map_and_keeps_its_own_limit),
+		cmocka_unit_test(test_cache_a_stopped_writer_blocks_nobody_past_the_lock_wait),
+		cmocka_unit_test(test_cache_a_running_writer_pauses_and_says_so_while_the_lock_is_held),
+		cmocka_unit_test(test_cache_an_opener_stopped_with_users_lock_blocks_nobody_past_the_wait),
 		cmocka_unit_test(test_cache_full_filesystem_never_crashes_and_keeps_serving),
 		cmocka_unit_test(test_cache_puts_on_a_file_system_with_no_block_left_never_fault),
 		cmocka_unit_test(test_cache_full_queue_drops_and_every_done_runs_once),
@@ -2768,5 +3236,8 @@ int main(void)
 		cmocka_unit_test(test_cache_get_speed_is_reported),
 	};
 
+	/* BFS_TEST_FILTER=pattern runs only the tests whose names match */
+	if (getenv("BFS_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("BFS_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
