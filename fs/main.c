@@ -174,6 +174,26 @@ static int bad_option(const char *cmd, int c, char **argv)
 	return usage_error(cmd, "unknown option '%s'", arg);
 }
 
+/* Was long option o just read from an abbreviation (getopt_long takes
+ * any unique prefix: "--f" for --format, which then took the next word
+ * as its value)?  Options are written whole, so that an option added
+ * later never changes what an old command line means, and mount(8)'s -o
+ * f is refused rather than guessed.  The word is argv[optind - 1], or the
+ * one before when the value was a word of its own. */
+static int abbreviated(char **argv, const struct option *o)
+{
+	const char *w = argv[optind - 1];
+	size_t n;
+
+	if (o->has_arg == required_argument && optarg == w && optind >= 2)
+		w = argv[optind - 2];
+	if (strncmp(w, "--", 2) != 0)
+		return 0;
+	w += 2;
+	n = strcspn(w, "=");
+	return n != strlen(o->name) || strncmp(w, o->name, n) != 0;
+}
+
 /* "64M", "1G", "1000": sizes and counts with binary suffixes. */
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -335,7 +355,7 @@ static int cmd_mount(int argc, char **argv)
 	bfs_mount_opts o = { 0 };
 	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
-	int c, rc, rank_given = 0;
+	int c, li, rc, rank_given = 0;
 
 	o.engine.batch = 32;
 	o.engine.height = o.engine.width = 224;
@@ -346,7 +366,14 @@ static int cmd_mount(int argc, char **argv)
 	o.cache = NULL; /* the default directory */
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hfdo:", lo, NULL)) != -1) {
+	while ((li = -1, c = getopt_long(argc, argv, ":hfdo:", lo, &li)) != -1) {
+		if (li >= 0 && abbreviated(argv, &lo[li])) {
+			free(fuse_opts);
+			return usage_error("mount", "unknown option '%s' (options are written whole: --%s?)",
+					   argv[optind - (optarg == argv[optind - 1] &&
+							  lo[li].has_arg == required_argument ? 2 : 1)],
+					   lo[li].name);
+		}
 		switch (c) {
 		case O_BATCH:
 			if (parse_uint(optarg, 1, 65536, &o.engine.batch))
