@@ -14,7 +14,11 @@ The kernel closes every file of a process when it exits, however it dies
 it without anyone left to tell it.  A mount that nobody has opened within
 HOLD_WAIT seconds of starting (its starter died in between) unmounts
 itself too.  close() (and leaving the `with`) closes this process's hold
-and, for a mount of its own, waits until the daemon is gone.
+and, for a mount of its own, waits until the daemon is gone.  A daemon
+that died (kill -9, the OOM killer) leaves a dead mount, on which every
+call fails with ENOTCONN: close() detaches it (`batchfs unmount`, which
+cleans a dead batchfs mount and nothing else), and a Mount that finds an
+earlier run's dead mount on its mount point does the same first.
 
 One mount per node (per_node=True).  The process with LOCAL_RANK 0 mounts
 `--ranks A-B --world W` for the node's ranks A..B (RANK - LOCAL_RANK and
