@@ -129,7 +129,9 @@ int bfs_daemon_read_file(const char *path, int timeout_ms, char **out,
  * of the mount point directory, which the mount then covers, kept open
  * while the mount serves.  It is how bfs_daemon_probe finds the daemon
  * in /proc without asking the mount (its link names the mount point, its
- * mnt_id is the mount beneath).  It holds nothing of the mount itself.
+ * mnt_id is the mount beneath).  It holds nothing of the mount itself
+ * (the file system beneath stays busy while the daemon runs, as it is
+ * while the mount is on it).
  * The descriptor, or -1 (then only that lookup is lost). */
 int bfs_daemon_mark(const char *mountpoint);
 

@@ -320,7 +320,9 @@ const char *bfs_host_slot_dir(const char *dir, uint64_t budget, char *why,
 
 /* A name a batchfs cache directory may hold (cache/cache_open.c,
  * cache/cache_admin.c: the LMDB pair, the users' lock, the damage marker
- * and a damaged data.mdb moved aside). */
+ * and a damaged data.mdb moved aside).  Any NAME.lock is taken too, so
+ * that a lock file the cache adds later does not make its own directory
+ * a stranger's. */
 static int cache_file_name(const char *name)
 {
 	static const char *const names[] = {
@@ -330,6 +332,10 @@ static int cache_file_name(const char *name)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
 			return 1;
+	size_t n = strlen(name);
+
+	if (n > 5 && !strcmp(name + n - 5, ".lock"))
+		return 1;
 	return !strncmp(name, "data.mdb.damaged-", 17);
 }
 

@@ -62,8 +62,8 @@ FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 
 /* Is dir fit to be a cache directory: absent (it will be created), or a
  * directory that holds nothing but a batchfs cache's files (data.mdb,
- * lock.mdb, users.lock, damaged and data.mdb.damaged-* moved aside, see
- * cache/cache_open.c)?  Any other entry, or a dir that is not a
+ * lock.mdb, users.lock or any NAME.lock, damaged and data.mdb.damaged-*
+ * moved aside, see cache/cache_open.c)?  Any other entry, or a dir that is not a
  * directory, and it is not: a cache there would write its files among
  * someone else's (--cache /etc).  0, or -ENOTEMPTY / -ENOTDIR / -errno
  * with *why (cap bytes) naming the directory and the first stranger. */

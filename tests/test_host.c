@@ -58,7 +58,7 @@ static void test_host_cache_dir_may_be_new_empty_or_a_batchfs_cache(void **state
 {
 	static const char *const own[] = {
 		"data.mdb", "lock.mdb", "users.lock", "damaged",
-		"data.mdb.damaged-20260101-000000",
+		"data.mdb.damaged-20260101-000000", "writer.lock",
 	};
 	char why[512] = "", sub[256];
 
@@ -88,6 +88,9 @@ static void test_host_cache_dir_of_other_files_is_refused_naming_one(void **stat
 	touch("data.mdb.orig"); /* only data.mdb.damaged-* is ours */
 	assert_int_equal(bfs_host_check_cache_dir(dir, why, sizeof(why)), -ENOTEMPTY);
 	rm("data.mdb.orig");
+	touch(".lock"); /* a bare ".lock" is no lock file's name */
+	assert_int_equal(bfs_host_check_cache_dir(dir, why, sizeof(why)), -ENOTEMPTY);
+	rm(".lock");
 	rm("data.mdb");
 }
 
