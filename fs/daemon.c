@@ -309,52 +309,423 @@ void bfs_daemon_unwatch(bfs_watch *w)
 	free(w);
 }
 
-/* ---- unmount --------------------------------------------------------- */
+/* ---- asking a mount's daemon, with a deadline ------------------------ */
 
-/* The daemon's pid, asked of the mount itself (user.batchfs.pid on its
- * root), from a thread given 2 s: a daemon that does not answer is not
- * waited for.  0 when unknown (not a batchfs mount, or dead). */
-struct pid_probe {
-	char path[PATH_MAX];
-	long pid;     /* written by the probe thread before it returns */
+/* A job run on a thread of its own that the caller waits for at most a
+ * deadline.  The caller owns it until it gives up; then the thread does,
+ * and frees it (and its argument, with free_arg) once fn returns, which
+ * for a request to a stopped daemon may be never: the process's exit
+ * ends it (a FUSE request waits killably).  lock guards done and
+ * abandoned. */
+struct deadline_job {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	int done;                 /* protected by lock */
+	int abandoned;            /* protected by lock */
+	void (*fn)(void *arg);
+	void (*free_arg)(void *arg);
+	void *arg;
 };
 
-static void *pid_probe_main(void *arg)
+static void job_free(struct deadline_job *j)
 {
-	struct pid_probe *p = arg;
+	pthread_mutex_destroy(&j->lock);
+	pthread_cond_destroy(&j->cv);
+	free(j);
+}
+
+static void *deadline_main(void *p)
+{
+	struct deadline_job *j = p;
+	int abandoned;
+
+	j->fn(j->arg);
+	pthread_mutex_lock(&j->lock);
+	j->done = 1;
+	abandoned = j->abandoned;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->lock);
+	/* not abandoned: j is the waiter's from here on, never touched */
+	if (abandoned) {
+		j->free_arg(j->arg);
+		job_free(j);
+	}
+	return NULL;
+}
+
+/* Run fn(arg) on its own thread and wait for it at most timeout_ms.  0:
+ * it returned (arg is the caller's again); -ETIMEDOUT: it has not, and
+ * arg is now the thread's (free_arg frees it); -errno when no thread
+ * could be had (fn not run). */
+static int run_with_deadline(void (*fn)(void *), void *arg,
+			     void (*free_arg)(void *), int timeout_ms)
+{
+	struct deadline_job *j = calloc(1, sizeof(*j));
+	pthread_condattr_t ca;
+	pthread_attr_t ta;
+	struct timespec until;
+	pthread_t t;
+	int err = 0;
+
+	if (!j)
+		return -ENOMEM;
+	pthread_mutex_init(&j->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&j->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	j->fn = fn;
+	j->free_arg = free_arg;
+	j->arg = arg;
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	err = pthread_create(&t, &ta, deadline_main, j);
+	pthread_attr_destroy(&ta);
+	if (err) {
+		job_free(j);
+		return -err;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&j->lock);
+	while (!j->done)
+		if (pthread_cond_timedwait(&j->cv, &j->lock, &until) == ETIMEDOUT)
+			break;
+	if (!j->done) {
+		j->abandoned = 1;
+		pthread_mutex_unlock(&j->lock);
+		return -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&j->lock);
+	job_free(j);
+	return 0;
+}
+
+/* user.batchfs.pid of a mount root (fs/view.c answers it on the root). */
+struct pid_ask {
+	char path[PATH_MAX];
+	long pid;     /* > 0 when it answered */
+	int err;      /* else the errno of getxattr */
+};
+
+static void pid_ask_main(void *arg)
+{
+	struct pid_ask *p = arg;
 	char v[32];
 	ssize_t n = getxattr(p->path, "user.batchfs.pid", v, sizeof(v) - 1);
 
 	if (n > 0) {
 		v[n] = '\0';
 		p->pid = strtol(v, NULL, 10);
+		if (p->pid <= 0)
+			p->err = EINVAL;
+	} else {
+		p->err = n == 0 ? EINVAL : errno;
 	}
-	return NULL;
 }
 
-static pid_t daemon_pid(const char *mountpoint)
-{
-	struct pid_probe *p = calloc(1, sizeof(*p));
-	struct timespec until;
-	pthread_t t;
-	pid_t pid = 0;
+/* A file read whole. */
+struct file_read {
+	char path[PATH_MAX];
+	char *buf;    /* malloc'd */
+	size_t len;
+	int err;      /* 0, or an errno */
+};
 
-	if (!p)
-		return 0;
-	snprintf(p->path, sizeof(p->path), "%s", mountpoint);
-	if (pthread_create(&t, NULL, pid_probe_main, p) != 0) {
-		free(p);
-		return 0;
+static void file_read_main(void *arg)
+{
+	struct file_read *r = arg;
+	size_t cap = 0;
+	int fd = open(r->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		r->err = errno;
+		return;
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 2;
-	if (pthread_timedjoin_np(t, NULL, &until) != 0) {
-		pthread_detach(t); /* stuck on a hung daemon: p stays its */
-		return 0;
+	for (;;) {
+		ssize_t n;
+
+		if (r->len + 4096 > cap) {
+			char *nb = realloc(r->buf, cap = cap ? cap * 2 : 65536);
+
+			if (!nb) {
+				r->err = ENOMEM;
+				break;
+			}
+			r->buf = nb;
+		}
+		n = read(fd, r->buf + r->len, cap - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r->err = errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		r->len += (size_t)n;
 	}
-	pid = (pid_t)p->pid;
-	free(p);
-	return pid > 0 ? pid : 0;
+	close(fd);
+}
+
+static void file_read_free(void *arg)
+{
+	struct file_read *r = arg;
+
+	free(r->buf);
+	free(r);
+}
+
+int bfs_daemon_read_file(const char *path, int timeout_ms, char **out,
+			 size_t *len)
+{
+	struct file_read *r = calloc(1, sizeof(*r));
+	int err;
+
+	*out = NULL;
+	*len = 0;
+	if (!r)
+		return -ENOMEM;
+	if (snprintf(r->path, sizeof(r->path), "%s", path) >= (int)sizeof(r->path)) {
+		free(r);
+		return -ENAMETOOLONG;
+	}
+	if ((err = run_with_deadline(file_read_main, r, file_read_free,
+				     timeout_ms))) {
+		if (err != -ETIMEDOUT)
+			free(r);
+		return err;
+	}
+	if (r->err) {
+		err = -r->err;
+		file_read_free(r);
+		return err;
+	}
+	*out = r->buf;
+	*len = r->len;
+	free(r);
+	return 0;
+}
+
+/* ---- finding a mount's daemon without touching the mount -------------- */
+
+int bfs_daemon_mark(const char *mountpoint)
+{
+	return open(mountpoint, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* The mnt_id of descriptor fd of process pid, or -1. */
+static int fd_mnt_id(long pid, const char *fd)
+{
+	char path[96], line[256];
+	FILE *f;
+	int id = -1;
+
+	snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%s", pid, fd);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "mnt_id: %d", &id) == 1)
+			break;
+	fclose(f);
+	return id;
+}
+
+/* Does process pid look like the daemon of mount mi on mountpoint: it has
+ * /dev/fuse open, and the mark (bfs_daemon_mark): a descriptor of the
+ * mount point directory beneath the mount (its path, on the mount that
+ * mi sits on)? */
+static int is_daemon_of(long pid, const bfs_host_mount *mi,
+			const char *mountpoint)
+{
+	char path[64], fdpath[96], link[PATH_MAX];
+	int fuse = 0, mark = 0;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((!fuse || !mark) && (de = readdir(d))) {
+		ssize_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(fdpath, sizeof(fdpath), "%s/%s", path, de->d_name);
+		if ((n = readlink(fdpath, link, sizeof(link) - 1)) <= 0)
+			continue;
+		link[n] = '\0';
+		if (!strcmp(link, "/dev/fuse"))
+			fuse = 1;
+		else if (!strcmp(link, mountpoint) &&
+			 fd_mnt_id(pid, de->d_name) == mi->parent_id)
+			mark = 1;
+	}
+	closedir(d);
+	return fuse && mark;
+}
+
+/* The state letter of process pid ("R", "S", "T" stopped, "t" traced,
+ * "Z"), or 0 when it is gone. */
+static char proc_state(long pid)
+{
+	char path[64], buf[512], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold anything, the state follows the
+	 * last ')' */
+	if (!(p = strrchr(buf, ')')) || p[1] != ' ' || !p[2])
+		return 0;
+	return p[2];
+}
+
+/* The processes that look like mi's daemon (is_daemon_of): the first in
+ * *pid, how many there are returned.  Only /proc is read; processes of
+ * other users are seen only by root. */
+static int find_daemon(const bfs_host_mount *mi, const char *mountpoint,
+		       long *pid)
+{
+	struct dirent *de;
+	int found = 0;
+	DIR *d;
+
+	*pid = 0;
+	if (!(d = opendir("/proc")))
+		return 0;
+	while ((de = readdir(d))) {
+		char *end;
+		long p = strtol(de->d_name, &end, 10);
+
+		if (*end || p <= 0 || p == (long)getpid())
+			continue;
+		if (!is_daemon_of(p, mi, mountpoint))
+			continue;
+		if (!found++)
+			*pid = p;
+	}
+	closedir(d);
+	return found;
+}
+
+int bfs_daemon_probe(const char *path, int timeout_ms,
+		     bfs_daemon_probe_result *out)
+{
+	char mountpoint[PATH_MAX];
+	bfs_host_mount *mi = malloc(sizeof(*mi));
+	struct pid_ask *ask = NULL;
+	long found_pid = 0;
+	int n, err;
+
+	memset(out, 0, sizeof(*out));
+	out->state = BFS_DAEMON_NOT_MOUNTED;
+	if (!mi)
+		return -ENOMEM;
+	if ((err = bfs_host_resolve(path, mountpoint, sizeof(mountpoint))) ||
+	    !bfs_host_mount_info(mountpoint, mi))
+		goto out;
+	snprintf(out->fstype, sizeof(out->fstype), "%s", mi->fstype);
+	if (strcmp(mi->fstype, "fuse.batchfs") != 0) {
+		out->state = BFS_DAEMON_OTHER_FS;
+		goto out;
+	}
+	/* A stopped daemon is seen in /proc before anything is asked of the
+	 * mount (which would wait until it is continued). */
+	n = find_daemon(mi, mountpoint, &found_pid);
+	if (n == 1) {
+		out->pid = found_pid;
+		out->proc_state = proc_state(found_pid);
+		if (out->proc_state == 'T' || out->proc_state == 't') {
+			out->state = BFS_DAEMON_STOPPED;
+			goto out;
+		}
+	}
+	if (!(ask = calloc(1, sizeof(*ask)))) {
+		err = -ENOMEM;
+		goto out;
+	}
+	snprintf(ask->path, sizeof(ask->path), "%s", mountpoint);
+	err = run_with_deadline(pid_ask_main, ask, free, timeout_ms);
+	if (err == -ETIMEDOUT) {
+		ask = NULL; /* the thread's now */
+		err = 0;
+		out->state = BFS_DAEMON_SILENT;
+		/* stopped since, or one of several that look like it */
+		if (out->pid && (out->proc_state = proc_state(out->pid)) &&
+		    (out->proc_state == 'T' || out->proc_state == 't'))
+			out->state = BFS_DAEMON_STOPPED;
+		goto out;
+	}
+	if (err)
+		goto out;
+	if (ask->pid > 0) {
+		out->state = BFS_DAEMON_SERVING;
+		out->pid = ask->pid;
+		out->proc_state = proc_state(ask->pid);
+	} else if (ask->err == ENOTCONN) {
+		out->state = BFS_DAEMON_DEAD;
+		out->pid = 0;
+	} else {
+		out->state = BFS_DAEMON_FOREIGN;
+		out->err = ask->err;
+	}
+out:
+	free(ask);
+	free(mi);
+	return err;
+}
+
+void bfs_daemon_describe(const char *mountpoint,
+			 const bfs_daemon_probe_result *r, int timeout_ms,
+			 char *out, size_t cap)
+{
+	char esc[PATH_MAX * 4 + 16];
+	const char *m = bfs_log_escape(mountpoint, esc, sizeof(esc));
+
+	switch (r->state) {
+	case BFS_DAEMON_NOT_MOUNTED:
+		snprintf(out, cap, "%s is not mounted", m);
+		break;
+	case BFS_DAEMON_OTHER_FS:
+		snprintf(out, cap, "%s is a%s %s mount, not batchfs", m,
+			 strchr("aeiou", r->fstype[0]) && r->fstype[0] ? "n" : "",
+			 r->fstype[0] ? r->fstype : "unknown");
+		break;
+	case BFS_DAEMON_DEAD:
+		snprintf(out, cap, "%s is a dead batchfs mount: its daemon is gone", m);
+		break;
+	case BFS_DAEMON_STOPPED:
+		snprintf(out, cap, "%s: its daemon %ld is stopped (state %c); 'kill -CONT %ld' resumes it",
+			 m, r->pid, r->proc_state, r->pid);
+		break;
+	case BFS_DAEMON_SILENT:
+		if (r->pid)
+			snprintf(out, cap, "%s: its daemon %ld (state %c) does not answer within %.1f s",
+				 m, r->pid, r->proc_state ? r->proc_state : '?',
+				 timeout_ms / 1000.0);
+		else
+			snprintf(out, cap, "%s: its daemon does not answer within %.1f s",
+				 m, timeout_ms / 1000.0);
+		break;
+	case BFS_DAEMON_FOREIGN:
+		snprintf(out, cap, "%s is a fuse.batchfs mount that does not answer as batchfs (user.batchfs.pid: %s)",
+			 m, strerror(r->err));
+		break;
+	case BFS_DAEMON_SERVING:
+		snprintf(out, cap, "%s is served by batchfs daemon %ld", m, r->pid);
+		break;
+	}
 }
 
 /* A descriptor that becomes readable when process pid exits, or -1.  It
@@ -379,7 +750,9 @@ static int watch_pid(pid_t pid)
 			comm[0] = '\0';
 		fclose(f);
 	}
-	if (strncmp(comm, "batchfs", 7) != 0) {
+	if (strncmp(comm, "batchfs", 7) != 0 &&
+	    strncmp(comm, "mount.batchfs", 13) != 0 &&
+	    strncmp(comm, "mount.fuse.batc", 15) != 0) {
 		close(fd);
 		return -1;
 	}
@@ -545,8 +918,9 @@ static void say_busy(const char *mountpoint, pid_t daemon)
 
 int bfs_daemon_unmount(const char *path, int lazy)
 {
-	char mountpoint[PATH_MAX], who[2048] = "";
+	char mountpoint[PATH_MAX], who[2048] = "", why[PATH_MAX * 4 + 256];
 	struct pollfd pf = { .fd = -1, .events = POLLIN };
+	bfs_daemon_probe_result pr;
 	pid_t pid, daemon;
 	int wst = 0, rc = 0, err, held = 0;
 
@@ -555,7 +929,34 @@ int bfs_daemon_unmount(const char *path, int lazy)
 		fprintf(stderr, "batchfs: %s is not mounted\n", path);
 		return 1;
 	}
-	daemon = daemon_pid(mountpoint);
+	/* Only a batchfs mount is unmounted, and one whose daemon answers as
+	 * batchfs (user.batchfs.pid), or a dead one (its daemon gone). */
+	bfs_daemon_probe(mountpoint, BFS_DAEMON_PROBE_MS, &pr);
+	bfs_daemon_describe(path, &pr, BFS_DAEMON_PROBE_MS, why, sizeof(why));
+	switch (pr.state) {
+	case BFS_DAEMON_NOT_MOUNTED:
+		fprintf(stderr, "batchfs: %s is not mounted\n", path);
+		return 1;
+	case BFS_DAEMON_OTHER_FS:
+	case BFS_DAEMON_FOREIGN:
+		fprintf(stderr, "batchfs: %s; nothing was unmounted\n", why);
+		return 1;
+	case BFS_DAEMON_STOPPED:
+	case BFS_DAEMON_SILENT:
+		/* a request stuck in a daemon keeps the mount busy: only a
+		 * lazy unmount can detach it */
+		if (!lazy) {
+			fprintf(stderr,
+				"batchfs: %s; nothing was unmounted ('batchfs unmount --lazy %s' detaches it now)\n",
+				why, path);
+			return 1;
+		}
+		break;
+	case BFS_DAEMON_DEAD:
+	case BFS_DAEMON_SERVING:
+		break;
+	}
+	daemon = pr.pid;
 	pf.fd = watch_pid(daemon);
 	/* after a lazy unmount the holders are no longer found by path */
 	if (lazy)
@@ -610,7 +1011,12 @@ wait:
 	if (lazy) {
 		/* Detached: the daemon ends when the last holder lets go,
 		 * which may be never; wait only briefly. */
-		if (pf.fd >= 0 && poll(&pf, 1, held ? 500 : 2000) == 0)
+		if (pr.state == BFS_DAEMON_STOPPED)
+			printf("batchfs: %s is detached; its daemon (pid %ld) is stopped (state %c): it exits once continued ('kill -CONT %ld')%s%s%s\n",
+			       mountpoint, (long)daemon, pr.proc_state,
+			       (long)daemon, held ? " and " : "",
+			       held ? who : "", held ? (held == 1 ? " lets go" : " let go") : "");
+		else if (pf.fd >= 0 && poll(&pf, 1, held ? 500 : 2000) == 0)
 			printf("batchfs: %s is detached; its daemon (pid %ld) exits once %s let%s go\n",
 			       mountpoint, (long)daemon,
 			       held ? who : "the processes that hold it",

@@ -67,11 +67,84 @@ void bfs_daemon_request_stop(bfs_watch *w);
  * the default actions.  Accepts NULL. */
 void bfs_daemon_unwatch(bfs_watch *w);
 
+/* ---- a mount's daemon, asked with a deadline ---- */
+
+/* How long `batchfs unmount` and `batchfs status` wait for a daemon to
+ * answer before they say it does not (milliseconds). */
+#define BFS_DAEMON_PROBE_MS 3000
+
+/* Where the daemon of a mount stands, as bfs_daemon_probe found it. */
+typedef enum {
+	BFS_DAEMON_NOT_MOUNTED, /* nothing is mounted on the path */
+	BFS_DAEMON_OTHER_FS,    /* a mount of another type (fstype says) */
+	BFS_DAEMON_DEAD,        /* fuse.batchfs whose daemon is gone
+				 * (ENOTCONN) */
+	BFS_DAEMON_STOPPED,     /* its daemon is stopped (SIGSTOP: state T,
+				 * or t under a tracer) */
+	BFS_DAEMON_SILENT,      /* no answer within the deadline */
+	BFS_DAEMON_FOREIGN,     /* fuse.batchfs, but the file system does not
+				 * answer as batchfs (no user.batchfs.pid) */
+	BFS_DAEMON_SERVING,     /* answers as batchfs */
+} bfs_daemon_state;
+
+typedef struct {
+	bfs_daemon_state state;
+	long pid;           /* the daemon; 0 when not known */
+	char proc_state;    /* its state letter in /proc/PID/stat; 0 unknown */
+	int err;            /* FOREIGN: the errno the root's xattr gave */
+	char fstype[64];    /* the mount's type, from mountinfo */
+} bfs_daemon_probe_result;
+
+/* Where the daemon of the mount on path stands, waiting at most
+ * timeout_ms for it.  The type comes from /proc/self/mountinfo; the
+ * daemon is looked for in /proc (a process with /dev/fuse open and the
+ * mark of bfs_daemon_mark on this mount point; only root sees other
+ * users' processes) and, when it is stopped, nothing is asked of the
+ * mount; else user.batchfs.pid of the mount root is asked from a thread
+ * of its own, given timeout_ms.  A thread still waiting on a daemon that
+ * does not answer stays blocked until the daemon answers or the process
+ * exits, and holds the mount busy meanwhile (only a lazy unmount detaches
+ * it).  Returns 0 with *out filled, or -ENOMEM / -errno (out->state
+ * NOT_MOUNTED).  Threads: any. */
+int bfs_daemon_probe(const char *path, int timeout_ms,
+		     bfs_daemon_probe_result *out);
+
+/* A sentence (no newline, no final stop) saying what r found on
+ * mountpoint ("t1 is a tmpfs mount, not batchfs"; "m: its daemon 12 is
+ * stopped (state T); 'kill -CONT 12' resumes it"), into out (cap
+ * bytes).  timeout_ms: the deadline the probe was given. */
+void bfs_daemon_describe(const char *mountpoint,
+			 const bfs_daemon_probe_result *r, int timeout_ms,
+			 char *out, size_t cap);
+
+/* The file at path read whole, from a thread of its own given
+ * timeout_ms: a read through a mount whose daemon is stopped or hung
+ * never returns, and the caller must.  0 with a malloc'd *out (the
+ * caller frees it) of *len bytes; -ETIMEDOUT (the thread goes on waiting
+ * and frees what it reads), or open's or read's -errno, or -ENOMEM. */
+int bfs_daemon_read_file(const char *path, int timeout_ms, char **out,
+			 size_t *len);
+
+/* In the daemon, before the mount: a descriptor (O_PATH, close-on-exec)
+ * of the mount point directory, which the mount then covers, kept open
+ * while the mount serves.  It is how bfs_daemon_probe finds the daemon
+ * in /proc without asking the mount (its link names the mount point, its
+ * mnt_id is the mount beneath).  It holds nothing of the mount itself
+ * (the file system beneath stays busy while the daemon runs, as it is
+ * while the mount is on it).
+ * The descriptor, or -1 (then only that lookup is lost). */
+int bfs_daemon_mark(const char *mountpoint);
+
 /* `batchfs unmount [--lazy] MOUNTPOINT`: unmount (umount2 as root,
  * retrying a brief EBUSY; fusermount3 -u otherwise) and wait until the
  * daemon has exited, so its cache is closed: the daemon's pid is asked of
- * the mount root (user.batchfs.pid) before the unmount and waited for on a
- * pidfd.  A mount that stays busy is left mounted, and the processes that
+ * the mount root (bfs_daemon_probe) before the unmount and waited for on
+ * a pidfd.  Only a batchfs mount is unmounted: anything that is not
+ * fuse.batchfs, or does not answer as batchfs, is refused ("t1 is a
+ * tmpfs mount, not batchfs; nothing was unmounted"), lazy or not; a dead
+ * batchfs mount (its daemon gone) is cleaned.  A daemon that is stopped
+ * or does not answer within BFS_DAEMON_PROBE_MS is said so and its mount
+ * left, unless lazy.  A mount that stays busy is left mounted, and the processes that
  * hold it are named (bfs_daemon_holders).  lazy: detach it at once
  * (MNT_DETACH, fusermount3 -u -z) and do not wait for a daemon whose mount
  * is still held: say who holds it.  Returns the exit status: 0, or 1 with

@@ -6,6 +6,7 @@
  */
 #include "fs/host.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -101,10 +102,11 @@ int bfs_host_absolute(const char *path, char *out, size_t cap)
 
 /* Find path's topmost entry in /proc/self/mountinfo (never touching the
  * mount itself, which may not be serving yet, or be dead).  1 if found,
- * with its device number "MAJ:MIN" copied to devno (cap bytes) when devno
- * is not NULL.  Mounts stacked on one path are listed in mount order, so
- * the last match is the one a path lookup reaches. */
-static int find_mount(const char *path, char *devno, size_t cap, int *mnt_id)
+ * with what mountinfo says of it in *out (when not NULL).  Mounts stacked
+ * on one path are listed in mount order, so the last match is the one a
+ * path lookup reaches.  A line is "ID PARENT MAJ:MIN ROOT MOUNTPOINT
+ * OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS". */
+int bfs_host_mount_info(const char *path, bfs_host_mount *out)
 {
 	char real[PATH_MAX], line[4 * PATH_MAX];
 	FILE *f;
@@ -115,27 +117,56 @@ static int find_mount(const char *path, char *devno, size_t cap, int *mnt_id)
 	if (!(f = fopen("/proc/self/mountinfo", "re")))
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
-		char *save = NULL, *dev = NULL, *tok = strtok_r(line, " ", &save);
+		char *save = NULL, *dev = NULL, *parent = NULL;
+		char *tok = strtok_r(line, " \n", &save);
 		int id = tok ? atoi(tok) : -1;
 
 		for (int field = 1; tok && field < 5; field++) {
-			tok = strtok_r(NULL, " ", &save);
+			tok = strtok_r(NULL, " \n", &save);
+			if (field == 1)
+				parent = tok;
 			if (field == 2)
 				dev = tok;
 		}
-		if (!tok || !dev)
+		if (!tok || !dev || !parent)
 			continue;
 		unescape_mountinfo(tok);
-		if (strcmp(tok, real) == 0) {
-			found = 1;
-			if (devno)
-				snprintf(devno, cap, "%s", dev);
-			if (mnt_id)
-				*mnt_id = id;
+		if (strcmp(tok, real) != 0)
+			continue;
+		found = 1;
+		if (!out)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->id = id;
+		out->parent_id = atoi(parent);
+		snprintf(out->devno, sizeof(out->devno), "%s", dev);
+		/* the optional fields end at a lone "-" */
+		while ((tok = strtok_r(NULL, " \n", &save)) && strcmp(tok, "-"))
+			;
+		if (tok && (tok = strtok_r(NULL, " \n", &save))) {
+			unescape_mountinfo(tok);
+			snprintf(out->fstype, sizeof(out->fstype), "%s", tok);
+			if ((tok = strtok_r(NULL, " \n", &save))) {
+				unescape_mountinfo(tok);
+				snprintf(out->source, sizeof(out->source), "%s", tok);
+			}
 		}
 	}
 	fclose(f);
 	return found;
+}
+
+static int find_mount(const char *path, char *devno, size_t cap, int *mnt_id)
+{
+	bfs_host_mount m;
+
+	if (!bfs_host_mount_info(path, &m))
+		return 0;
+	if (devno)
+		snprintf(devno, cap, "%s", m.devno);
+	if (mnt_id)
+		*mnt_id = m.id;
+	return 1;
 }
 
 int bfs_host_find_mount(const char *path, char *devno, size_t cap)
@@ -286,3 +317,102 @@ const char *bfs_host_slot_dir(const char *dir, uint64_t budget, char *why,
 	return dir;
 }
 
+
+/* A name a batchfs cache directory may hold (cache/cache_open.c,
+ * cache/cache_admin.c: the LMDB pair, the users' lock, the damage marker
+ * and a damaged data.mdb moved aside).  Any NAME.lock is taken too, so
+ * that a lock file the cache adds later does not make its own directory
+ * a stranger's. */
+static int cache_file_name(const char *name)
+{
+	static const char *const names[] = {
+		"data.mdb", "lock.mdb", "users.lock", "damaged",
+	};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return 1;
+	size_t n = strlen(name);
+
+	if (n > 5 && !strcmp(name + n - 5, ".lock"))
+		return 1;
+	return !strncmp(name, "data.mdb.damaged-", 17);
+}
+
+int bfs_host_check_cache_dir(const char *dir, char *why, size_t cap)
+{
+	struct dirent *de;
+	struct stat st;
+	int err = 0;
+	DIR *d;
+
+	if (stat(dir, &st) != 0) {
+		if (errno == ENOENT)
+			return 0; /* new: the cache creates it */
+		err = -errno;
+		snprintf(why, cap, "cache directory %s: %s", dir, strerror(errno));
+		return err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, cap, "cache directory %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (!(d = opendir(dir))) {
+		err = -errno;
+		snprintf(why, cap, "cache directory %s: %s", dir, strerror(errno));
+		return err;
+	}
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (cache_file_name(de->d_name))
+			continue;
+		snprintf(why, cap,
+			 "cache directory %s holds files that are not a batchfs cache ('%.200s' among them): give --cache an empty or new directory",
+			 dir, de->d_name);
+		err = -ENOTEMPTY;
+		break;
+	}
+	closedir(d);
+	return err;
+}
+
+int bfs_host_check_log_path(const char *path, char *why, size_t cap)
+{
+	struct stat st;
+
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(why, cap, "log path %s is a directory: give --log a file", path);
+		return -EISDIR;
+	}
+	return 0;
+}
+
+int bfs_host_check_slot_dir(const char *dir, char *why, size_t cap)
+{
+	struct statfs sf;
+	struct stat st;
+	int err;
+
+	if (stat(dir, &st) != 0) {
+		err = -errno;
+		snprintf(why, cap, "--slot-dir %s: %s", dir, strerror(errno));
+		return err;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, cap, "--slot-dir %s is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (statfs(dir, &sf) != 0) {
+		err = -errno;
+		snprintf(why, cap, "--slot-dir %s: %s", dir, strerror(errno));
+		return err;
+	}
+	if (sf.f_type != TMPFS_MAGIC) {
+		snprintf(why, cap,
+			 "--slot-dir %s is not a tmpfs (decoded batches there would be written to disk): give a tmpfs such as /dev/shm",
+			 dir);
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -29,6 +29,18 @@ int bfs_host_absolute(const char *path, char *out, size_t cap);
  * one, with its device number "MAJ:MIN" in devno (cap bytes) when devno
  * is not NULL; 0 if none. */
 int bfs_host_find_mount(const char *path, char *devno, size_t cap);
+/* What /proc/self/mountinfo says of the topmost mount on path. */
+typedef struct {
+	int id;              /* mount ID (fdinfo's mnt_id) */
+	int parent_id;       /* the mount it sits on: where its mount point
+			      * directory is */
+	char devno[32];      /* "MAJ:MIN" */
+	char fstype[64];     /* "fuse.batchfs", "tmpfs", "ext4", ... */
+	char source[4096];   /* the source (fsname), unescaped; may be "" */
+} bfs_host_mount;
+/* 1 with *out filled (out may be NULL), or 0 when nothing is mounted on
+ * path. */
+int bfs_host_mount_info(const char *path, bfs_host_mount *out);
 int bfs_host_is_mountpoint(const char *path);
 /* The mount ID (mountinfo's first field, /proc/PID/fdinfo's mnt_id) of
  * the topmost mount on path, or -1 when there is none. */
@@ -47,6 +59,26 @@ void bfs_host_raise_readahead(const char *mountpoint);
  * saying why when it cannot be had. */
 FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 			char *why, size_t why_cap);
+
+/* Is dir fit to be a cache directory: absent (it will be created), or a
+ * directory that holds nothing but a batchfs cache's files (data.mdb,
+ * lock.mdb, users.lock or any NAME.lock, damaged and data.mdb.damaged-*
+ * moved aside, see cache/cache_open.c)?  Any other entry, or a dir that is not a
+ * directory, and it is not: a cache there would write its files among
+ * someone else's (--cache /etc).  0, or -ENOTEMPTY / -ENOTDIR / -errno
+ * with *why (cap bytes) naming the directory and the first stranger. */
+int bfs_host_check_cache_dir(const char *dir, char *why, size_t cap);
+
+/* Is path fit to be the log file: absent, or anything but a directory
+ * (--log /)?  0, or -EISDIR with *why. */
+int bfs_host_check_log_path(const char *path, char *why, size_t cap);
+
+/* Is dir, given as --slot-dir, a directory on a tmpfs (the engine's slot
+ * files are unnamed files there; on a disk they would be written back)?
+ * Whether passthrough can be had at all (capability, room, leases) is
+ * bfs_host_slot_dir's to say, when the mount starts; this is the rule for
+ * a directory a person named.  0, or -errno with *why. */
+int bfs_host_check_slot_dir(const char *dir, char *why, size_t cap);
 
 /* dir, if it can hold the engine's slot files for passthrough: this
  * process can register backing files (CAP_SYS_ADMIN), dir is a tmpfs (a

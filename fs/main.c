@@ -212,6 +212,26 @@ static int bad_option(const char *cmd, int c, char **argv)
 	return usage_error(cmd, "unknown option '%s'", arg);
 }
 
+/* Was long option o just read from an abbreviation (getopt_long takes
+ * any unique prefix: "--f" for --format, which then took the next word
+ * as its value)?  Options are written whole, so that an option added
+ * later never changes what an old command line means, and mount(8)'s -o
+ * f is refused rather than guessed.  The word is argv[optind - 1], or the
+ * one before when the value was a word of its own. */
+static int abbreviated(char **argv, const struct option *o)
+{
+	const char *w = argv[optind - 1];
+	size_t n;
+
+	if (o->has_arg == required_argument && optarg == w && optind >= 2)
+		w = argv[optind - 2];
+	if (strncmp(w, "--", 2) != 0)
+		return 0;
+	w += 2;
+	n = strcspn(w, "=");
+	return n != strlen(o->name) || strncmp(w, o->name, n) != 0;
+}
+
 /* The numbers of the options, read whole by fs/optparse (a value that
  * would wrap, or has a sign it may not have, is refused, not bent). */
 
@@ -356,7 +376,7 @@ static int cmd_mount(int argc, char **argv)
 	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
 	unsigned u;
-	int c, rc, rank_given = 0;
+	int c, li, rc, rank_given = 0;
 
 	o.engine.batch = 32;
 	o.engine.height = o.engine.width = 224;
@@ -367,7 +387,14 @@ static int cmd_mount(int argc, char **argv)
 	o.cache = NULL; /* the default directory */
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hfdo:", lo, NULL)) != -1) {
+	while ((li = -1, c = getopt_long(argc, argv, ":hfdo:", lo, &li)) != -1) {
+		if (li >= 0 && abbreviated(argv, &lo[li])) {
+			free(fuse_opts);
+			return usage_error("mount", "unknown option '%s' (options are written whole: --%s?)",
+					   argv[optind - (optarg == argv[optind - 1] &&
+							  lo[li].has_arg == required_argument ? 2 : 1)],
+					   lo[li].name);
+		}
 		switch (c) {
 		case O_BATCH:
 			if (parse_uint(optarg, 1, 65536, &o.engine.batch))

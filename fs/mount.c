@@ -519,7 +519,7 @@ static int serve(void *ctx, int notify_fd)
 	bfs_source_opts so = o->source;
 	bfs_view_opts vo = { 0 };
 	char cache_why[BFS_ERRMSG_MAX + 32] = "", pt_why[256] = "";
-	int err, status = 1, mounted = 0;
+	int err, status = 1, mounted = 0, mark_fd = -1;
 
 	/* The engine holds a file lease for an instant (slot files); a lease
 	 * break would raise SIGIO, whose default action ends the process. */
@@ -600,6 +600,9 @@ static int serve(void *ctx, int notify_fd)
 
 	if (!(m.se = new_session(&m, &args, msg, sizeof(msg))))
 		goto fail;
+	/* how `batchfs unmount` and `status` find this daemon without
+	 * asking the mount (bfs_daemon_probe) */
+	mark_fd = bfs_daemon_mark(o->mountpoint);
 	if (fuse_session_mount(m.se, o->mountpoint) != 0) {
 		snprintf(msg, sizeof(msg),
 			 "batchfs: cannot mount on %s (is /dev/fuse usable, and fusermount3 installed?)",
@@ -780,6 +783,8 @@ out:
 	bfs_cache_close(m.cache);
 	if (logf)
 		fclose(logf);
+	if (mark_fd >= 0)
+		close(mark_fd);
 	return status;
 }
 
@@ -847,6 +852,46 @@ too_long:
 	return -1;
 }
 
+/* What a mount's paths and FUSE options may be, checked before the
+ * daemon starts (0, or -1 with the message printed): the cache directory
+ * (explicit or the default) new, empty or a batchfs cache's own; a log
+ * path that is not a directory; a --slot-dir on a tmpfs; and no
+ * subtype= in -o (a batchfs mount is always of type fuse.batchfs). */
+static int check_paths(const bfs_mount_opts *o)
+{
+	char why[PATH_MAX + 512], dir[PATH_MAX];
+	const char *opts = o->fuse_opts;
+
+	if (!o->cache || strcmp(o->cache, "none") != 0) {
+		const char *c = o->cache;
+
+		if (!c && bfs_cache_default_dir(dir, sizeof(dir)) == 0)
+			c = dir;
+		if (c && bfs_host_check_cache_dir(c, why, sizeof(why))) {
+			fprintf(stderr, "batchfs: %s\n", why);
+			return -1;
+		}
+	}
+	if (o->log_path && bfs_host_check_log_path(o->log_path, why, sizeof(why))) {
+		fprintf(stderr, "batchfs: %s\n", why);
+		return -1;
+	}
+	if (o->slot_dir && !o->no_passthrough &&
+	    bfs_host_check_slot_dir(o->slot_dir, why, sizeof(why))) {
+		fprintf(stderr, "batchfs: %s\n", why);
+		return -1;
+	}
+	for (const char *p = opts; p; p = strchr(p, ',')) {
+		if (*p == ',')
+			p++;
+		if (!strncmp(p, "subtype=", 8)) {
+			fprintf(stderr, "batchfs: -o subtype= is not an option: a batchfs mount is of type fuse.batchfs\n");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int bfs_mount_main(const bfs_mount_opts *opts)
 {
 	bfs_mount_opts ao = *opts, *o = &ao;
@@ -879,7 +924,7 @@ int bfs_mount_main(const bfs_mount_opts *opts)
 			o->mountpoint, o->mountpoint);
 		return 1;
 	}
-	if (make_absolute(o, &paths))
+	if (make_absolute(o, &paths) || check_paths(o))
 		return 1;
 	return bfs_daemon_run(o->foreground || o->debug, serve, o);
 }

@@ -44,7 +44,7 @@ static int fuse_option(const char *opt)
 		"auto_unmount", "default_permissions",
 	};
 	static const char *const prefixes[] = {
-		"fsname=", "subtype=", "max_read=", "context=", "fscontext=",
+		"fsname=", "max_read=", "context=", "fscontext=",
 		"defcontext=", "rootcontext=",
 	};
 
@@ -159,6 +159,19 @@ static int translate(const char *opts, bfs_mounthelper_args *out, size_t *cap,
 		list_name[0] = '\0';
 		if (mount_only(tok))
 			continue;
+		/* `batchfs mount --help` would print the usage and exit 0:
+		 * mount(8) would report a mount that did not happen */
+		if (!strcmp(tok, "help")) {
+			rc = seterr(err, ecap,
+				    "'help' is not a mount option (see 'batchfs mount --help' for the options)");
+			break;
+		}
+		if (!strncmp(tok, "subtype=", 8)) {
+			rc = seterr(err, ecap,
+				    "'%s' is not an option: a batchfs mount is always of type fuse.batchfs",
+				    tok);
+			break;
+		}
 		if (fuse_option(tok)) {
 			rc = join(fuse, tok);
 			continue;

@@ -12,12 +12,17 @@
  *     read-only whatever it is asked), comment=..., x-... (x-systemd.*);
  *   - FUSE and kernel mount options go to FUSE as `-o`: ro, [no]dev,
  *     [no]suid, [no]exec, the atime family, [a]sync, dirsync,
- *     allow_root, auto_unmount, default_permissions, fsname=, subtype=,
+ *     allow_root, auto_unmount, default_permissions, fsname= (what
+ *     /proc/mounts shows as the source; the type stays fuse.batchfs),
  *     max_read=, and the SELinux context options;
+ *   - refused: subtype= (a batchfs mount is of type fuse.batchfs, never
+ *     what an option says), and help (`batchfs mount --help` would exit
+ *     0 with nothing mounted);
  *   - every other option is a `batchfs mount` option: NAME=VALUE becomes
  *     --NAME=VALUE, NAME becomes --NAME, with '_' read as '-'
  *     (drop_remainder = drop-remainder); `batchfs mount` checks them, so
- *     an unknown one is refused with its name.  The lists of --mean,
+ *     an unknown one is refused with its name, and so is an abbreviation
+ *     (f is not format: batchfs mount takes only whole option names).  The lists of --mean,
  *     --std and --augment may be written with ':' (mean=0.485:0.456:0.406)
  *     or with commas, as mount(8) splits them (mean=0.485,0.456,0.406):
  *     a bare number after mean= or std=, and a bare flip/crop/none after

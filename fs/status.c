@@ -5,7 +5,6 @@
 #include "fs/status.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs/daemon.h"
 #include "fs/json.h"
 #include "fs/log.h"
 
@@ -300,53 +300,70 @@ int bfs_status_render(const char *mountpoint, const bfs_jr *dataset,
 
 /* ---- reading the mount -------------------------------------------------- */
 
-/* MOUNTPOINT/name parsed; 0, or -errno / -EINVAL with why (cap bytes). */
+/* MOUNTPOINT/name parsed; 0, or -errno / -EINVAL with why (cap bytes).
+ * The read has a deadline (a stopped or hung daemon never answers it):
+ * -ETIMEDOUT with why saying what became of the daemon. */
 static int read_json(const char *mountpoint, const char *name, bfs_jr **out,
 		     char *why, size_t cap)
 {
 	char path[PATH_MAX], err[256];
 	char *buf = NULL;
-	size_t len = 0, bcap = 0;
-	int fd, rc = 0;
+	size_t len = 0;
+	int rc;
 
 	*out = NULL;
 	snprintf(path, sizeof(path), "%s/%s", mountpoint, name);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		rc = -errno;
-		snprintf(why, cap, "%s: %s", path, strerror(errno));
+	rc = bfs_daemon_read_file(path, BFS_DAEMON_PROBE_MS, &buf, &len);
+	if (rc == -ETIMEDOUT) {
+		bfs_daemon_probe_result pr;
+
+		bfs_daemon_probe(mountpoint, BFS_DAEMON_PROBE_MS, &pr);
+		if (pr.state != BFS_DAEMON_STOPPED && pr.state != BFS_DAEMON_SILENT) {
+			pr.state = BFS_DAEMON_SILENT; /* it did not answer the read */
+			pr.pid = 0;
+		}
+		bfs_daemon_describe(mountpoint, &pr, BFS_DAEMON_PROBE_MS, why, cap);
 		return rc;
 	}
-	for (;;) {
-		ssize_t n;
-
-		if (len + 4096 > bcap) {
-			char *nb = realloc(buf, bcap = bcap ? bcap * 2 : 65536);
-
-			if (!nb) {
-				rc = -ENOMEM;
-				snprintf(why, cap, "out of memory");
-				goto out;
-			}
-			buf = nb;
-		}
-		n = read(fd, buf + len, bcap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			snprintf(why, cap, "%s: %s", path, strerror(errno));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
+	if (rc) {
+		snprintf(why, cap, "%s: %s", path, strerror(-rc));
+		return rc;
 	}
 	if ((rc = bfs_jr_parse(buf, len, out, err, sizeof(err))))
 		snprintf(why, cap, "%s: not batchfs's JSON (%s)", path, err);
-out:
-	close(fd);
 	free(buf);
 	return rc;
+}
+
+/* 0 when mountpoint is a batchfs mount whose daemon answers; else 1 with
+ * what it is instead on stderr (a stopped daemon, a dead mount, another
+ * file system), asking nothing of a mount whose daemon is stopped. */
+static int check_mount(const char *mountpoint)
+{
+	bfs_daemon_probe_result pr;
+	char why[PATH_MAX * 4 + 256];
+
+	bfs_daemon_probe(mountpoint, BFS_DAEMON_PROBE_MS, &pr);
+	bfs_daemon_describe(mountpoint, &pr, BFS_DAEMON_PROBE_MS, why, sizeof(why));
+	switch (pr.state) {
+	case BFS_DAEMON_SERVING:
+		return 0;
+	case BFS_DAEMON_NOT_MOUNTED:
+		/* a folder, maybe: its dataset.json is read and judged */
+		return 0;
+	case BFS_DAEMON_OTHER_FS:
+		fprintf(stderr, "batchfs status: %s is not a batchfs mount (it is a%s %s mount)\n",
+			mountpoint, strchr("aeiou", pr.fstype[0]) && pr.fstype[0] ? "n" : "",
+			pr.fstype);
+		return 1;
+	case BFS_DAEMON_DEAD:
+		fprintf(stderr, "batchfs status: %s ('batchfs unmount %s' cleans it)\n",
+			why, mountpoint);
+		return 1;
+	default:
+		fprintf(stderr, "batchfs status: %s\n", why);
+		return 1;
+	}
 }
 
 static void sleep_s(double s)
@@ -411,6 +428,8 @@ int bfs_status_main(int argc, char **argv)
 		return 2;
 	}
 	mountpoint = argv[optind];
+	if (check_mount(mountpoint))
+		goto out;
 	if (read_json(mountpoint, "dataset.json", &ds, why, sizeof(why)) ||
 	    !bfs_jr_get(ds, "batchfs_version")) {
 		fprintf(stderr, "batchfs status: %s is not a batchfs mount%s%s%s\n",

@@ -147,6 +147,29 @@ static void test_mounthelper_refuses_what_is_not_a_helper_call(void **state)
 	expect_refused(ARGS("mount.batchfs", "/d", "/m", "-o", "=3"), "bad option");
 }
 
+/* -o help would become `batchfs mount --help`: the usage, exit 0, and
+ * mount(8) would report a mount that did not happen. */
+static void test_mounthelper_refuses_help_as_an_option(void **state)
+{
+	(void)state;
+	expect_refused(ARGS("mount.batchfs", "/d", "/m", "-o", "help"),
+		       "'help' is not a mount option");
+	expect_refused(ARGS("mount.batchfs", "/d", "/m", "-o", "batch=4,help"),
+		       "'help' is not a mount option");
+}
+
+/* The type in /proc/mounts is fuse.batchfs, whatever an option says;
+ * fsname (the source column) is still the caller's. */
+static void test_mounthelper_refuses_a_subtype_the_type_stays_fuse_batchfs(void **state)
+{
+	(void)state;
+	expect_refused(ARGS("mount.batchfs", "/d", "/m", "-o",
+			    "fsname=/etc/passwd,subtype=ext4"),
+		       "'subtype=ext4' is not an option: a batchfs mount is always of type fuse.batchfs");
+	expect(ARGS("mount.batchfs", "/d", "/m", "-o", "fsname=/etc/passwd"),
+	       "mount -o fsname=/etc/passwd -- /d /m");
+}
+
 static int called;
 static char seen[1024];
 
@@ -187,6 +210,8 @@ int main(void)
 		cmocka_unit_test(test_mounthelper_takes_options_in_every_form_mount_passes),
 		cmocka_unit_test(test_mounthelper_refuses_what_is_not_a_helper_call),
 		cmocka_unit_test(test_mounthelper_runs_batchfs_mount_unless_faked),
+		cmocka_unit_test(test_mounthelper_refuses_help_as_an_option),
+		cmocka_unit_test(test_mounthelper_refuses_a_subtype_the_type_stays_fuse_batchfs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,7 +14,11 @@ The kernel closes every file of a process when it exits, however it dies
 it without anyone left to tell it.  A mount that nobody has opened within
 HOLD_WAIT seconds of starting (its starter died in between) unmounts
 itself too.  close() (and leaving the `with`) closes this process's hold
-and, for a mount of its own, waits until the daemon is gone.
+and, for a mount of its own, waits until the daemon is gone.  A daemon
+that died (kill -9, the OOM killer) leaves a dead mount, on which every
+call fails with ENOTCONN: close() detaches it (`batchfs unmount`, which
+cleans a dead batchfs mount and nothing else), and a Mount that finds an
+earlier run's dead mount on its mount point does the same first.
 
 One mount per node (per_node=True).  The process with LOCAL_RANK 0 mounts
 `--ranks A-B --world W` for the node's ranks A..B (RANK - LOCAL_RANK and
@@ -169,6 +173,19 @@ def _xattr(path, name):
         return None
 
 
+def _dead(path):
+    """Is path a mount whose daemon is gone (every call into it fails
+    with ENOTCONN)?  os.path.ismount() says False for it, and a stat may
+    still be answered from the kernel's attribute cache: an xattr is
+    always asked of the daemon."""
+    try:
+        os.getxattr(path, "user.batchfs.pid")
+    except OSError as e:
+        # ECONNABORTED: a request the end of the connection cut short
+        return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
+
+
 def _wait_pid_exit(pid, timeout):
     """True once process pid has exited (within timeout seconds)."""
     try:
@@ -295,6 +312,10 @@ class Mount:
 
     def _mount(self):
         end = time.monotonic() + self.timeout
+        # an earlier run's mount whose daemon died: `batchfs unmount`
+        # cleans a dead batchfs mount (and touches nothing else)
+        if _dead(self.path):
+            self._detach_dead()
         # the mount of an earlier run that is ending (its holders are gone)
         while os.path.ismount(self.path) and time.monotonic() < end:
             time.sleep(0.1)
@@ -397,7 +418,9 @@ class Mount:
         """Let go of the mount.  A mount of its own is unmounted and its
         daemon waited for; with per_node, local rank 0 first waits (at most
         timeout seconds) until every local rank has arrived, and the mount
-        ends when the last of them lets go.  Idempotent."""
+        ends when the last of them lets go.  A mount whose daemon died
+        (kill -9, the OOM killer) is detached, so that a rerun finds the
+        mount point free.  Idempotent."""
         if self._hold is None:
             self._cleanup_dir()
             return
@@ -405,7 +428,7 @@ class Mount:
             wait = self.timeout if _wait_others is None else _wait_others
             end = time.monotonic() + wait
             while self._holds() < self._local_world and \
-                    time.monotonic() < end:
+                    time.monotonic() < end and not _dead(self.path):
                 time.sleep(0.05)
         last = _xattr(os.path.join(self.path, "hold"),
                       "user.batchfs.holders") == "1"
@@ -419,12 +442,30 @@ class Mount:
             # (a pidfd, no call into the mount), so that whichever of them
             # finds it gone removes the mount point
             _wait_pid_exit(self.pid, 2.0)
+        # its daemon died (killed, the OOM killer): nobody else will
+        # detach the dead mount, and a rerun would find it in the way
+        if _dead(self.path):
+            self._detach_dead()
         self._cleanup_dir()
+
+    def _detach_dead(self):
+        """Detach the dead batchfs mount on self.path: `batchfs unmount`
+        cleans one (and refuses anything that is not batchfs); else
+        fusermount3 -u -z.  Whichever local rank comes first does it."""
+        p = subprocess.run([self.program, "unmount", self.path],
+                           stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True)
+        if p.returncode != 0 and _dead(self.path):
+            try:
+                subprocess.run(["fusermount3", "-u", "-z", self.path],
+                               stdin=subprocess.DEVNULL, capture_output=True)
+            except OSError:
+                pass  # no fusermount3: the error the caller sees stays
 
     def _wait_gone(self):
         """After the last hold is closed: the daemon unmounts itself."""
         if self.pid and _wait_pid_exit(self.pid, 30.0):
-            return
+            return  # (a daemon that died leaves a dead mount: close())
         if os.path.ismount(self.path) and not self.per_node:
             p = subprocess.run([self.program, "unmount", self.path],
                                capture_output=True, text=True)
