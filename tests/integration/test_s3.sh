@@ -214,6 +214,21 @@ check "IMDSv2: a token first, then the role, then its credentials" \
 check "IMDSv2: credentials that expire within 5 minutes are fetched again before use" \
 	bash -c "[ \$(grep -c 'bfs-role 200' '$D/imds.port.log') -ge 3 ]"
 
+# batchfs.Mount takes the URL as it is.
+check "batchfs.Mount(\"s3://...\"): the same bytes as the local mount" \
+	env PYTHONPATH="$HERE/../../tools/python${PYTHONPATH:+:$PYTHONPATH}" $PY - "$D" <<'PY'
+import os, sys, batchfs
+d = sys.argv[1]
+with batchfs.Mount("s3://train/set/tfr", batch=8, size=(40, 48), shuffle=3, epochs=2,
+                   threads=2, cache="none", shard_cache=d + "/py-shards") as m:
+    assert m.info["source"] == "s3://train/set/tfr", m.info["source"]
+    for e in ("epoch-0000", "epoch-0001"):
+        for f in sorted(os.listdir(os.path.join(d, "local-again", e))):
+            a = open(os.path.join(d, "local-again", e, f), "rb").read()
+            b = open(os.path.join(m.rank_dir, e, f), "rb").read()
+            assert a == b, (e, f)
+PY
+
 # The secret is in no file, message or command line the mount wrote.
 grep_secret() {
 	! grep -rlF -- "$S3_SECRET" "$D/mount.log" "$D/shards" "$D/lmdb" "$D/xdg-cache" 2>/dev/null &&

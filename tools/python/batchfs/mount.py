@@ -55,6 +55,12 @@ HOLD_WAIT = 60   # seconds a fresh mount waits for its first holder
 _OWN = {"rank", "world", "ranks", "hold", "f", "d", "foreground", "debug"}
 
 
+
+def _is_url(source):
+    """A remote source that batchfs mount takes as it is (never a path)."""
+    return isinstance(source, str) and source.lower().startswith(
+        ("s3://", "http://", "https://"))
+
 def _cli_args(options):
     """Python names of `batchfs mount` options, as command-line arguments:
     batch=32 -> --batch 32, size=(224, 224) -> --size 224x224, mean=(...)
@@ -213,7 +219,9 @@ def _wait_pid_exit(pid, timeout):
 class Mount:
     """`batchfs mount SOURCE MOUNTPOINT --opt ...` for the life of the object.
 
-    source      a shard directory (TFRecord, WebDataset tars or JPEG folders)
+    source      a shard directory (TFRecord, WebDataset tars or JPEG folders),
+                or s3://BUCKET/PREFIX, or an http(s):// URL (WebDataset's
+                braces: shard-{000000..000146}.tar), kept as given
     mountpoint  where to mount; None: a private temporary folder (or, with
                 per_node, one that the node's ranks agree on), removed at
                 close
@@ -239,7 +247,9 @@ class Mount:
 
     def __init__(self, source, mountpoint=None, *, rank=None, world=None,
                  per_node=False, program=None, timeout=120.0, **options):
-        self.source = os.path.abspath(os.fspath(source))
+        source = os.fspath(source)
+        self.source = (source if _is_url(source)
+                       else os.path.abspath(source))
         self.timeout = float(timeout)
         self.per_node = bool(per_node)
         self.rank, self.world = _rank_world(rank, world)
