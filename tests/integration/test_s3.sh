@@ -229,6 +229,20 @@ with batchfs.Mount("s3://train/set/tfr", batch=8, size=(40, 48), shuffle=3, epoc
             assert a == b, (e, f)
 PY
 
+# mount(8)'s helper (what fstab and mount -t fuse.batchfs run) takes the URL.
+ln -sf "$BATCHFS" "$D/mount.fuse.batchfs"
+mkdir -p "$D/helper"
+T_MOUNTS+=("$D/helper")
+if "$D/mount.fuse.batchfs" s3://train/set/tfr "$D/helper" \
+	-o batch=8,size=40x48,shuffle=3,epochs=2,threads=2,cache=none,shard_cache="$D/helper-shards" \
+	>>"$D/mount.log" 2>&1; then
+	check "the mount helper: s3:// as fstab gives it, the same bytes as the local mount" \
+		cmp <(every_batch "$D/local-again") <(every_batch "$D/helper")
+	"$BATCHFS" unmount "$D/helper" >/dev/null 2>&1
+else
+	not_ok "the mount helper with an s3:// source: $(tail -2 "$D/mount.log")"
+fi
+
 # The secret is in no file, message or command line the mount wrote.
 grep_secret() {
 	! grep -rlF -- "$S3_SECRET" "$D/mount.log" "$D/shards" "$D/lmdb" "$D/xdg-cache" 2>/dev/null &&
