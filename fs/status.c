@@ -92,6 +92,7 @@ static void text_view(FILE *o, const char *mountpoint, const bfs_jr *ds,
 	const bfs_jr *cache = bfs_jr_get(now, "cache");
 	const bfs_jr *mem = bfs_jr_get(now, "memory");
 	const bfs_jr *errors = bfs_jr_get(now, "errors");
+	const bfs_jr *remote = bfs_jr_get(now, "remote");
 	double epochs = num(ds, "epochs"), per = num(ds, "batches_per_epoch");
 	char a[1024], b[1024], up[64];
 	size_t nerr = errors && errors->type == BFS_JR_ARRAY ? errors->n : 0;
@@ -152,6 +153,21 @@ static void text_view(FILE *o, const char *mountpoint, const bfs_jr *ds,
 			bfs_jr_bool(bfs_jr_get(cache, "read_only"), 0)
 				? "another process held the cache's writer lock at mount: read-only"
 				: "another process holds the cache's writer lock");
+	if (remote && remote->type == BFS_JR_OBJECT) {
+		const bfs_jr *rt = bfs_jr_get(remote, "retries");
+
+		fprintf(o, "remote       %.0f requests, %.1f MB, %.0f in flight, %.0f failed; retries: %.0f reset, %.0f timeout, %.0f server error, %.0f throttled, %.0f short body\n",
+			num(remote, "requests"), num(remote, "bytes") / 1e6,
+			num(remote, "in_flight"), num(remote, "failed"),
+			num(rt, "reset"), num(rt, "timeout"), num(rt, "server_error"),
+			num(rt, "throttled"), num(rt, "short_body"));
+		fprintf(o, "shard cache  %.0f objects: %.0f were whole, %.0f fetched (%.1f MB at %.1f MB/s), %.0f removed; %.1f MB on disk in %s\n",
+			num(remote, "objects"), num(remote, "hits"), num(remote, "fetched"),
+			num(remote, "bytes_fetched") / 1e6,
+			num(remote, "fetch_mb_per_second"), num(remote, "removed"),
+			num(remote, "bytes_on_disk") / 1e6,
+			esc(bfs_jr_str(bfs_jr_get(remote, "shard_cache"), "?"), a, sizeof(a)));
+	}
 	fprintf(o, "memory       %.0f of %.0f MiB (--mem): batches %.0f, decoder scratch %.0f, held files %.0f\n",
 		mib(num(now, "memory_bytes")), mib(num(now, "memory_budget")),
 		mib(num(mem, "batch_slots")), mib(num(mem, "decoder_scratch")),
@@ -242,6 +258,31 @@ static void json_view(bfs_json *j, const char *mountpoint, const bfs_jr *ds,
 		bfs_json_close(j, '}');
 	} else {
 		bfs_json_null(j, "cache");
+	}
+	{
+		const bfs_jr *remote = bfs_jr_get(now, "remote");
+
+		if (remote && remote->type == BFS_JR_OBJECT) {
+			static const char *f[] = { "requests", "bytes", "in_flight",
+				"failed", "objects", "hits", "fetched", "removed",
+				"bytes_fetched", "bytes_on_disk" };
+			static const char *r[] = { "reset", "timeout", "server_error",
+				"throttled", "short_body" };
+			const bfs_jr *rt = bfs_jr_get(remote, "retries");
+
+			bfs_json_open(j, "remote", '{');
+			for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+				bfs_json_u64(j, f[i], (uint64_t)num(remote, f[i]));
+			bfs_json_open(j, "retries", '{');
+			for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
+				bfs_json_u64(j, r[i], (uint64_t)num(rt, r[i]));
+			bfs_json_close(j, '}');
+			bfs_json_f64(j, "fetch_mb_per_second",
+				     num(remote, "fetch_mb_per_second"));
+			bfs_json_str(j, "shard_cache",
+				     bfs_jr_str(bfs_jr_get(remote, "shard_cache"), ""));
+			bfs_json_close(j, '}');
+		}
 	}
 	bfs_json_open(j, "memory", '{');
 	bfs_json_u64(j, "bytes", (uint64_t)num(now, "memory_bytes"));

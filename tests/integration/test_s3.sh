@@ -41,6 +41,10 @@ for p in tfr wds gz odd; do
 		cmp <(every_batch "$D/local-$p") <(every_batch "$D/s3-$p")
 	check "s3://: $p's dataset.json names the URL" \
 		grep -q "\"source\": \"s3://train/set/$p\"" "$D/s3-$p/dataset.json"
+	check "s3://: batchfs status of $p shows the requests and the shard cache" \
+		bash -c "'$BATCHFS' status '$D/s3-$p' | grep -q '^remote .* requests' &&
+			'$BATCHFS' status '$D/s3-$p' | grep -q '^shard cache .* objects' &&
+			'$BATCHFS' status --json '$D/s3-$p' | grep -q '\"remote\"'"
 	unmount_wait "$D/s3-$p"
 	mount_fg "s3://train/set/$p" "$D/s3w-$p" "${COMMON[@]}" --cache "$D/lmdb" \
 		--shard-cache "$D/shards" || { not_ok "warm s3 mount $p"; continue; }
