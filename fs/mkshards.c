@@ -14,6 +14,7 @@
 #include "engine/base/error.h"
 #include "engine/formats/example.h"
 #include "engine/formats/tfrecord.h"
+#include "engine/storage/storage.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +43,10 @@ static const char usage_text[] =
 	"\n"
 	"  JPEG_DIR         class sub-folders (sorted by name; label = index from 0)\n"
 	"                   of .jpg/.jpeg files, or just files (all class 0)\n"
-	"  OUT_DIR          where P-00000-of-0000N.tfrecord go (created if missing)\n"
+	"  OUT_DIR          where P-00000-of-0000N.tfrecord go (created if missing),\n"
+	"                   or s3://BUCKET/PREFIX: written to a staging folder in\n"
+	"                   $TMPDIR, then uploaded whole (credentials and endpoint\n"
+	"                   as for batchfs mount)\n"
 	"  --per-shard N    records per shard (default 1024)\n"
 	"  --prefix P       shard name prefix (default train)\n"
 	"  --force          replace the P-*-of-*.tfrecord shards of an earlier run\n"
@@ -704,17 +709,160 @@ unknown:
 	return 0;
 }
 
+/* ---- OUT_DIR in object storage (s3://BUCKET/PREFIX) ------------------- */
+
+/* The shards of an earlier run under the remote prefix, like
+ * earlier_shards: only names directly under it. */
+static int earlier_remote(bfs_storage *st, const opts *o, strvec *out)
+{
+	bfs_storage_object *objs;
+	size_t n;
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	int err = bfs_storage_list(st, &objs, &n, errmsg);
+
+	if (err == -ENOENT)
+		return 0; /* nothing there yet */
+	if (err) {
+		errf("cannot list %s: %s", o->out, errmsg[0] ? errmsg : strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; !err && i < n; i++)
+		if (!strchr(objs[i].name, '/') && is_our_shard(objs[i].name, o->prefix))
+			err = strvec_push(out, objs[i].name);
+	bfs_storage_objects_free(objs, n);
+	if (!err && out->n)
+		qsort(out->v, out->n, sizeof(char *), cmp_str);
+	return err;
+}
+
+/* Upload every published shard of local dir `dir` (PREFIX-i-of-N), each
+ * one whole, then remove the earlier run's keys this run did not replace. */
+static int upload(bfs_storage *st, const job *j, const char *dir,
+		  const strvec *old)
+{
+	char errmsg[BFS_ERRMSG_MAX];
+
+	for (size_t i = 0; i < j->nshards; i++) {
+		char name[512], *path;
+		struct stat sb;
+		void *map = NULL;
+		int fd, err;
+
+		snprintf(name, sizeof(name), "%s-%05zu-of-%05zu.tfrecord",
+			 j->o->prefix, i, j->nshards);
+		if (!(path = join(dir, name)))
+			return -ENOMEM;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		free(path);
+		if (fd < 0 || fstat(fd, &sb)) {
+			err = -errno;
+			errf("cannot read %s back: %s", name, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return err;
+		}
+		if (sb.st_size &&
+		    (map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd,
+				0)) == MAP_FAILED) {
+			err = -errno;
+			close(fd);
+			errf("cannot map %s: %s", name, strerror(-err));
+			return err;
+		}
+		close(fd);
+		errmsg[0] = '\0';
+		err = bfs_storage_put(st, name, map ? map : "", (size_t)sb.st_size,
+				      errmsg);
+		if (map)
+			munmap(map, (size_t)sb.st_size);
+		if (err) {
+			errf("cannot upload %s: %s", name,
+			     errmsg[0] ? errmsg : strerror(-err));
+			return err;
+		}
+		if (!j->o->quiet && j->tty)
+			fprintf(stderr, "\rbatchfs mkshards: uploaded %zu/%zu shards",
+				i + 1, j->nshards);
+	}
+	if (!j->o->quiet && j->tty)
+		fputc('\n', stderr);
+	for (size_t i = 0; i < old->n; i++) {
+		char tail[64];
+		const char *t = strstr(old->v[i] + strlen(j->o->prefix) + 1, "-of-");
+		int err;
+
+		snprintf(tail, sizeof(tail), "-of-%05zu.tfrecord", j->nshards);
+		if (t && !strcmp(t, tail) &&
+		    strtoul(old->v[i] + strlen(j->o->prefix) + 1, NULL, 10) < j->nshards)
+			continue; /* rewritten by this run */
+		errmsg[0] = '\0';
+		if ((err = bfs_storage_delete(st, old->v[i], errmsg))) {
+			errf("cannot remove the earlier %s: %s", old->v[i],
+			     errmsg[0] ? errmsg : strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* Remove dir and the shards in it (it holds only what this run wrote). */
+static void remove_staging(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char *p;
+
+		if (de->d_name[0] == '.' || !(p = join(dir, de->d_name)))
+			continue;
+		unlink(p);
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
 int bfs_mkshards_main(int argc, char **argv)
 {
 	opts o;
 	job j;
 	strvec old = {0};
 	struct stat st;
+	bfs_storage *remote = NULL;
+	const char *remote_url = NULL;
+	char staging[4096] = "";
 	int r, err, status = 1;
 
 	r = parse_args(argc, argv, &o);
 	if (r)
 		return r == 1 ? 0 : r;
+	if (bfs_storage_is_url(o.out)) {
+		/* Shards are written to a staging folder, then uploaded whole. */
+		bfs_storage_opts so = { 0 };
+		char errmsg[BFS_ERRMSG_MAX] = "";
+		const char *tmp = getenv("TMPDIR");
+
+		if (strncmp(o.out, "s3://", 5)) {
+			errf("%s: only s3:// can be written (http(s) is read only)", o.out);
+			return 2;
+		}
+		bfs_http_opts_default(&so.http);
+		if ((err = bfs_storage_open(o.out, &so, &remote, errmsg))) {
+			errf("%s", errmsg[0] ? errmsg : strerror(-err));
+			return 1;
+		}
+		snprintf(staging, sizeof(staging), "%s/batchfs-mkshards-XXXXXX",
+			 tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(staging)) {
+			errf("cannot make a staging folder %s: %s", staging,
+			     strerror(errno));
+			bfs_storage_close(remote);
+			return 1;
+		}
+		remote_url = o.out;
+	}
 	memset(&j, 0, sizeof(j));
 	j.o = &o;
 	j.fd = -1;
@@ -727,8 +875,10 @@ int bfs_mkshards_main(int argc, char **argv)
 	}
 	/* Refused before any work: a rerun into the same OUT_DIR would leave
 	 * the old shards beside the new ones, and a mount reads them all. */
-	if ((err = earlier_shards(&o, &old))) {
-		errf("cannot read %s: %s", o.out, strerror(-err));
+	if (remote ? (err = earlier_remote(remote, &o, &old))
+		   : (err = earlier_shards(&o, &old))) {
+		if (!remote)
+			errf("cannot read %s: %s", o.out, strerror(-err));
 		goto out;
 	}
 	if (old.n && !o.force) {
@@ -737,6 +887,8 @@ int bfs_mkshards_main(int argc, char **argv)
 		     old.n > 1 ? old.v[old.n - 1] : "");
 		goto out;
 	}
+	if (remote)
+		o.out = staging;
 	if ((err = collect(&j)))
 		goto out;
 	if (j.nitems == 0) {
@@ -757,8 +909,13 @@ int bfs_mkshards_main(int argc, char **argv)
 	}
 	if ((err = publish(&j)))
 		goto out;
-	if (old.n && (err = remove_replaced(&j, &old)))
+	if (remote) {
+		if ((err = upload(remote, &j, staging, &old)))
+			goto out;
+		o.out = remote_url;
+	} else if (old.n && (err = remove_replaced(&j, &old))) {
 		goto out;
+	}
 	if (j.skipped)
 		errf("skipped %llu file(s) that are not JPEGs",
 		     (unsigned long long)j.skipped);
@@ -785,5 +942,8 @@ out:
 		free(j.synsets[i]);
 	free(j.synsets);
 	strvec_free(&old);
+	if (staging[0])
+		remove_staging(staging);
+	bfs_storage_close(remote);
 	return status;
 }

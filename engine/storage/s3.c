@@ -483,3 +483,19 @@ int bfs_s3_put(bfs_s3 *s, const char *bucket, const char *key,
 	bfs_sigv4_sha256_hex(data, len, sha);
 	return bfs_http_do(s->http, &r, NULL, errmsg);
 }
+
+int bfs_s3_delete(bfs_s3 *s, const char *bucket, const char *key,
+		  char *errmsg)
+{
+	char what[1200], sink[4096];
+	s3_req q = { s, "DELETE", bucket, key, NULL, 0, EMPTY_SHA256, NULL, 0 };
+	bfs_http_req r = {
+		.method = "DELETE", .prepare = s3_prepare, .ctx = &q, .what = what,
+		.buf = sink, .buf_max = sizeof(sink),
+	};
+	int err;
+
+	snprintf(what, sizeof(what), "s3://%s/%s", bucket, key);
+	err = bfs_http_do(s->http, &r, NULL, errmsg);
+	return err == -ENOENT ? 0 : err;
+}

@@ -76,4 +76,8 @@ int bfs_s3_get(bfs_s3 *s, const char *bucket, const char *key,
 int bfs_s3_put(bfs_s3 *s, const char *bucket, const char *key,
 	       const void *data, size_t len, char *errmsg);
 
+/* Remove an object (DELETE; one that is not there is no error). */
+int bfs_s3_delete(bfs_s3 *s, const char *bucket, const char *key,
+		  char *errmsg);
+
 #endif

@@ -403,17 +403,27 @@ int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
 	return 0;
 }
 
+/* prefix + name in a fresh string (freed by the caller), or NULL. */
+static char *s3_key(const bfs_storage *st, const char *name)
+{
+	char *key = malloc(strlen(st->prefix) + strlen(name) + 1);
+
+	if (key) {
+		strcpy(key, st->prefix);
+		strcat(key, name);
+	}
+	return key;
+}
+
 int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 		     uint64_t off, void *buf, size_t len, char *errmsg)
 {
 	if (st->kind == KIND_S3) {
-		char *key = malloc(strlen(st->prefix) + strlen(obj->name) + 1);
+		char *key = s3_key(st, obj->name);
 		int err;
 
 		if (!key)
 			return -ENOMEM;
-		strcpy(key, st->prefix);
-		strcat(key, obj->name);
 		err = bfs_s3_get(st->s3, st->bucket, key, obj->etag, off, buf, len,
 				 errmsg);
 		free(key);
@@ -431,4 +441,37 @@ int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 			 obj->name);
 		return bfs_http_do(st->http, &r, NULL, errmsg);
 	}
+}
+
+int bfs_storage_put(bfs_storage *st, const char *name, const void *data,
+		    size_t len, char *errmsg)
+{
+	char *key;
+	int err;
+
+	if (st->kind != KIND_S3) {
+		bfs_seterr(errmsg, "%s: only s3:// sources can be written", st->url);
+		return -EOPNOTSUPP;
+	}
+	if (!(key = s3_key(st, name)))
+		return -ENOMEM;
+	err = bfs_s3_put(st->s3, st->bucket, key, data, len, errmsg);
+	free(key);
+	return err;
+}
+
+int bfs_storage_delete(bfs_storage *st, const char *name, char *errmsg)
+{
+	char *key;
+	int err;
+
+	if (st->kind != KIND_S3) {
+		bfs_seterr(errmsg, "%s: only s3:// sources can be written", st->url);
+		return -EOPNOTSUPP;
+	}
+	if (!(key = s3_key(st, name)))
+		return -ENOMEM;
+	err = bfs_s3_delete(st->s3, st->bucket, key, errmsg);
+	free(key);
+	return err;
 }

@@ -70,6 +70,12 @@ void bfs_storage_objects_free(bfs_storage_object *objs, size_t n);
 int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 		     uint64_t off, void *buf, size_t len, char *errmsg);
 
+/* Write the object NAME (relative to the source's root) whole, or remove
+ * it.  s3:// only: -EOPNOTSUPP for http(s).  Errors as s3.h's. */
+int bfs_storage_put(bfs_storage *st, const char *name, const void *data,
+		    size_t len, char *errmsg);
+int bfs_storage_delete(bfs_storage *st, const char *name, char *errmsg);
+
 /* The counters of the requests made so far. */
 void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out);
 

@@ -247,6 +247,25 @@ else
 	not_ok "the mount helper with an s3:// source: $(tail -2 "$D/mount.log")"
 fi
 
+# mkshards writes to s3:// (staged, then uploaded), and --force replaces.
+if "$BATCHFS" mkshards "$D/jpegs" s3://train/made --per-shard 8 --quiet; then
+	mount_fg s3://train/made "$D/made" "${COMMON[@]}" --cache none --shard-cache "$D/made-shards" &&
+		check "mkshards --out s3://: the uploaded shards mount to the local ones' bytes" \
+			cmp <(every_batch "$D/local-again") <(every_batch "$D/made")
+	unmount_wait "$D/made"
+	out=$("$BATCHFS" mkshards "$D/jpegs" s3://train/made --per-shard 8 --quiet 2>&1)
+	check "mkshards to s3:// refuses a rerun over an earlier run's shards" \
+		bash -c "printf '%s' \"\$1\" | grep -q 'already holds 5 shard'" _ "$out"
+	"$BATCHFS" mkshards "$D/jpegs" s3://train/made --per-shard 20 --quiet --force &&
+		check "mkshards --force to s3:// leaves only the new run's shards" \
+			bash -c "curl -sf 'http://127.0.0.1:$FILER_PORT/buckets/train/made/?limit=100' -H 'Accept: application/json' |
+				$PY -c 'import json,sys; n=[e[\"FullPath\"] for e in json.load(sys.stdin)[\"Entries\"]]; print(n); sys.exit(0 if len(n)==2 and all(\"of-00002\" in x for x in n) else 1)'"
+	check "mkshards leaves no staging folder behind" \
+		bash -c "! ls -d \"\${TMPDIR:-/tmp}\"/batchfs-mkshards-* 2>/dev/null"
+else
+	not_ok "mkshards to s3://"
+fi
+
 # The secret is in no file, message or command line the mount wrote.
 grep_secret() {
 	! grep -rlF -- "$S3_SECRET" "$D/mount.log" "$D/shards" "$D/lmdb" "$D/xdg-cache" 2>/dev/null &&
