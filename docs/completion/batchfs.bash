@@ -44,9 +44,10 @@ _batchfs()
 		--augment) _batchfs_set -W "flip crop flip,crop none" -- "$cur"; return ;;
 		--threads|--prefetch) _batchfs_set -W "auto" -- "$cur"; return ;;
 		--cache) _batchfs_set -d -W "none" -- "$cur"; return ;;
-		--slot-dir) _batchfs_set -d -- "$cur"; return ;;
+		--slot-dir|--shard-cache) _batchfs_set -d -- "$cur"; return ;;
+		--s3-addressing) _batchfs_set -W "auto path virtual" -- "$cur"; return ;;
 		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
-		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--metrics-port|--metrics-addr|-o)
+		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
 			return ;;
 		esac
 		if [[ $cur == -* ]]; then
@@ -56,7 +57,10 @@ _batchfs()
 				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle --rank
 				--world --drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push --metrics-file --metrics-interval
-				--metrics-port --metrics-addr --metrics-public -o -f -d --help" -- "$cur"))
+				--metrics-port --metrics-addr --metrics-public --shard-cache
+				--shard-cache-size --s3-connections --s3-timeout --s3-giveup
+				--s3-anonymous --s3-addressing --s3-endpoint --s3-region
+				--no-verify-tls -o -f -d --help" -- "$cur"))
 		else
 			_batchfs_set -d -- "$cur"
 		fi
