@@ -9,7 +9,7 @@ PKGS    := fuse3 libturbojpeg libjpeg lmdb spng libwebp zlib libcrypto libcurl e
 # own API (libjpeg62-turbo) decodes a RandomResizedCrop's box alone.
 DEPS    := libfuse3-dev fuse3 libturbojpeg0-dev libjpeg62-turbo-dev liblmdb-dev \
            libcmocka-dev libspng-dev libwebp-dev webp zlib1g-dev pkg-config attr file \
-           libssl-dev libcurl4-openssl-dev libexpat1-dev nginx-light openssl curl
+           libssl-dev libcurl4-openssl-dev libexpat1-dev
 
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -I. \
@@ -106,6 +106,21 @@ deps:
 		echo "  sudo apt-get install -y $(DEPS)"; \
 	fi
 
+# What only the tests need beyond deps: nginx, curl and openssl (test_https's
+# https:// server and its CA; test_s3 uploads with curl), the packaging tools
+# (test_packages: tools/package.mk) and the wheel's (auditwheel).  The
+# README's test command runs it.
+TEST_DEPS := nginx-light curl openssl
+
+test-deps: deps package-deps wheel-deps
+	@if [ "$$(id -u)" = 0 ]; then \
+		DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $(TEST_DEPS); \
+	else \
+		echo "make test-deps: not root; run:"; \
+		echo "  sudo apt-get install -y $(TEST_DEPS)"; \
+	fi
+
 demo: deps
 	$(MAKE) $(BUILD)/batchfs $(BUILD)/tests/mkjpeg
 	BUILD=$(BUILD) bash tools/demo.sh
@@ -164,5 +179,5 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so $(DESTDIR)$(LIBDIR)/libbatchfs_gpu.so.* \
 	      $(DESTDIR)$(INCLUDEDIR)/batchfs_gpu.h $(DESTDIR)$(PKGCONFIGDIR)/batchfs_gpu.pc
 
-.PHONY: all tests test unit deps demo clean check-layers install uninstall
+.PHONY: all tests test unit deps test-deps demo clean check-layers install uninstall
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
