@@ -209,6 +209,9 @@ static int open_remote(struct mnt *m, char *msg, size_t cap)
 		const char *hint = err == -EACCES
 			? " (check the credentials, the endpoint's region and "
 			  "the clock: a signature is refused when they are wrong)"
+			: err == -ESTALE
+			? " (the object was replaced while it was fetched: nothing "
+			  "of it is used; mount again to index the new one)"
 			: "";
 
 		snprintf(msg, cap, "batchfs: %s: %s%s", o->shard_dir,

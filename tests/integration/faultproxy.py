@@ -19,6 +19,10 @@ and spoils the first COUNT GETs that carry a Range header:
     down       (with --down-seconds S) every request is refused by
                closing the connection at once for S seconds after the
                first ranged GET; COUNT is ignored
+    replace    (with --replace FILER_PORT FILE) before forwarding the first
+               COUNT ranged GETs, the object is replaced upstream with
+               FILE's bytes (through SeaweedFS's filer): the GET's If-Match
+               then no longer holds
 
 Every spoiled request adds a line to PORTFILE.log.  Runs until killed;
 each request is answered or dropped, so it loops no longer than its
@@ -36,6 +40,7 @@ PORTFILE = sys.argv[2]
 MODE = sys.argv[3]
 COUNT = int(sys.argv[4])
 DOWN = float(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[5] == "--down-seconds" else 0.0
+REPLACE = (int(sys.argv[6]), sys.argv[7]) if len(sys.argv) > 7 and sys.argv[5] == "--replace" else None
 lock = threading.Lock()
 state = {"spoiled": 0, "down_until": None}
 
@@ -99,6 +104,13 @@ class Handler(socketserver.StreamRequestHandler):
                               % (code, name, len(msg), extra)).encode() + msg)
             log("%s %s" % (spoil, path))
             return
+        if spoil == "replace" and REPLACE:
+            # path-style: /BUCKET/KEY; the filer keeps buckets at /buckets/
+            f = http.client.HTTPConnection("127.0.0.1", REPLACE[0], timeout=30)
+            f.request("PUT", "/buckets" + path.split("?")[0], body=open(REPLACE[1], "rb").read())
+            f.getresponse().read()
+            log("replace %s" % path)
+            spoil = None
         up = http.client.HTTPConnection("127.0.0.1", UP, timeout=30)
         up.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for k, v in headers:

@@ -167,6 +167,29 @@ refused "the server down past --s3-giveup: the error names the object, the attem
 	s3://train/set/tfr --s3-endpoint "http://127.0.0.1:$PROXY_PORT" --s3-giveup 2 --shard-cache "$D/never"
 kill "$PROXY_PID" 2>/dev/null
 
+# An object replaced while it is fetched: If-Match fails it (412), the
+# mount says so and uses nothing of it; a remount serves the new object.
+mkdir -p "$D/repl"
+cp "$D"/tfr/* "$D/repl/"
+s3_upload "$D/repl" train repl || not_ok "upload repl"
+first=$(ls "$D/repl" | head -1)
+second=$(ls "$D/repl" | sed -n 2p)
+proxy replace 1 --replace "$FILER_PORT" "$D/repl/$second"
+refused "an object replaced mid-fetch fails with 412, named, and nothing of it is used" \
+	"PreconditionFailed.*replaced while it was fetched" s3://train/repl \
+	--s3-endpoint "http://127.0.0.1:$PROXY_PORT" --shard-cache "$D/repl-shards" --s3-connections 1
+kill "$PROXY_PID" 2>/dev/null
+cp "$D/repl/$second" "$D/repl/$first"
+mount_fg "$D/repl" "$D/repl-local" "${COMMON[@]}" --cache none || not_ok "local mount of repl"
+if mount_fg s3://train/repl "$D/repl-s3" "${COMMON[@]}" --cache none --shard-cache "$D/repl-shards"; then
+	check "...and a remount indexes the new object: the bytes of the replaced shards" \
+		cmp <(every_batch "$D/repl-local") <(every_batch "$D/repl-s3")
+	unmount_wait "$D/repl-s3"
+else
+	not_ok "remount after the replacement: $(tail -2 "$D/mount.log")"
+fi
+unmount_wait "$D/repl-local"
+
 # Credentials from each source the AWS tools read.
 cred_mount() { # NAME ENV... : mount tfr with only that source of credentials
 	local name=$1
