@@ -178,6 +178,14 @@ static void *sampler_main(void *arg)
 		pthread_mutex_lock(&h->lock);
 		/* the next tick the ring keeps: the stride may have doubled */
 		s = h->stride;
+		{
+			/* late (a slow sample, a suspended machine): on from
+			 * now, not a burst of points to catch up */
+			double e = since(&h->t0) / h->every_s;
+
+			if (e > (double)tick && e < 1e18)
+				tick = (uint64_t)e;
+		}
 		tick = (tick / s + 1) * s;
 		if (h->n == BFS_HISTORY_CAP && tick % (2 * s))
 			tick += s; /* full: the next one kept is on 2 * stride */

@@ -87,12 +87,14 @@ size_t bfs_plot_rates(const bfs_history_point *p, size_t n, bfs_plot_rate *out)
 {
 	size_t k = 0, prev = 0;
 
-	for (size_t i = 1; i < n; i++) {
+	while (prev < n && !isfinite(p[prev].t))
+		prev++;
+	for (size_t i = prev + 1; i < n; i++) {
 		const bfs_history_point *a = &p[prev], *b = &p[i];
 		double dt = b->t - a->t;
 		uint64_t dh, dm;
 
-		if (!(dt > 0))
+		if (!(dt > 0) || !isfinite(dt) || !isfinite(b->wait_s))
 			continue; /* not after the one before: passed over */
 		dh = b->hits > a->hits ? b->hits - a->hits : 0;
 		dm = b->misses > a->misses ? b->misses - a->misses : 0;
@@ -209,7 +211,7 @@ static int layout(const bfs_plot_opts *o, const bfs_plot_rate *r, size_t n,
 	b->y0 = HEADER + k * ph + P_TITLE;
 	b->y1 = HEADER + (k + 1) * ph - P_XLAB;
 	b->tmax = n ? r[n - 1].t1 : 0;
-	if (!(b->tmax > 0))
+	if (!(b->tmax > 0) || !isfinite(b->tmax))
 		b->tmax = 60; /* nothing yet: a minute's axis */
 	if (k == 2) {
 		b->ymax = 100;
@@ -360,14 +362,25 @@ int bfs_plot_render(const bfs_plot_opts *o, const bfs_history_point *p,
 	rect(&c, 0, 0, c.w - 1, c.h - 1, BG);
 	if (r)
 		nr = bfs_plot_rates(p, n, r);
-	if (o->title)
-		text(&c, 12, 10, o->title, INK);
 	{
 		char up[64], lab[96];
+		int room;
 
 		fmt_time(nr ? r[nr - 1].t1 : 0, up, sizeof(up));
 		snprintf(lab, sizeof(lab), "up %s, %zu points", up, n);
 		text(&c, c.w - 12 - text_w(lab), 10, lab, NOTE);
+		/* the title, its end kept when it is too long */
+		room = (c.w - 36 - text_w(lab)) / ADV;
+		if (o->title && room > 4) {
+			size_t len = strlen(o->title);
+
+			if (len <= (size_t)room) {
+				text(&c, 12, 10, o->title, INK);
+			} else {
+				text(&c, 12, 10, "...", INK);
+				text(&c, 12 + 3 * ADV, 10, o->title + len - (size_t)(room - 3), INK);
+			}
+		}
 	}
 	for (int k = 0; k < BFS_PLOT_PANELS; k++) {
 		bfs_plot_box b;

@@ -417,6 +417,16 @@ static int check_mount(const char *mountpoint)
 	}
 }
 
+/* A counter from JSON: negative, NaN and past 2^64 held to the range. */
+static uint64_t counter(const bfs_jr *v)
+{
+	double d = bfs_jr_num(v, 0);
+
+	if (!(d > 0))
+		return 0;
+	return d >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)d;
+}
+
 int bfs_status_history(const bfs_jr *stats, bfs_history_point *out,
 		       size_t cap)
 {
@@ -435,22 +445,22 @@ int bfs_status_history(const bfs_jr *stats, bfs_history_point *out,
 		if (n + 1 >= cap)
 			break;    /* room for the point of now */
 		p.t = bfs_jr_num(&q->items[0], 0);
-		p.served = (uint64_t)bfs_jr_num(&q->items[1], 0);
-		p.decoded = (uint64_t)bfs_jr_num(&q->items[2], 0);
+		p.served = counter(&q->items[1]);
+		p.decoded = counter(&q->items[2]);
 		p.wait_s = bfs_jr_num(&q->items[3], 0);
-		p.hits = (uint64_t)bfs_jr_num(&q->items[4], 0);
-		p.misses = (uint64_t)bfs_jr_num(&q->items[5], 0);
+		p.hits = counter(&q->items[4]);
+		p.misses = counter(&q->items[5]);
 		out[n++] = p;
 	}
 	{
 		/* now: the counters beside the history, in the same snapshot */
 		bfs_history_point p = {
 			.t = num(stats, "uptime_seconds"),
-			.served = (uint64_t)num(stats, "samples_served"),
-			.decoded = (uint64_t)num(stats, "samples_decoded"),
+			.served = counter(bfs_jr_get(stats, "samples_served")),
+			.decoded = counter(bfs_jr_get(stats, "samples_decoded")),
 			.wait_s = num(stats, "reader_wait_seconds"),
-			.hits = (uint64_t)num(cache, "hits"),
-			.misses = (uint64_t)num(cache, "misses"),
+			.hits = counter(bfs_jr_get(cache, "hits")),
+			.misses = counter(bfs_jr_get(cache, "misses")),
 		};
 
 		if (!n || p.t > out[n - 1].t)

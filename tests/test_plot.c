@@ -368,6 +368,40 @@ static void test_plot_of_no_or_one_point_draws_the_axes_alone(void **state)
 	}
 }
 
+/* stats.json is read through a mount, but any file can sit at a path:
+ * numbers out of range, out of order or absurd are held or passed over. */
+static void test_plot_takes_a_hostile_history_without_harm(void **state)
+{
+	static const char text[] =
+		"{\"uptime_seconds\": 1e300, \"samples_served\": -5, "
+		"\"reader_wait_seconds\": 1e308, \"cache\": {\"hits\": 1e30, \"misses\": \"x\"}, "
+		"\"history\": {\"points\": [[0, 1e300, -1, -7, 3, 3], [-50, 0, 0, 0, 0, 0], "
+		"[5, 18446744073709551615, 2, 1e308, 0, 0], [6, 1, 1, 0.5, 1, 1, 99], []]}}";
+	bfs_history_point got[16];
+	bfs_plot_opts o = { .title = "a title far longer than the picture is wide, "
+				     "so that only its end is shown beside the uptime on the right",
+			    .cache = 1 };
+	char err[128];
+	bfs_jr *jr;
+	uint8_t *rgb;
+	int n, w, h;
+
+	assert_int_equal(bfs_jr_parse(text, strlen(text), &jr, err, sizeof(err)), 0);
+	n = bfs_status_history(jr, got, 16);
+	assert_int_equal(n, 5);
+	assert_true(got[0].served == UINT64_MAX && got[0].decoded == 0);
+	assert_true(got[2].served == UINT64_MAX);
+	assert_true(got[4].t == 1e300 && got[4].served == 0 && got[4].hits == UINT64_MAX);
+	assert_int_equal(bfs_plot_render(&o, got, (size_t)n, &rgb, &w, &h), 0);
+	free(rgb);
+	/* not a number at all */
+	got[1].t = NAN;
+	got[0].t = INFINITY;
+	assert_int_equal(bfs_plot_render(&o, got, (size_t)n, &rgb, &w, &h), 0);
+	free(rgb);
+	bfs_jr_free(jr);
+}
+
 static void test_plot_png_is_the_picture(void **state)
 {
 	bfs_history_point p[] = { pt(0, 0, 0, 0, 0, 0), pt(10, 500, 100, 1, 4, 1),
@@ -409,6 +443,7 @@ int main(void)
 		cmocka_unit_test(test_plot_draws_a_known_series_where_expected),
 		cmocka_unit_test(test_plot_leaves_a_gap_where_no_lookup_was_made),
 		cmocka_unit_test(test_plot_of_no_or_one_point_draws_the_axes_alone),
+		cmocka_unit_test(test_plot_takes_a_hostile_history_without_harm),
 		cmocka_unit_test(test_plot_png_is_the_picture),
 	};
 
