@@ -117,8 +117,13 @@ static void axis(double v, double *top, double *step)
 	static const double m[] = { 1, 2, 2.5, 5, 10 };
 	double raw, p;
 
-	if (!(v > 0) || !isfinite(v))
-		v = 1;
+	if (!(v > 0) || !isfinite(v)) {
+		*top = 1; /* nothing to show: 0 to 1 */
+		*step = 0.25;
+		return;
+	}
+	if (v > 1e300)
+		v = 1e300; /* room for the 5 % below */
 	v *= 1.05; /* a little room above the highest value */
 	raw = v / 4;
 	p = pow(10, floor(log10(raw)));
@@ -147,7 +152,13 @@ static double time_step(double tmax)
 
 static void fmt_time(double t, char *buf, size_t cap)
 {
-	unsigned long long s = (unsigned long long)llround(t);
+	unsigned long long s;
+
+	if (!(t >= 0) || t > 1e15) {
+		snprintf(buf, cap, "%.3gs", t); /* not from a real mount */
+		return;
+	}
+	s = (unsigned long long)llround(t);
 
 	if (s >= 86400 && s % 86400 == 0)
 		snprintf(buf, cap, "%llud", s / 86400);
@@ -367,7 +378,7 @@ int bfs_plot_render(const bfs_plot_opts *o, const bfs_history_point *p,
 		int room;
 
 		fmt_time(nr ? r[nr - 1].t1 : 0, up, sizeof(up));
-		snprintf(lab, sizeof(lab), "up %s, %zu points", up, n);
+		snprintf(lab, sizeof(lab), "up %s, %zu point%s", up, n, n == 1 ? "" : "s");
 		text(&c, c.w - 12 - text_w(lab), 10, lab, NOTE);
 		/* the title, its end kept when it is too long */
 		room = (c.w - 36 - text_w(lab)) / ADV;
