@@ -16,6 +16,8 @@ fi
 "$BATCHFS" mkshards "$D/jpegs" "$D/shards" --per-shard 20 --quiet || { not_ok "mkshards"; t_end; }
 
 M=$D/mnt
+check "--history-interval 0 is refused, naming the option" \
+	bash -c "! '$BATCHFS' mount '$D/shards' '$M' --history-interval 0 2> '$D/hi.txt' && grep -q -- '--history-interval' '$D/hi.txt' && ! mountpoint -q '$M'"
 mount_fg "$D/shards" "$M" --threads 2 --size 32 --batch 10 --epochs 2 \
 	--cache "$D/cache" --history-interval 1 || { not_ok "mount"; t_end; }
 
