@@ -766,6 +766,7 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_close(&j, '}');
 	}
 	bfs_json_close(&j, ']');
+	bfs_history_json(f->history, &j); /* the run so far, for --plot */
 	bfs_json_close(&j, '}');
 	free(errs);
 	return bfs_json_take(&j, buf, len);

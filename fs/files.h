@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/source.h"
 #include "engine/storage/shardcache.h"
+#include "fs/history.h"
 #include "fs/namespace.h"
 
 /* What the FUSE side knows and stats.json shows. */
@@ -54,6 +55,8 @@ typedef struct {
 				    * (stats.json's uptime_seconds) */
 	/* Fills *io for stats.json; may be NULL (all zero). */
 	void (*io)(void *ctx, bfs_files_io *io);
+	/* stats.json's "history" (fs/history.h); NULL: none shown */
+	const bfs_history *history;
 	/* Told why a preview could not be drawn (the call only says -EIO);
 	 * may be NULL. */
 	void (*warn)(void *ctx, const char *msg);

@@ -148,6 +148,9 @@ static const char usage_mount[] =
 	"  --metrics-port PORT  serve them at http://127.0.0.1:PORT/metrics\n"
 	"  --metrics-addr ADDR  ...on ADDR instead (an address or a name); one\n"
 	"                       that is not loopback needs --metrics-public\n"
+	"  --history-interval S seconds between the points of stats.json's\n"
+	"                       history (10; coarser as the mount ages), which\n"
+	"                       `batchfs status MNT --plot out.png` draws\n"
 	"\n"
 	"  SHARD_DIR may be s3://BUCKET/PREFIX, or http(s)://HOST/PATH with\n"
 	"  WebDataset's braces (shard-{000000..000146}.tar): the objects are\n"
@@ -310,7 +313,7 @@ static int cmd_mount(int argc, char **argv)
 	       O_RANKS, O_HOLD, O_RRC_SCALE, O_RRC_RATIO, O_CACHE_RES,
 	       O_DECODE_SCALE, O_SCHEDULE, O_DECODE_WHOLE,
 	       O_MAX_INFLATE, O_METRICS_FILE, O_METRICS_INTERVAL, O_METRICS_PORT,
-	       O_METRICS_ADDR, O_METRICS_PUBLIC,
+	       O_METRICS_ADDR, O_METRICS_PUBLIC, O_HISTORY_INTERVAL,
 	       O_SHARD_CACHE,
 	       O_SHARD_CACHE_SIZE, O_S3_CONN, O_S3_TIMEOUT, O_S3_GIVEUP,
 	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE };
@@ -359,6 +362,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "metrics-port", required_argument, 0, O_METRICS_PORT },
 		{ "metrics-addr", required_argument, 0, O_METRICS_ADDR },
 		{ "metrics-public", no_argument, 0, O_METRICS_PUBLIC },
+		{ "history-interval", required_argument, 0, O_HISTORY_INTERVAL },
 		{ "shard-cache", required_argument, 0, O_SHARD_CACHE },
 		{ "shard-cache-size", required_argument, 0, O_SHARD_CACHE_SIZE },
 		{ "s3-connections", required_argument, 0, O_S3_CONN },
@@ -646,6 +650,10 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		case O_METRICS_FILE:
 			o.metrics_file = optarg;
+			break;
+		case O_HISTORY_INTERVAL:
+			if (parse_uint(optarg, 1, 86400, &o.history_interval))
+				return bad("--history-interval", optarg, "seconds, 1 to 86400");
 			break;
 		case O_METRICS_INTERVAL:
 			if (parse_uint(optarg, 1, 86400, &o.metrics_interval))

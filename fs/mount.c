@@ -43,6 +43,7 @@
 #include "fs/jsonread.h"
 #include "fs/log.h"
 #include "fs/metrics.h"
+#include "fs/history.h"
 #include "fs/metricsd.h"
 #include "fs/passthrough.h"
 #include "fs/view.h"
@@ -79,6 +80,7 @@ struct mnt {
 	 * stats.json as Prometheus text with these labels */
 	bfs_metricsd *metrics;
 	char metrics_rank[64];
+	bfs_history *history;     /* stats.json's history, and its sampler */
 };
 
 /* ---- what a person sees ------------------------------------------------ */
@@ -468,6 +470,25 @@ static int render_metrics(void *ctx, char **buf, size_t *len)
 	return rc;
 }
 
+/* The history's sampler: the counters stats.json shows, now. */
+static void sample_history(void *ctx, bfs_history_point *p)
+{
+	struct mnt *m = ctx;
+	bfs_engine_stats st;
+
+	bfs_engine_get_stats(m->eng, &st);
+	p->served = st.samples_served;
+	p->decoded = st.samples_decoded;
+	p->wait_s = (double)st.reader_wait_ns / 1e9;
+	if (m->cache) {
+		bfs_cache_stats cs;
+
+		bfs_cache_get_stats(m->cache, &cs);
+		p->hits = cs.hits;
+		p->misses = cs.misses;
+	}
+}
+
 /* --metrics-file and --metrics-port: started before the mount says it is
  * ready, so a port that cannot be had fails the mount with the reason.
  * 0, or -1 with msg. */
@@ -592,11 +613,16 @@ static int serve(void *ctx, int notify_fd)
 	vo.hold = o->hold;
 	vo.on_released = on_hold_released;
 	vo.ctx = &m;
+	if (bfs_history_create(o->history_interval, &m.history) == 0)
+		vo.history = m.history; /* without it, stats.json has none */
 	if (bfs_view_create(&vo, &m.view)) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
 		goto fail;
 	}
 	bfs_ll_set_view(m.ll, m.view);
+	/* its clock starts after the view's: no point past uptime_seconds */
+	if (m.history && bfs_history_start(m.history, sample_history, &m))
+		bfs_log(BFS_LOG_WARN, "no history for --plot: cannot start its thread");
 	/* before the mount appears: a port it cannot have fails it first */
 	if (start_metrics(&m, msg, sizeof(msg)))
 		goto fail;
@@ -768,6 +794,7 @@ fail:
 out:
 	bfs_daemon_unwatch(watch);
 	bfs_metricsd_stop(m.metrics); /* before the view it reads */
+	bfs_history_stop(m.history);  /* before the engine it samples */
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
 	if (mounted)
@@ -775,6 +802,7 @@ out:
 	/* before the session: no worker may push into a freed session */
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	bfs_view_destroy(m.view);
+	bfs_history_free(m.history);  /* after the view that shows it */
 	if (m.se)
 		fuse_session_destroy(m.se);
 	bfs_pt_destroy(m.pt);

@@ -39,6 +39,9 @@ typedef struct {
 	const char *metrics_file; /* --metrics-file: the Prometheus text,
 				   * rewritten every metrics_interval s */
 	unsigned metrics_interval;/* --metrics-interval; 0: 15 */
+	unsigned history_interval;/* --history-interval: seconds between
+				   * stats.json's history points at first;
+				   * 0: BFS_HISTORY_EVERY (10) */
 	int metrics_http;         /* --metrics-port given: serve /metrics */
 	unsigned metrics_port;    /*   on this port (0: any free one) */
 	const char *metrics_addr; /* --metrics-addr; NULL: 127.0.0.1 */

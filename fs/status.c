@@ -5,23 +5,30 @@
 #include "fs/status.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/base/error.h"
+
 #include "fs/daemon.h"
+#include "fs/history.h"
 #include "fs/json.h"
 #include "fs/log.h"
+#include "fs/plot.h"
 
 #define LAST_ERRORS 5   /* errors shown: the last ones stats.json lists */
 
 static const char usage_text[] =
 	"usage: batchfs status MOUNTPOINT [--watch] [--json] [--interval S]\n"
+	"       batchfs status MOUNTPOINT --plot OUT.png\n"
 	"\n"
 	"What a batchfs mount is doing: samples per second served, decoded\n"
 	"and taken from the cache; where each reader is (epoch and batch) with\n"
@@ -32,6 +39,9 @@ static const char usage_text[] =
 	"                      mount goes away)\n"
 	"  -j, --json          one JSON object (with --watch, one per line)\n"
 	"  -i, --interval S    seconds between the two looks (0.1..3600; 1)\n"
+	"  -p, --plot OUT.png  draw images/s, reader wait and cache hit rate\n"
+	"                      over the mount's life (stats.json's history) as\n"
+	"                      a PNG, written atomically, and say where\n"
 	"  -h, --help          this help\n"
 	"\n"
 	"Exit status: 0, 1 when the mount cannot be read, 2 for a usage error.\n";
@@ -407,6 +417,146 @@ static int check_mount(const char *mountpoint)
 	}
 }
 
+/* A counter from JSON: negative, NaN and past 2^64 held to the range. */
+static uint64_t counter(const bfs_jr *v)
+{
+	double d = bfs_jr_num(v, 0);
+
+	if (!(d > 0))
+		return 0;
+	return d >= 18446744073709549568.0 ? UINT64_MAX : (uint64_t)d;
+}
+
+int bfs_status_history(const bfs_jr *stats, bfs_history_point *out,
+		       size_t cap)
+{
+	const bfs_jr *pts = bfs_jr_get(bfs_jr_get(stats, "history"), "points");
+	const bfs_jr *cache = bfs_jr_get(stats, "cache");
+	size_t n = 0;
+
+	if (!cap)
+		return 0;
+	for (size_t i = 0; pts && pts->type == BFS_JR_ARRAY && i < pts->n; i++) {
+		const bfs_jr *q = &pts->items[i];
+		bfs_history_point p;
+
+		if (q->type != BFS_JR_ARRAY || q->n < 6)
+			continue; /* not a point: passed over */
+		if (n + 1 >= cap)
+			break;    /* room for the point of now */
+		p.t = bfs_jr_num(&q->items[0], 0);
+		p.served = counter(&q->items[1]);
+		p.decoded = counter(&q->items[2]);
+		p.wait_s = bfs_jr_num(&q->items[3], 0);
+		p.hits = counter(&q->items[4]);
+		p.misses = counter(&q->items[5]);
+		out[n++] = p;
+	}
+	{
+		/* now: the counters beside the history, in the same snapshot */
+		bfs_history_point p = {
+			.t = num(stats, "uptime_seconds"),
+			.served = counter(bfs_jr_get(stats, "samples_served")),
+			.decoded = counter(bfs_jr_get(stats, "samples_decoded")),
+			.wait_s = num(stats, "reader_wait_seconds"),
+			.hits = counter(bfs_jr_get(cache, "hits")),
+			.misses = counter(bfs_jr_get(cache, "misses")),
+		};
+
+		if (!n || p.t > out[n - 1].t)
+			out[n++] = p;
+	}
+	return (int)n;
+}
+
+/* buf to path through a temporary name beside it, so that nobody sees
+ * half a picture.  0, or -errno with why. */
+static int write_atomic(const char *path, const void *buf, size_t len,
+			char *why, size_t cap)
+{
+	char tmp[PATH_MAX];
+	size_t off = 0;
+	int fd, err;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp)) {
+		snprintf(why, cap, "--plot %s: name too long", path);
+		return -ENAMETOOLONG;
+	}
+	if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0) {
+		err = -errno;
+		snprintf(why, cap, "--plot %s: cannot create %s: %s", path, tmp,
+			 strerror(errno));
+		return err;
+	}
+	(void)fchmod(fd, 0644);
+	while (off < len) {
+		ssize_t k = write(fd, (const char *)buf + off, len - off);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			goto fail;
+		off += (size_t)k;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0)
+		goto fail;
+	return 0;
+fail:
+	err = -errno;
+	snprintf(why, cap, "--plot %s: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return err;
+}
+
+/* --plot: the picture of stats.json's history and the point of now. */
+static int plot(const char *mountpoint, const bfs_jr *stats, const char *out)
+{
+	enum { MAXP = BFS_HISTORY_CAP + 1 };
+	bfs_history_point *pts = calloc(MAXP, sizeof(*pts));
+	bfs_plot_opts po = { 0 };
+	char title[PATH_MAX + 16], why[PATH_MAX + 256], errmsg[BFS_ERRMSG_MAX] = "";
+	uint8_t *rgb = NULL;
+	void *png = NULL;
+	size_t len = 0;
+	int n, w, h, err, rc = 1;
+
+	if (!pts) {
+		fprintf(stderr, "batchfs status: out of memory\n");
+		return 1;
+	}
+	n = bfs_status_history(stats, pts, MAXP);
+	snprintf(title, sizeof(title), "batchfs %s", mountpoint);
+	po.title = title;
+	po.cache = bfs_jr_get(stats, "cache") &&
+		   bfs_jr_get(stats, "cache")->type == BFS_JR_OBJECT;
+	if ((err = bfs_plot_render(&po, pts, (size_t)n, &rgb, &w, &h)) ||
+	    (err = bfs_plot_png(rgb, w, h, &png, &len, errmsg))) {
+		fprintf(stderr, "batchfs status: --plot: %s\n",
+			errmsg[0] ? errmsg : strerror(-err));
+		goto out;
+	}
+	if (write_atomic(out, png, len, why, sizeof(why))) {
+		fprintf(stderr, "batchfs status: %s\n", why);
+		goto out;
+	}
+	printf("batchfs status: wrote %s (%dx%d PNG: %d points over %.0f s%s)\n",
+	       out, w, h, n, n ? pts[n - 1].t : 0.0,
+	       bfs_jr_get(stats, "history") ? "" : "; this mount keeps no history");
+	rc = 0;
+out:
+	free(png);
+	free(rgb);
+	free(pts);
+	return rc;
+}
+
 static void sleep_s(double s)
 {
 	struct timespec t = { (time_t)s, (long)((s - floor(s)) * 1e9) };
@@ -421,18 +571,19 @@ int bfs_status_main(int argc, char **argv)
 		{ "watch", no_argument, 0, 'w' },
 		{ "json", no_argument, 0, 'j' },
 		{ "interval", required_argument, 0, 'i' },
+		{ "plot", required_argument, 0, 'p' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
 	bfs_jr *ds = NULL, *prev = NULL, *now = NULL;
 	char why[PATH_MAX + 256], *text;
-	const char *mountpoint;
+	const char *mountpoint, *plot_to = NULL;
 	double interval = 1.0;
 	int c, watch = 0, json = 0, rc = 1, tty = isatty(STDOUT_FILENO);
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":wji:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":wji:p:h", lo, NULL)) != -1) {
 		char *end;
 
 		switch (c) {
@@ -449,6 +600,13 @@ int bfs_status_main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			break;
+		case 'p':
+			if (!*optarg) {
+				fprintf(stderr, "batchfs status: --plot needs a file name; see 'batchfs status --help'\n");
+				return 2;
+			}
+			plot_to = optarg;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -468,6 +626,11 @@ int bfs_status_main(int argc, char **argv)
 			argc - optind < 1 ? "needs MOUNTPOINT" : "too many arguments");
 		return 2;
 	}
+	if (plot_to && (watch || json)) {
+		fprintf(stderr, "batchfs status: --plot draws one picture; it does not go with --%s; see 'batchfs status --help'\n",
+			watch ? "watch" : "json");
+		return 2;
+	}
 	mountpoint = argv[optind];
 	if (check_mount(mountpoint))
 		goto out;
@@ -479,6 +642,10 @@ int bfs_status_main(int argc, char **argv)
 	}
 	if (read_json(mountpoint, "stats.json", &now, why, sizeof(why)))
 		goto gone;
+	if (plot_to) {
+		rc = plot(mountpoint, now, plot_to);
+		goto out;
+	}
 	for (;;) {
 		sleep_s(interval);
 		bfs_jr_free(prev);

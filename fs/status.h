@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "fs/history.h"
 #include "fs/jsonread.h"
 
 /* The status of a mount from its dataset.json and two stats.json
@@ -25,6 +26,13 @@
 int bfs_status_render(const char *mountpoint, const bfs_jr *dataset,
 		      const bfs_jr *prev, const bfs_jr *now, int json,
 		      char **out);
+
+/* The points to draw from one stats.json: its "history" points (rows
+ * that are not 6-number arrays passed over), then the counters of the
+ * snapshot itself as the point of now, when it is after the last one.
+ * At most cap into out; returns how many (0 only when cap is 0). */
+int bfs_status_history(const bfs_jr *stats, bfs_history_point *out,
+		       size_t cap);
 
 /* `batchfs status`; argv[0] is "status".  Returns the exit status: 0,
  * 1 (the mount cannot be read), 2 (usage). */

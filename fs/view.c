@@ -118,7 +118,7 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 		.src = o->src, .origin = o->origin, .eng = o->eng,
 		.cache = o->cache, .cache_fp = o->cache_fp, .image_key = o->image_key,
 		.label_key = o->label_key, .fingerprint = v->fingerprint,
-		.io = o->io, .warn = o->warn, .ctx = o->ctx,
+		.io = o->io, .history = o->history, .warn = o->warn, .ctx = o->ctx,
 	};
 	clock_gettime(CLOCK_MONOTONIC, &v->files.started);
 	pthread_mutex_init(&v->made_lock, NULL);

@@ -62,6 +62,9 @@ typedef struct {
 	gid_t gid;
 	/* Fills *io for stats.json; may be NULL (all zero).  Any thread. */
 	void (*io)(void *ctx, bfs_view_io *io);
+	/* stats.json's "history" (fs/history.h); NULL: none.  Must outlive
+	 * the view. */
+	const bfs_history *history;
 	/* --hold: /hold exists, and on_released is called (from the thread
 	 * that answers the release, no lock of the view held) each time its
 	 * last open is closed: the mount ends itself then.  The kernel closes

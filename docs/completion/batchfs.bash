@@ -47,7 +47,7 @@ _batchfs()
 		--slot-dir|--shard-cache) _batchfs_set -d -- "$cur"; return ;;
 		--s3-addressing) _batchfs_set -W "auto path virtual" -- "$cur"; return ;;
 		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
-		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
+		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--history-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
 			return ;;
 		esac
 		if [[ $cur == -* ]]; then
@@ -57,7 +57,8 @@ _batchfs()
 				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle --rank
 				--world --drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push --metrics-file --metrics-interval
-				--metrics-port --metrics-addr --metrics-public --shard-cache
+				--metrics-port --metrics-addr --metrics-public --history-interval
+				--shard-cache
 				--shard-cache-size --s3-connections --s3-timeout --s3-giveup
 				--s3-anonymous --s3-addressing --s3-endpoint --s3-region
 				--no-verify-tls -o -f -d --help" -- "$cur"))
@@ -75,9 +76,10 @@ _batchfs()
 	status)
 		case $prev in
 		--interval|-i) return ;;
+		--plot|-p) _batchfs_set -f -- "$cur"; return ;;
 		esac
 		if [[ $cur == -* ]]; then
-			_batchfs_set -W "--watch --json --interval --help" -- "$cur"
+			_batchfs_set -W "--watch --json --interval --plot --help" -- "$cur"
 		else
 			_batchfs_set -W "$(_batchfs_mounts)" -- "$cur"
 		fi

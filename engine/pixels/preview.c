@@ -123,6 +123,11 @@ static const uint8_t *glyph(unsigned char c)
 	return font['?'];
 }
 
+const uint8_t *bfs_preview_glyph(unsigned char c)
+{
+	return glyph(c);
+}
+
 /* IEEE half to float, subnormals, infinities and NaN included. */
 static float half_to_float(uint16_t h)
 {

@@ -81,4 +81,12 @@ int bfs_preview_render(const bfs_preview_opts *o, const void *images,
 int bfs_preview_size(const bfs_preview_opts *o, unsigned n, int labels,
 		     int *width, int *height);
 
+/* The label font, for other pictures (fs/plot.c): the glyph of c as
+ * BFS_PREVIEW_GLYPH_H rows of BFS_PREVIEW_GLYPH_W pixels, one byte a row,
+ * bit 4 the leftmost pixel (the 8th row holds descenders); '?' for a
+ * character the font lacks (see above), blank for ' '.  Never NULL. */
+#define BFS_PREVIEW_GLYPH_W 5
+#define BFS_PREVIEW_GLYPH_H 8
+const uint8_t *bfs_preview_glyph(unsigned char c);
+
 #endif
