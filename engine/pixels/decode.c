@@ -29,11 +29,18 @@
  * CPU-exhaustion trick; real encoders write about 10.
  */
 #define DECODE_FLAGS (TJFLAG_FASTDCT | TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
+/*
+ * Pillow's (BFS_DECODE_PIL): its JPEG decoder keeps libjpeg's defaults
+ * unless Image.draft() asked for speed, i.e. dct_method JDCT_ISLOW and
+ * do_fancy_upsampling TRUE: TurboJPEG's without TJFLAG_FASTDCT.
+ */
+#define DECODE_FLAGS_PIL (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
 
 struct bfs_decoder {
 	tjhandle tj;
 	uint8_t *buf;   /* scratch: decoded pixels; grows, never shrinks */
 	size_t buf_cap; /* bytes allocated at buf */
+	unsigned method; /* BFS_DECODE_TF or BFS_DECODE_PIL */
 };
 
 struct jpeg_info {
@@ -58,6 +65,14 @@ int bfs_decoder_create(bfs_decoder **out)
 		return -ENOMEM;
 	}
 	*out = d;
+	return 0;
+}
+
+int bfs_decoder_set_method(bfs_decoder *d, unsigned method)
+{
+	if (!d || (method != BFS_DECODE_TF && method != BFS_DECODE_PIL))
+		return -EINVAL;
+	d->method = method;
 	return 0;
 }
 
@@ -288,7 +303,8 @@ int bfs_decode_rgb(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 		return -ENOMEM;
 	}
 	if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->buf, info.width, 0, info.height,
-	                  info.cmyk ? TJPF_CMYK : TJPF_RGB, DECODE_FLAGS) != 0) {
+	                  info.cmyk ? TJPF_CMYK : TJPF_RGB,
+	                  d->method == BFS_DECODE_PIL ? DECODE_FLAGS_PIL : DECODE_FLAGS) != 0) {
 		bfs_seterr(errmsg, "%s", tjGetErrorStr2(d->tj));
 		return BFS_E_DECODE;
 	}
@@ -467,7 +483,7 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
 	cinfo.out_color_space = info.cmyk ? JCS_CMYK : JCS_EXT_RGB;
-	cinfo.dct_method = JDCT_IFAST;
+	cinfo.dct_method = d->method == BFS_DECODE_PIL ? JDCT_ISLOW : JDCT_IFAST;
 	cinfo.do_fancy_upsampling = TRUE;
 	cinfo.scale_num = 1;
 	cinfo.scale_denom = (unsigned)scale;
