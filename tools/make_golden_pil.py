@@ -56,6 +56,9 @@ CASES = [
     ("resize", "pil_64x48_444.jpg", 128, 96),      # 2x up
     ("resize", "pil_64x48_444.jpg", 101, 77),      # non-integer up
     ("resize", "pil_160x120_420.jpg", 300, 50),    # up one axis, down the other
+    ("resize", "pil_97x131_422.jpg", 90, 60),      # height loses > 2x the width's pixels:
+                                                   # Pillow 13 runs the vertical pass first
+    ("resize", "pil_160x120_420.jpg", 150, 100),   # exactly 2x: horizontal first still
     ("resize", "pil_97x131_422.jpg", 24, 32),      # about 4x, odd sizes
     ("resize", "pil_97x131_422.jpg", 13, 17),      # about 7.6x
     ("resize", "pil_97x131_422.jpg", 110, 150),    # up

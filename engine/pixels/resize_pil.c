@@ -181,17 +181,18 @@ static void axis_identity(struct axis *a, int off, int n, int rev)
 
 /* The dw x dh window at (ox, oy) of Pillow's resize of src to fw x fh,
  * mirrored when mirror.  Arguments are checked.
- * Pass order (Pillow >= 13's ImagingResampleInner): the horizontal pass
- * first, over the rows the vertical one reads, unless the width does not
- * shrink while the height does; then the vertical pass first, over the
- * columns the horizontal one reads.  A pass whose axis keeps its size is
- * not run. */
+ * Pass order (Pillow 13's ImagingResampleInner): the horizontal pass
+ * first, over the rows the vertical one reads, unless the height loses
+ * more than twice as many pixels as the width (sh - fh > 0 and sh - fh >
+ * 2 * (sw - fw), on the full resized size); then the vertical pass first,
+ * over the columns the horizontal one reads.  A pass whose axis keeps its
+ * size is not run. */
 static void resize_window(const uint8_t *src, int sw, int sh, size_t stride, int fw, int fh,
 			  int ox, int oy, void *dst, int dw, int dh, bfs_dtype dt, int mirror,
 			  void *scratch)
 {
 	int need_h = fw != sw, need_v = fh != sh;
-	int h_first = !(fw >= sw && fh < sh);
+	int h_first = !(sh - fh > 0 && (int64_t)(sh - fh) > 2 * (int64_t)(sw - fw));
 	struct axis ax, ay;
 	float f32[256];
 	uint16_t f16[256];

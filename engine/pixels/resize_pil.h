@@ -16,9 +16,14 @@
  *             each divided by ww when ww != 0
  *   k[x]    = (int)(0.5 + w[x] * 2^22)  (PRECISION_BITS 22; w >= 0 here)
  *   value   = clip(sum(k[x] * p[first + x]) + 2^21) >> 22, clipped to 0..255
- * The horizontal pass runs first, to uint8, over the source rows the
- * vertical pass reads; then the vertical pass, to uint8.  A pass whose axis
- * keeps its size is skipped (its pixels pass through), as in Pillow.
+ * Two passes, each to uint8: the horizontal one first (over the source
+ * rows the vertical one reads), unless the height loses more than twice as
+ * many pixels as the width (in_h - out_h > 0 and in_h - out_h > 2 * (in_w -
+ * out_w)): then the vertical one first.  That is Pillow 13.0's order;
+ * Pillow 12 and older always ran the horizontal pass first, which gives
+ * other bytes (by 1/255 here and there) exactly when the vertical-first
+ * rule applies and both axes change.  A pass whose axis keeps its size is
+ * skipped (its pixels pass through), as in Pillow.
  * Outputs: uint8 as is; float32 value / 255.0f (torchvision's ToTensor);
  * float16 that float32 as IEEE half, rounded to nearest even.
  *
