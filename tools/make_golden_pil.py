@@ -39,6 +39,8 @@ JPEGS = {
     "pil_160x120_420.jpg": (160, 120, 1, dict(quality=90, subsampling=2)),
     "pil_97x131_422.jpg": (97, 131, 2, dict(quality=85, subsampling=1)),
     "pil_64x48_444.jpg": (64, 48, 3, dict(quality=95, subsampling=0)),
+    "pil_cmyk_40x30.jpg": (40, 30, 4, dict(quality=90)),   # Pillow writes an Adobe marker
+    "pil_gray_33x21.jpg": (33, 21, 5, dict(quality=90)),
 }
 
 # (kind, jpeg, args...):
@@ -78,6 +80,8 @@ CASES = [
                                                                # Pillow 13 runs the vertical pass first
     ("tensor", "pil_160x120_420.jpg", 53, 37),
     ("tensor", "pil_64x48_444.jpg", 80, 60),
+    ("resize", "pil_cmyk_40x30.jpg", 17, 13),
+    ("crop", "pil_gray_33x21.jpg", 16, 14, 15),
 ]
 
 
@@ -90,7 +94,12 @@ def make_jpeg(path, w, h, seed, kw):
         255 * ((x // 8 + y // 8) % 2),          # hard edges: antialiasing shows
     ], axis=-1)
     img = np.clip(base + rng.normal(0, 25, base.shape), 0, 255).astype(np.uint8)
-    Image.fromarray(img, "RGB").save(path, "JPEG", **kw)
+    im = Image.fromarray(img, "RGB")
+    if "cmyk" in path:
+        im = im.convert("CMYK")
+    elif "gray" in path:
+        im = im.convert("L")
+    im.save(path, "JPEG", **kw)
 
 
 def hwc(t):

@@ -247,7 +247,31 @@ int bfs_decode_header(bfs_decoder *d, const uint8_t *jpeg, size_t len,
  * CMYK -> RGB in place (4 bytes per pixel in, 3 out; writes never overtake
  * reads), exactly as TF's jpeg_mem.cc: integer arithmetic, truncating.
  */
-static void cmyk_to_rgb(uint8_t *p, size_t npix, int adobe)
+/* Pillow's MULDIV255: a * b / 255, rounded, in its integer form. */
+static unsigned muldiv255(unsigned a, unsigned b)
+{
+	unsigned t = a * b + 128;
+
+	return ((t >> 8) + t) >> 8;
+}
+
+/*
+ * CMYK -> RGB in place as Pillow's Image.open(f).convert("RGB"): it reads
+ * every CMYK/YCCK JPEG with Adobe's (inverted) polarity, marker or not
+ * (rawmode "CMYK;I": ink = 255 - stored), then R = nk - MULDIV255(ink_c,
+ * nk) with nk = 255 - ink_k, i.e. nk = the stored K.
+ */
+static void cmyk_to_rgb_pil(uint8_t *p, size_t npix)
+{
+	for (size_t i = 0; i < npix; i++) {
+		unsigned k = p[4 * i + 3];
+
+		for (int ch = 0; ch < 3; ch++)
+			p[3 * i + ch] = (uint8_t)(k - muldiv255(255u - p[4 * i + ch], k));
+	}
+}
+
+static void cmyk_to_rgb_tf(uint8_t *p, size_t npix, int adobe)
 {
 	for (size_t i = 0; i < npix; i++) {
 		unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
@@ -262,6 +286,14 @@ static void cmyk_to_rgb(uint8_t *p, size_t npix, int adobe)
 			p[3 * i + 2] = (uint8_t)((255 - k) * (255 - y) / 255);
 		}
 	}
+}
+
+static void cmyk_to_rgb(const bfs_decoder *d, uint8_t *p, size_t npix, int adobe)
+{
+	if (d->method == BFS_DECODE_PIL)
+		cmyk_to_rgb_pil(p, npix);
+	else
+		cmyk_to_rgb_tf(p, npix, adobe);
 }
 
 static int reserve(bfs_decoder *d, size_t need)
@@ -309,7 +341,7 @@ int bfs_decode_rgb(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 		return BFS_E_DECODE;
 	}
 	if (info.cmyk)
-		cmyk_to_rgb(d->buf, (size_t)npix, info.adobe);
+		cmyk_to_rgb(d, d->buf, (size_t)npix, info.adobe);
 	*rgb = d->buf;
 	*width = info.width;
 	*height = info.height;
@@ -549,7 +581,7 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 
 	if (info.cmyk)
 		for (int y = 0; y < sb.h; y++)
-			cmyk_to_rgb(d->buf + (size_t)y * row, cols, info.adobe);
+			cmyk_to_rgb(d, d->buf + (size_t)y * row, cols, info.adobe);
 	out->rgb = d->buf + (size_t)(sb.x - (int)xoff) * 3;
 	out->stride = row;
 	out->box = sb;

@@ -32,8 +32,10 @@ int bfs_decoder_create(bfs_decoder **out);
  *   above, IFAST DCT.
  * BFS_DECODE_PIL: Pillow's, Image.open(f).convert("RGB") as torchvision's
  *   loader does: libjpeg's defaults, ISLOW (accurate integer) DCT, fancy
- *   upsampling, grayscale expanded to three equal channels.  CMYK/YCCK
- *   images still convert with TF's formula above (Pillow's differs).
+ *   upsampling, grayscale expanded to three equal channels; CMYK/YCCK
+ *   read with Adobe's inverted polarity whatever the markers say, then
+ *   Pillow's CMYK -> RGB: R = K - MULDIV255(255 - C, K) (MULDIV255(a, b)
+ *   = (t + (t >> 8)) >> 8, t = a * b + 128), the same for G and B.
  * Returns 0, or -EINVAL for a NULL d or another method.  Not while a call
  * on d runs.
  */

@@ -17,9 +17,9 @@ if ! $PY -c "import torchvision, PIL" 2>/dev/null; then
 fi
 
 # 36 JPEGs of 30..200 px (so Resize(64) shrinks most and enlarges some),
-# 4:2:0, 4:2:2 and 4:4:4, every 5th gray
+# 4:2:0, 4:2:2 and 4:4:4, every 5th gray, every 7th CMYK
 "$MKJPEG" "$D/jpegs" --classes 3 --per-class 12 --seed 71 --min-size 30 \
-	--max-size 200 --gray-every 5 >/dev/null || { not_ok mkjpeg; t_end; }
+	--max-size 200 --gray-every 5 --cmyk-every 7 >/dev/null || { not_ok mkjpeg; t_end; }
 
 # compare MNT MODE H W [S]: every batch of epoch 0 against torchvision
 cmp_tv() {
