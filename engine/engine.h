@@ -117,7 +117,8 @@ typedef struct {
 	 * augment_crop: each epoch crops a box drawn per (seed, epoch,
 	 * sample) from the decoded image (torchvision's semantics, rrc.h)
 	 * and resizes it to the epoch's size (bilinear, half-pixel, as
-	 * bfs_resize_rgb); augment_flip then mirrors it.  The stage-1 sample
+	 * bfs_resize_rgb; Pillow's with resize_filter pil); augment_flip
+	 * then mirrors it.  The stage-1 sample
 	 * is the decoded image itself, uint8, with its shorter side reduced
 	 * to cache_res when larger (bfs_rrc_reduced_size, bfs_resize_rgb to
 	 * uint8), in every path, so its bytes never depend on the store:
