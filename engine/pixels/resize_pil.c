@@ -120,8 +120,8 @@ static void *align16(void *p)
  * count[j] - 1 of that line, each `step` bytes apart; lines are `lstep`
  * bytes apart in in, and out is written as uint8 with element j of line l
  * at out + l * olstep + j * ostep.  first[] is relative to in. */
-static void pass_u8(const uint8_t *in, size_t step, size_t lstep, int lines,
-		    const struct axis *a, int n, int base, uint8_t *out, size_t ostep,
+static void pass_u8(const uint8_t *restrict in, size_t step, size_t lstep, int lines,
+		    const struct axis *a, int n, int base, uint8_t *restrict out, size_t ostep,
 		    size_t olstep)
 {
 	for (int l = 0; l < lines; l++) {
@@ -149,13 +149,14 @@ static void pass_u8(const uint8_t *in, size_t step, size_t lstep, int lines,
  * taps y of row first[i] - base + y of in (istride apart) times k[y],
  * over `bytes` bytes of each row (the same arithmetic as pass_u8, in an
  * order the compiler vectorises).  acc: `bytes` int32s of scratch. */
-static void vpass_u8(const uint8_t *in, size_t istride, int base, const struct axis *a, int n,
-		     size_t bytes, uint8_t *out, size_t ostride, int32_t *acc)
+static void vpass_u8(const uint8_t *restrict in, size_t istride, int base,
+		     const struct axis *a, int n, size_t bytes, uint8_t *restrict out,
+		     size_t ostride, int32_t *restrict acc)
 {
 	for (int i = 0; i < n; i++) {
 		const int32_t *k = a->k + (size_t)i * (size_t)a->ksize;
-		const uint8_t *row = in + (size_t)(a->first[i] - base) * istride;
-		uint8_t *o = out + (size_t)i * ostride;
+		const uint8_t *restrict row = in + (size_t)(a->first[i] - base) * istride;
+		uint8_t *restrict o = out + (size_t)i * ostride;
 
 		for (size_t e = 0; e < bytes; e++)
 			acc[e] = 1 << (PIL_BITS - 1);
