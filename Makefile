@@ -67,6 +67,7 @@ $(BUILD)/tests/%: CFLAGS += $(FUSE_CFLAGS)
 
 # The resize kernel must round exactly as TensorFlow's does: no FMA contraction.
 $(BUILD)/engine/pixels/resize.o: CFLAGS += -ffp-contract=off
+$(BUILD)/engine/pixels/resize_pil.o: CFLAGS += -ffp-contract=off -O3
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

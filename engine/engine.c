@@ -360,6 +360,11 @@ void bfs_engine_fingerprint(const bfs_engine_opts *o, char out[17])
 			     "png=spng-strip16-stripalpha,webp=libwebp-rgb;"
 			     "resize=bilinear-halfpixel-noaa",
 			     BFS_FORMAT_VERSION, s1h, s1w, bfs_dtype_name(dt));
+	/* Pillow's rules (decode and resize): another fingerprint; tf's keeps
+	 * the one it always had */
+	if (o->resize_filter == BFS_RESIZE_FILTER_PIL && n > 0 && n < (int)sizeof(desc))
+		n += snprintf(desc + n, sizeof(desc) - (size_t)n,
+			      ";filter=pil13-bilinear-aa-fixed22,decode=islow-fancy-cmyk-pil");
 	if (!o->augment_rrc && o->resize_crop && n > 0 && n < (int)sizeof(desc))
 		n += snprintf(desc + n, sizeof(desc) - (size_t)n, ";crop-from=%d",
 			      o->crop_from ? o->crop_from : 256);

@@ -46,6 +46,8 @@
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_batch bfs_batch;
 
+#define BFS_RESIZE_FILTER_TF 0
+#define BFS_RESIZE_FILTER_PIL 1
 #define BFS_ENGINE_MAX_SIZES 16   /* entries of a size schedule */
 #define BFS_ENGINE_MAX_SIDE 16384 /* output height and width */
 #define BFS_CACHE_RES_DEFAULT 512 /* --cache-res: see README, Augmentation */
@@ -99,6 +101,14 @@ typedef struct {
 	 * keeping the aspect ratio, then the center window (ImageNet eval). */
 	int resize_crop;
 	int crop_from;
+	/* The resize and decode rules of stage 1 and of RandomResizedCrop's
+	 * box (and of the reduced copy the cache keeps for it):
+	 * BFS_RESIZE_FILTER_TF (0): TensorFlow's (tf.image.resize, bilinear,
+	 *   half-pixel, no antialias; tf.io.decode_jpeg's IFAST DCT);
+	 * BFS_RESIZE_FILTER_PIL: Pillow's, as torchvision on PIL images
+	 *   (Image.resize BILINEAR, antialiased when shrinking, resize_pil.h;
+	 *   JPEGs decoded with the ISLOW DCT, BFS_DECODE_PIL). */
+	int resize_filter;
 	/* Stage 2 (after the cache, per epoch): a random horizontal flip and
 	 * a random HxW crop out of a sample cached 8/7 larger, drawn from
 	 * (seed, epoch, sample); then (x - mean) / std; then the layout. */
@@ -107,7 +117,8 @@ typedef struct {
 	 * augment_crop: each epoch crops a box drawn per (seed, epoch,
 	 * sample) from the decoded image (torchvision's semantics, rrc.h)
 	 * and resizes it to the epoch's size (bilinear, half-pixel, as
-	 * bfs_resize_rgb); augment_flip then mirrors it.  The stage-1 sample
+	 * bfs_resize_rgb; Pillow's with resize_filter pil); augment_flip
+	 * then mirrors it.  The stage-1 sample
 	 * is the decoded image itself, uint8, with its shorter side reduced
 	 * to cache_res when larger (bfs_rrc_reduced_size, bfs_resize_rgb to
 	 * uint8), in every path, so its bytes never depend on the store:

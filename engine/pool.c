@@ -15,6 +15,7 @@
 
 #include "engine/pixels/image.h"
 #include "engine/pixels/resize.h"
+#include "engine/pixels/resize_pil.h"
 
 /* ---- workers ---------------------------------------------------------- */
 
@@ -266,15 +267,25 @@ static uint64_t need_for_pixels(const bfs_engine *e, uint64_t in_max,
 		 * the image), the resized box, and the resize rows for the
 		 * widest reduced copy or output */
 		rs = bfs_resize_scratch_size(65500, 65500, 65500, 1);
+		if (e->o.resize_filter == BFS_RESIZE_FILTER_PIL)
+			/* Pillow's passes keep a whole intermediate image
+			 * (at most the source's pixels, or the output's times
+			 * the box's side) and coefficient tables */
+			rs += pixels * 3 + e->sample_bytes * 3 + (uint64_t)65500 * 64;
 		return in_max + pixels * 4 + pixels * 3 + e->sample_bytes * 4 /
 			bfs_dtype_size(e->o.dtype) + rs;
 	}
 	for (int k = 0; k < 3; k++) {
 		int w = k == 0 ? side : k == 1 ? 65500 : (int)(pixels / 65500 + 1);
 		int h = k == 0 ? side : k == 1 ? (int)(pixels / 65500 + 1) : 65500;
+		int pil = e->o.resize_filter == BFS_RESIZE_FILTER_PIL;
 		size_t r = e->o.resize_crop
-			? bfs_resize_crop_scratch_size(w, h, e->o.crop_from, e->s1_w, e->s1_h)
-			: bfs_resize_scratch_size(w, h, e->s1_w, e->s1_h);
+			? (pil ? bfs_resize_pil_crop_scratch_size(w, h, e->o.crop_from, e->s1_w,
+								  e->s1_h)
+			       : bfs_resize_crop_scratch_size(w, h, e->o.crop_from, e->s1_w,
+							      e->s1_h))
+			: pil ? bfs_resize_pil_scratch_size(w, h, e->s1_w, e->s1_h)
+			      : bfs_resize_scratch_size(w, h, e->s1_w, e->s1_h);
 
 		if (r > rs)
 			rs = r;
@@ -452,6 +463,10 @@ static int check_rrc(bfs_engine *e, char *errmsg)
 {
 	bfs_engine_opts *o = &e->o;
 
+	if (o->resize_filter != BFS_RESIZE_FILTER_TF && o->resize_filter != BFS_RESIZE_FILTER_PIL) {
+		bfs_seterr(errmsg, "resize filter %d: not tf (0) or pil (1)", o->resize_filter);
+		return -EINVAL;
+	}
 	if (!o->augment_rrc) {
 		if (o->nsizes || o->decode_scale_auto || o->decode_whole) {
 			bfs_seterr(errmsg, "%s needs --augment rrc",
@@ -695,6 +710,9 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 
 		w->e = e;
 		if ((err = bfs_decoder_create(&w->dec)))
+			goto fail;
+		if (e->o.resize_filter == BFS_RESIZE_FILTER_PIL &&
+		    (err = bfs_decoder_set_method(w->dec, BFS_DECODE_PIL)))
 			goto fail;
 		/* a worker the store has no reader for decodes everything */
 		if (e->o.store && e->store.reader_create(e->store.ctx, &w->sr))

@@ -15,6 +15,7 @@
 #include "engine/pixels/image.h"
 #include "engine/formats/label.h"
 #include "engine/pixels/resize.h"
+#include "engine/pixels/resize_pil.h"
 #include "engine/pixels/rrc.h"
 
 /* ---- errors ----------------------------------------------------------- */
@@ -22,6 +23,36 @@
 /* Record bad sample `sample` (just marked BAD in e->bad, so once) in the
  * error list while it has room: past MAX_ERRORS bad samples only e->bad
  * counts them.  Returns its place in the list, or -1. */
+/* --resize-filter: TensorFlow's resize or Pillow's (engine.h). */
+static int pil_filter(const bfs_engine *e)
+{
+	return e->o.resize_filter == BFS_RESIZE_FILTER_PIL;
+}
+
+/* A decoder that decodes as the filter's framework does. */
+static int decoder_new(const bfs_engine *e, bfs_decoder **d)
+{
+	int err = bfs_decoder_create(d);
+
+	if (!err && pil_filter(e))
+		err = bfs_decoder_set_method(*d, BFS_DECODE_PIL);
+	return err;
+}
+
+static size_t resize_scratch(const bfs_engine *e, int sw, int sh, int dw, int dh)
+{
+	return pil_filter(e) ? bfs_resize_pil_scratch_size(sw, sh, dw, dh)
+			     : bfs_resize_scratch_size(sw, sh, dw, dh);
+}
+
+static int resize_flags(const bfs_engine *e, const uint8_t *src, int sw, int sh, size_t stride,
+			void *dst, int dw, int dh, bfs_dtype dt, unsigned flags, void *scratch)
+{
+	return pil_filter(e) ? bfs_resize_pil(src, sw, sh, stride, dst, dw, dh, dt, flags, scratch)
+			     : bfs_resize_rgb_flags(src, sw, sh, stride, dst, dw, dh, dt, flags,
+						    scratch);
+}
+
 static long record_error(bfs_engine *e, uint64_t sample, int code,
 			 const char *msg)
 {
@@ -218,7 +249,7 @@ static void trim(struct worker *w)
 		return;
 	bfs_decoder_destroy(w->dec);
 	w->dec = NULL;
-	if (bfs_decoder_create(&w->dec))
+	if (decoder_new(w->e, &w->dec))
 		w->dec = NULL; /* retried before the next sample */
 	w->dec_bytes = 0;
 	bfs_buf_free(&w->in);
@@ -271,7 +302,7 @@ static int one_image_buffer(struct worker *w, const bfs_image_info *img)
 	} else if (img->format != BFS_IMAGE_JPEG && w->dec_bytes) {
 		bfs_decoder_destroy(w->dec);
 		w->dec_bytes = 0;
-		if ((err = bfs_decoder_create(&w->dec))) {
+		if ((err = decoder_new(w->e, &w->dec))) {
 			w->dec = NULL;
 			return err;
 		}
@@ -336,7 +367,7 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		}
 		rec->decoded = 1; /* a miss (or a bad entry): insert after */
 	}
-	if (!w->dec && (err = bfs_decoder_create(&w->dec)))
+	if (!w->dec && (err = decoder_new(w->e, &w->dec)))
 		return err;
 	in_cap = bfs__pow2_at_least((size_t)id.length + 4, w->in.cap);
 	if ((err = reserve(w, in_cap + w->dec_bytes + w->scratch_cap, msg)))
@@ -358,8 +389,10 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		: (img.pixel_bytes > w->pix_cap ? img.pixel_bytes : w->pix_cap) +
 		  img.work_bytes;
 	rs = e->o.resize_crop
-		? bfs_resize_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h)
-		: bfs_resize_scratch_size(sw, sh, e->s1_w, e->s1_h);
+		? (pil_filter(e)
+		   ? bfs_resize_pil_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h)
+		   : bfs_resize_crop_scratch_size(sw, sh, e->o.crop_from, e->s1_w, e->s1_h))
+		: resize_scratch(e, sw, sh, e->s1_w, e->s1_h);
 	if ((err = reserve(w, w->in.cap + px +
 			   (rs > w->scratch_cap ? rs : w->scratch_cap), msg)))
 		return err;
@@ -380,13 +413,16 @@ static int make_sample(struct worker *w, uint64_t i, void *dst,
 		w->scratch = n;
 		w->scratch_cap = rs;
 	}
-	if (e->o.resize_crop)
+	if (e->o.resize_crop && pil_filter(e))
+		err = bfs_resize_pil_crop(rgb, sw, sh, (size_t)sw * 3, e->o.crop_from, dst,
+					  e->s1_w, e->s1_h, e->s1_dtype, w->scratch);
+	else if (e->o.resize_crop)
 		err = bfs_resize_rgb_crop(rgb, sw, sh, (size_t)sw * 3,
 					  e->o.crop_from, dst, e->s1_w, e->s1_h,
 					  e->s1_dtype, w->scratch);
 	else
-		err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3, dst, e->s1_w,
-				     e->s1_h, e->s1_dtype, w->scratch);
+		err = resize_flags(e, rgb, sw, sh, (size_t)sw * 3, dst, e->s1_w, e->s1_h,
+				   e->s1_dtype, 0, w->scratch);
 	if (err)
 		bfs_seterr(msg, "resize %dx%d -> %dx%d failed", sw, sh,
 			   e->s1_w, e->s1_h);
@@ -566,7 +602,7 @@ static int rrc_decode(struct worker *w, const struct job *jb, uint64_t i, const 
 		: max_sz(whole ? (size_t)sw * sh * 4
 			       : bfs_decode_box_scratch(sw, sh, &want, scale), w->dec_bytes);
 	s1_need = whole && (rw != sw || rh != sh) ? (size_t)rw * rh * 3 : 0;
-	rs = whole ? bfs_resize_scratch_size(sw, sh, rw, rh) : 0;
+	rs = whole ? resize_scratch(e, sw, sh, rw, rh) : 0;
 	if ((err = reserve(w, w->in.cap + px + max_sz(s1_need, w->s1_cap) +
 			   max_sz(out_need, w->out_cap) + max_sz(rs, w->scratch_cap), msg)))
 		return err;
@@ -601,8 +637,8 @@ static int rrc_decode(struct worker *w, const struct job *jb, uint64_t i, const 
 			bfs_seterr(msg, "out of memory for a %dx%d copy", rw, rh);
 			return -ENOMEM;
 		}
-		bfs_resize_rgb(copy, sw, sh, (size_t)sw * 3, w->s1, rw, rh, BFS_DTYPE_UINT8,
-			       w->scratch);
+		resize_flags(e, copy, sw, sh, (size_t)sw * 3, w->s1, rw, rh, BFS_DTYPE_UINT8, 0,
+			     w->scratch);
 		copy = w->s1;
 	}
 	if (offer) {
@@ -634,7 +670,7 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 {
 	bfs_engine *e = w->e;
 	bfs_dtype rdt = e->o.dtype == BFS_DTYPE_UINT8 ? BFS_DTYPE_UINT8 : BFS_DTYPE_FLOAT32;
-	size_t rs = bfs_resize_scratch_size(src->w, src->h, ow, oh);
+	size_t rs = resize_scratch(e, src->w, src->h, ow, oh);
 	unsigned flip = a->flip ? BFS_RESIZE_MIRROR : 0;
 	bfs_aug none = { 0 };
 	bfs_post_opts po;
@@ -649,10 +685,10 @@ static int rrc_output(struct worker *w, const struct job *jb, const struct rrc_s
 		return -ENOMEM;
 	}
 	if (!out_need) /* the batch: written once, read by the consumer */
-		err = bfs_resize_rgb_flags(src->p, src->w, src->h, src->stride, jb->dst, ow, oh,
-					   e->o.dtype, flip | BFS_RESIZE_STREAM, w->scratch);
-	else if (!(err = bfs_resize_rgb_flags(src->p, src->w, src->h, src->stride, w->out, ow,
-					      oh, rdt, flip, w->scratch))) {
+		err = resize_flags(e, src->p, src->w, src->h, src->stride, jb->dst, ow, oh,
+				   e->o.dtype, flip | BFS_RESIZE_STREAM, w->scratch);
+	else if (!(err = resize_flags(e, src->p, src->w, src->h, src->stride, w->out, ow, oh,
+				      rdt, flip, w->scratch))) {
 		bfs__post_of(e, (unsigned)jb->epoch, rdt, &po);
 		bfs_post_apply(&po, &none, w->out, jb->dst); /* mirrored already */
 	}
@@ -701,7 +737,7 @@ again:
 		sw = (int)shape.src_w;
 		sh = (int)shape.src_h;
 	} else {
-		if (!w->dec && (err = bfs_decoder_create(&w->dec)))
+		if (!w->dec && (err = decoder_new(w->e, &w->dec)))
 			return err;
 		in_cap = bfs__pow2_at_least((size_t)id.length + 4, w->in.cap);
 		if ((err = reserve(w, in_cap + w->dec_bytes + w->pix_cap + w->s1_cap +

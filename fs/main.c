@@ -63,6 +63,9 @@ static const char usage_mount[] =
 	"  --resize MODE        stretch: to HxW as tf.image.resize (default);\n"
 	"                       crop: shorter side to --crop-from (256), then\n"
 	"                       the center HxW (ImageNet evaluation)\n"
+	"  --resize-filter F    tf: decode and resize as TensorFlow (default);\n"
+	"                       pil: as Pillow/torchvision on PIL images\n"
+	"                       (Image.resize BILINEAR, antialiased; ISLOW)\n"
 	"  --augment LIST       flip, crop or flip,crop: a random horizontal\n"
 	"                       flip (p=1/2) and/or a random HxW crop from a\n"
 	"                       sample cached 8/7 larger, drawn per (seed,\n"
@@ -316,7 +319,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_METRICS_ADDR, O_METRICS_PUBLIC, O_HISTORY_INTERVAL,
 	       O_SHARD_CACHE,
 	       O_SHARD_CACHE_SIZE, O_S3_CONN, O_S3_TIMEOUT, O_S3_GIVEUP,
-	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE };
+	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE,
+	       O_RESIZE_FILTER };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -347,6 +351,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "cache-size", required_argument, 0, O_CACHE_SIZE },
 		{ "resize", required_argument, 0, O_RESIZE },
 		{ "crop-from", required_argument, 0, O_CROP_FROM },
+		{ "resize-filter", required_argument, 0, O_RESIZE_FILTER },
 		{ "augment", required_argument, 0, O_AUGMENT },
 		{ "layout", required_argument, 0, O_LAYOUT },
 		{ "mean", required_argument, 0, O_MEAN },
@@ -442,6 +447,14 @@ static int cmd_mount(int argc, char **argv)
 				o.engine.resize_crop = 1;
 			else
 				return bad("--resize", optarg, "stretch or crop");
+			break;
+		case O_RESIZE_FILTER:
+			if (!strcmp(optarg, "tf"))
+				o.engine.resize_filter = BFS_RESIZE_FILTER_TF;
+			else if (!strcmp(optarg, "pil"))
+				o.engine.resize_filter = BFS_RESIZE_FILTER_PIL;
+			else
+				return bad("--resize-filter", optarg, "tf or pil");
 			break;
 		case O_CROP_FROM: {
 			unsigned cf;

@@ -527,9 +527,9 @@ class Bench:
 
     # -- 2. ceiling --
 
-    def ceiling_pass(self, dtype):
+    def ceiling_pass(self, dtype, extra=()):
         p = run([self.ceiling_bin, self.epoch_dir, "--dtype", dtype,
-                 "--threads", str(self.cores), "--repeat", "1", "--quiet"])
+                 "--threads", str(self.cores), "--repeat", "1", "--quiet", *extra])
         return json.loads(p.stdout.strip().splitlines()[-1])
 
     # -- 3. cold epoch --
@@ -566,7 +566,7 @@ class Bench:
         reps = self.sizes["cold_rounds"]
         P.begin("cold_" + dtype, f"ceiling and cold epoch, {dtype}")
         mv = memoryview(bytearray(READ_SIZE))
-        ceils, colds, nopush = [], [], []
+        ceils, colds, nopush, pils = [], [], [], []
         # float32: also a cold epoch with the alternative serving path
         # (features["alt"]) in each round, its effect as a ratio of this run
         alt = self.features["alt"]
@@ -574,6 +574,9 @@ class Bench:
         for r in range(reps):
             P.note(f"ceiling {dtype} (in-process, {self.cores} threads), round {r + 1}/{reps}")
             ceils.append(self.ceiling_pass(dtype))
+            if dtype == "float32":
+                # --resize-filter pil in the same round: its cost as a ratio
+                pils.append(self.ceiling_pass(dtype, ("--resize-filter", "pil")))
             P.update((r + 0.3) / reps)
             # with alt too: first in odd rounds, second in even
             # ones, as the second of two mounts in a row tends to run faster
@@ -593,6 +596,9 @@ class Bench:
                   "resize_ms_per_image"):
             c[k] = statistics.mean(x[k] for x in ceils)
         self.res["ceiling_" + dtype] = c
+        if pils:
+            pils.sort(key=lambda x: x["images_per_s"])
+            self.res["ceiling_pil_" + dtype] = dict(pils[len(pils) // 2])
         for key, runs in (("cold_" + dtype, colds), ("cold_nopush_" + dtype, nopush)):
             if runs:
                 runs.sort(key=lambda x: x["images_per_s"])
@@ -1511,6 +1517,13 @@ def build_rows(b):
             b.row(f"ceiling {dt} (in-process, {c['threads']} threads, no FUSE)",
                   c["images_per_s"], c["images_per_s"] * S * (4 if dt == "float32" else 1) / 1e6,
                   "1.00", "", "")
+        p = r.get("ceiling_pil_" + dt)
+        if c and p:
+            b.row(f"  --resize-filter pil: Pillow's decode (ISLOW) and antialiased resize, "
+                  f"resize {p['resize_ms_per_image']:.2f} ms/image "
+                  f"(tf {c['resize_ms_per_image']:.2f})",
+                  p["images_per_s"], p["images_per_s"] * S * 4 / 1e6,
+                  f"{p['images_per_s'] / c['images_per_s']:.2f} of tf's", "(info)", "")
     for dt, goal in (("float32", 0.85), ("uint8", 0.90)):
         c, e = r.get("ceiling_" + dt), r.get("cold_" + dt)
         if c and e:

@@ -25,6 +25,7 @@
 #include "engine/pixels/decode.h"
 #include "engine/base/error.h"
 #include "engine/pixels/resize.h"
+#include "engine/pixels/resize_pil.h"
 #include "engine/source.h"
 #include "engine/base/types.h"
 
@@ -45,6 +46,7 @@ struct cfg {
 	unsigned repeat;
 	uint64_t limit;
 	int quiet;
+	int pil; /* --resize-filter pil: Pillow's decode and resize */
 };
 
 struct pass {
@@ -88,7 +90,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: bench_ceiling SHARD_DIR [--dtype float32|uint8] [--size HxW]\n"
-		"                     [--threads N] [--repeat R] [--limit N] [--quiet]\n");
+		"                     [--threads N] [--repeat R] [--limit N] [--quiet]\n"
+		"                     [--resize-filter tf|pil]\n");
 	return 2;
 }
 
@@ -172,7 +175,8 @@ static int one_sample(struct cworker *w, const struct corpus *c,
 	w->decode_ns += t1 - t0;
 	if (err)
 		return err;
-	need = bfs_resize_scratch_size(sw, sh, g->width, g->height);
+	need = g->pil ? bfs_resize_pil_scratch_size(sw, sh, g->width, g->height)
+		      : bfs_resize_scratch_size(sw, sh, g->width, g->height);
 	if (need > w->scratch_cap) {
 		void *ns = realloc(w->scratch, need);
 
@@ -181,9 +185,14 @@ static int one_sample(struct cworker *w, const struct corpus *c,
 		w->scratch = ns;
 		w->scratch_cap = need;
 	}
-	err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3,
-			     w->dst + (size_t)w->slot * w->sample_bytes,
-			     g->width, g->height, g->dtype, w->scratch);
+	if (g->pil)
+		err = bfs_resize_pil(rgb, sw, sh, (size_t)sw * 3,
+				     w->dst + (size_t)w->slot * w->sample_bytes, g->width,
+				     g->height, g->dtype, 0, w->scratch);
+	else
+		err = bfs_resize_rgb(rgb, sw, sh, (size_t)sw * 3,
+				     w->dst + (size_t)w->slot * w->sample_bytes,
+				     g->width, g->height, g->dtype, w->scratch);
 	w->resize_ns += cpu_ns() - t1;
 	w->slot = (w->slot + 1) % CEIL_BATCH;
 	w->samples++;
@@ -272,6 +281,12 @@ static int parse_args(int argc, char **argv, struct cfg *g)
 			else
 				return usage();
 			i++;
+		} else if (!strcmp(a, "--resize-filter")) {
+			if (!strcmp(v, "tf") || !strcmp(v, "pil"))
+				g->pil = v[0] == 'p';
+			else
+				return usage();
+			i++;
 		} else if (!strcmp(a, "--size")) {
 			if (sscanf(v, "%dx%d", &g->height, &g->width) != 2 ||
 			    g->height < 1 || g->width < 1 || g->height > 16384 ||
@@ -342,6 +357,8 @@ int bfs_bench_ceiling_main(int argc, char **argv)
 		w->sample_bytes = (size_t)g.height * g.width * 3 *
 				  bfs_dtype_size(g.dtype);
 		if ((err = bfs_decoder_create(&w->dec)))
+			goto oom;
+		if (g.pil && (err = bfs_decoder_set_method(w->dec, BFS_DECODE_PIL)))
 			goto oom;
 		if (posix_memalign((void **)&w->dst, 2u << 20,
 				   w->sample_bytes * CEIL_BATCH)) {

@@ -29,11 +29,18 @@
  * CPU-exhaustion trick; real encoders write about 10.
  */
 #define DECODE_FLAGS (TJFLAG_FASTDCT | TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
+/*
+ * Pillow's (BFS_DECODE_PIL): its JPEG decoder keeps libjpeg's defaults
+ * unless Image.draft() asked for speed, i.e. dct_method JDCT_ISLOW and
+ * do_fancy_upsampling TRUE: TurboJPEG's without TJFLAG_FASTDCT.
+ */
+#define DECODE_FLAGS_PIL (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
 
 struct bfs_decoder {
 	tjhandle tj;
 	uint8_t *buf;   /* scratch: decoded pixels; grows, never shrinks */
 	size_t buf_cap; /* bytes allocated at buf */
+	unsigned method; /* BFS_DECODE_TF or BFS_DECODE_PIL */
 };
 
 struct jpeg_info {
@@ -58,6 +65,14 @@ int bfs_decoder_create(bfs_decoder **out)
 		return -ENOMEM;
 	}
 	*out = d;
+	return 0;
+}
+
+int bfs_decoder_set_method(bfs_decoder *d, unsigned method)
+{
+	if (!d || (method != BFS_DECODE_TF && method != BFS_DECODE_PIL))
+		return -EINVAL;
+	d->method = method;
 	return 0;
 }
 
@@ -232,7 +247,31 @@ int bfs_decode_header(bfs_decoder *d, const uint8_t *jpeg, size_t len,
  * CMYK -> RGB in place (4 bytes per pixel in, 3 out; writes never overtake
  * reads), exactly as TF's jpeg_mem.cc: integer arithmetic, truncating.
  */
-static void cmyk_to_rgb(uint8_t *p, size_t npix, int adobe)
+/* Pillow's MULDIV255: a * b / 255, rounded, in its integer form. */
+static unsigned muldiv255(unsigned a, unsigned b)
+{
+	unsigned t = a * b + 128;
+
+	return ((t >> 8) + t) >> 8;
+}
+
+/*
+ * CMYK -> RGB in place as Pillow's Image.open(f).convert("RGB"): it reads
+ * every CMYK/YCCK JPEG with Adobe's (inverted) polarity, marker or not
+ * (rawmode "CMYK;I": ink = 255 - stored), then R = nk - MULDIV255(ink_c,
+ * nk) with nk = 255 - ink_k, i.e. nk = the stored K.
+ */
+static void cmyk_to_rgb_pil(uint8_t *p, size_t npix)
+{
+	for (size_t i = 0; i < npix; i++) {
+		unsigned k = p[4 * i + 3];
+
+		for (int ch = 0; ch < 3; ch++)
+			p[3 * i + ch] = (uint8_t)(k - muldiv255(255u - p[4 * i + ch], k));
+	}
+}
+
+static void cmyk_to_rgb_tf(uint8_t *p, size_t npix, int adobe)
 {
 	for (size_t i = 0; i < npix; i++) {
 		unsigned c = p[4 * i], m = p[4 * i + 1], y = p[4 * i + 2], k = p[4 * i + 3];
@@ -247,6 +286,14 @@ static void cmyk_to_rgb(uint8_t *p, size_t npix, int adobe)
 			p[3 * i + 2] = (uint8_t)((255 - k) * (255 - y) / 255);
 		}
 	}
+}
+
+static void cmyk_to_rgb(const bfs_decoder *d, uint8_t *p, size_t npix, int adobe)
+{
+	if (d->method == BFS_DECODE_PIL)
+		cmyk_to_rgb_pil(p, npix);
+	else
+		cmyk_to_rgb_tf(p, npix, adobe);
 }
 
 static int reserve(bfs_decoder *d, size_t need)
@@ -288,12 +335,13 @@ int bfs_decode_rgb(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64_t max
 		return -ENOMEM;
 	}
 	if (tjDecompress2(d->tj, jpeg, (unsigned long)len, d->buf, info.width, 0, info.height,
-	                  info.cmyk ? TJPF_CMYK : TJPF_RGB, DECODE_FLAGS) != 0) {
+	                  info.cmyk ? TJPF_CMYK : TJPF_RGB,
+	                  d->method == BFS_DECODE_PIL ? DECODE_FLAGS_PIL : DECODE_FLAGS) != 0) {
 		bfs_seterr(errmsg, "%s", tjGetErrorStr2(d->tj));
 		return BFS_E_DECODE;
 	}
 	if (info.cmyk)
-		cmyk_to_rgb(d->buf, (size_t)npix, info.adobe);
+		cmyk_to_rgb(d, d->buf, (size_t)npix, info.adobe);
 	*rgb = d->buf;
 	*width = info.width;
 	*height = info.height;
@@ -467,7 +515,7 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 	jpeg_mem_src(&cinfo, jpeg, (unsigned long)len);
 	jpeg_read_header(&cinfo, TRUE);
 	cinfo.out_color_space = info.cmyk ? JCS_CMYK : JCS_EXT_RGB;
-	cinfo.dct_method = JDCT_IFAST;
+	cinfo.dct_method = d->method == BFS_DECODE_PIL ? JDCT_ISLOW : JDCT_IFAST;
 	cinfo.do_fancy_upsampling = TRUE;
 	cinfo.scale_num = 1;
 	cinfo.scale_denom = (unsigned)scale;
@@ -533,7 +581,7 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 
 	if (info.cmyk)
 		for (int y = 0; y < sb.h; y++)
-			cmyk_to_rgb(d->buf + (size_t)y * row, cols, info.adobe);
+			cmyk_to_rgb(d, d->buf + (size_t)y * row, cols, info.adobe);
 	out->rgb = d->buf + (size_t)(sb.x - (int)xoff) * 3;
 	out->stride = row;
 	out->box = sb;

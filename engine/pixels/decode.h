@@ -26,6 +26,23 @@ typedef struct bfs_decoder bfs_decoder;
  */
 int bfs_decoder_create(bfs_decoder **out);
 
+/*
+ * How d decodes JPEGs from now on (bfs_decode_rgb and bfs_decode_box):
+ * BFS_DECODE_TF (what bfs_decoder_create gives): TensorFlow's settings
+ *   above, IFAST DCT.
+ * BFS_DECODE_PIL: Pillow's, Image.open(f).convert("RGB") as torchvision's
+ *   loader does: libjpeg's defaults, ISLOW (accurate integer) DCT, fancy
+ *   upsampling, grayscale expanded to three equal channels; CMYK/YCCK
+ *   read with Adobe's inverted polarity whatever the markers say, then
+ *   Pillow's CMYK -> RGB: R = K - MULDIV255(255 - C, K) (MULDIV255(a, b)
+ *   = (t + (t >> 8)) >> 8, t = a * b + 128), the same for G and B.
+ * Returns 0, or -EINVAL for a NULL d or another method.  Not while a call
+ * on d runs.
+ */
+#define BFS_DECODE_TF 0u
+#define BFS_DECODE_PIL 1u
+int bfs_decoder_set_method(bfs_decoder *d, unsigned method);
+
 /* Free d, its TurboJPEG handle and its scratch.  Accepts NULL.  Pointers
  * handed out by bfs_decode_rgb on d become invalid. */
 void bfs_decoder_destroy(bfs_decoder *d);
