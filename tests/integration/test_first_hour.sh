@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The first hour of a new user (issue 25): a batch the mount failed (a
+# corrupt JPEG) raises batchfs.BatchfsError (an OSError, errno EIO) naming
+# the file, the bad sample, the mount's cause and the fix, from
+# batchfs.load, GpuLoader, batchfs.torch (workers too), batchfs.jax and,
+# inside TensorFlow's error, batchfs.tf; a torch state_dict refuses the
+# wrong mount naming each field; dataset.json's normalization says what is
+# done; the foot-guns (--mean without --std, a flat folder, NCHW in any
+# case, a misspelt long option, an epoch iterated twice).
+source "$(dirname "$0")/lib.sh"
+t_begin
+D=$T_DIR
+export PYTHONPATH="$PWD/tools/python:$PYTHONPATH" BATCHFS TMPDIR="$D/tmp"
+mkdir -p "$TMPDIR"
+has() { $PY -c "import $1" 2>/dev/null; }
+
+"$MKJPEG" "$D/src" --classes 2 --per-class 4 --seed 25 >/dev/null || { not_ok mkjpeg; t_end; }
+bad=$D/src/class_000/img_00001.jpg
+truncate -s $(($(stat -c %s "$bad") / 3)) "$bad" # sample 1: batch 0
+mount_fg "$D/src" "$D/m" --batch 2 --size 16x16 --cache none --threads 1 ||
+	{ not_ok "mount"; t_end; }
+F=$D/m/epoch-0000/batch-000000.npy
+
+cat >"$D/want.py" <<'PY'
+import errno, os, sys
+import batchfs
+def want(e, path):
+    """e: the BatchfsError of batch file path (sample 1, the bad JPEG)."""
+    assert isinstance(e, batchfs.BatchfsError) and isinstance(e, OSError), type(e)
+    assert e.errno == errno.EIO, e.errno
+    s = str(e)
+    assert path in s, s                              # the batch file
+    bad = os.environ["BAD"]
+    assert bad in s and "sample 1 " in s, s          # the bad sample, its image
+    assert "Invalid JPEG" in s or "JPEG" in s, s     # the cause, from the mount
+    assert 'on_error="skip"' in s, s                 # the fix
+    assert e.filename == path, e.filename
+    assert [x["sample"] for x in e.samples] == [1], e.samples
+    assert e.samples[0]["path"] == bad, e.samples
+PY
+export BAD=$bad
+check "batchfs.load of the failed batch: BatchfsError (EIO) naming file, sample, cause and fix" \
+	$PY - "$F" <<'PY'
+import sys; sys.path.insert(0, sys.argv[1].rsplit("/m/", 1)[0])
+import numpy as np
+import batchfs
+from want import want
+try:
+    np.load(sys.argv[1])
+except OSError as e:
+    assert not isinstance(e, batchfs.BatchfsError)   # numpy's own: bare, as before
+for f in (sys.argv[1], sys.argv[1][:-4] + ".labels.npy"):
+    try:
+        batchfs.load(f)
+        raise SystemExit("read a failed batch")
+    except batchfs.BatchfsError as e:
+        want(e, f)
+assert batchfs.load(sys.argv[1].replace("000000", "000001")).shape == (2, 16, 16, 3)
+PY
+check "GpuLoader's NumPy path: the same BatchfsError, after no batch" $PY - "$F" <<'PY'
+import os, sys; sys.path.insert(0, sys.argv[1].rsplit("/m/", 1)[0])
+import batchfs
+from want import want
+for depth in (0, 2):
+    got = []
+    try:
+        for b in batchfs.GpuLoader(os.path.dirname(sys.argv[1]), device="cpu", depth=depth):
+            got.append(b)
+        raise SystemExit("no error")
+    except batchfs.BatchfsError as e:
+        want(e, sys.argv[1])
+    assert got == [], len(got)
+PY
+if has torch; then
+	check "batchfs.torch: BatchfsError from the CPU path, and through DataLoader workers" \
+		$PY - "$F" <<'PY'
+import os, sys; sys.path.insert(0, sys.argv[1].rsplit("/m/", 1)[0])
+import torch, batchfs, batchfs.torch
+from want import want
+root = sys.argv[1].rsplit("/epoch-", 1)[0]
+ds = batchfs.torch.BatchDataset(root)
+try:
+    next(iter(ds))
+    raise SystemExit("no error")
+except batchfs.BatchfsError as e:
+    want(e, sys.argv[1])
+dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+try:
+    list(dl)
+    raise SystemExit("no error")
+except batchfs.BatchfsError as e:   # re-raised by the DataLoader from its message
+    assert e.errno == 5 and sys.argv[1] in str(e) and os.environ["BAD"] in str(e), str(e)
+PY
+else
+	not_ok "torch: not installed"
+fi
+if has jax; then
+	check "batchfs.jax: BatchfsError" $PY - "$F" <<'PY'
+import sys; sys.path.insert(0, sys.argv[1].rsplit("/m/", 1)[0])
+import batchfs, batchfs.jax
+from want import want
+try:
+    list(batchfs.jax.batches(sys.argv[1].rsplit("/epoch-", 1)[0]))
+    raise SystemExit("no error")
+except batchfs.BatchfsError as e:
+    want(e, sys.argv[1])
+PY
+fi
+if has tensorflow; then
+	check "batchfs.tf: TensorFlow's error carries the BatchfsError and its text" \
+		$PY - "$F" <<'PY'
+import os, sys
+import tensorflow as tf, batchfs, batchfs.tf
+try:
+    list(batchfs.tf.dataset(sys.argv[1].rsplit("/epoch-", 1)[0]))
+    raise SystemExit("no error")
+except tf.errors.OpError as e:
+    s = str(e)
+    assert "BatchfsError: " + sys.argv[1] in s and os.environ["BAD"] in s and 'on_error="skip"' in s, s
+PY
+fi
+unmount_wait "$D/m"
+t_end
