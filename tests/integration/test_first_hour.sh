@@ -120,4 +120,51 @@ except tf.errors.OpError as e:
 PY
 fi
 unmount_wait "$D/m"
+
+# -- a resume refuses the wrong mount ------------------------------------
+"$MKJPEG" "$D/good" --classes 2 --per-class 10 --seed 26 >/dev/null || not_ok mkjpeg
+"$MKJPEG" "$D/small" --classes 2 --per-class 5 --seed 26 >/dev/null || not_ok mkjpeg
+mount_fg "$D/good" "$D/r1" --batch 4 --shuffle 1 --size 8x8 --cache none --threads 1 || not_ok "mount r1"
+mount_fg "$D/good" "$D/r1b" --batch 4 --shuffle 1 --size 8x8 --cache none --threads 1 || not_ok "mount r1b"
+mount_fg "$D/good" "$D/r2" --batch 2 --shuffle 2 --size 8x8 --cache none --threads 1 || not_ok "mount r2"
+mount_fg "$D/small" "$D/r3" --batch 4 --shuffle 1 --size 8x8 --cache none --threads 1 || not_ok "mount r3"
+if has torch; then
+	check "load_state_dict refuses another mount's state, naming each field; takes its own" \
+		$PY - "$D" <<'PY'
+import sys, torch, batchfs, batchfs.torch
+D = sys.argv[1]
+a = batchfs.torch.BatchDataset(D + "/r1")
+it = iter(a); next(it); next(it)
+st = a.state_dict()
+assert st["epoch"] == 0 and st["batch"] == 2, st
+st = torch.load(__import__("io").BytesIO(
+    (lambda b: (torch.save(st, b), b.getvalue())[1])(__import__("io").BytesIO())))
+b = batchfs.torch.BatchDataset(D + "/r1b")     # the same settings, the same source
+b.load_state_dict(st)
+assert b.state_dict()["batch"] == 2
+for other, want in (("/r2", ("batch_size 4 (this mount: 2)", "seed 1 (this mount: 2)")),
+                    ("/r3", ("samples 20 (this mount: 10)", "batches_per_epoch 5", "source"))):
+    c = batchfs.torch.BatchDataset(D + other)
+    try:
+        c.load_state_dict(st)
+        raise SystemExit("loaded into " + other)
+    except ValueError as e:
+        for w in want:
+            assert w in str(e), (w, str(e))
+c = batchfs.torch.BatchDataset(D + "/r2")
+try:
+    c.load_state_dict(st, allow=("batch_size",))
+    raise SystemExit("allow= let more through than it names")
+except ValueError as e:
+    assert "seed 1" in str(e) and "; batch_size" not in str(e) and not str(e).split(": ", 1)[1].startswith("batch_size"), str(e)
+for bad in (1.9, "1", None, True):
+    try:
+        b.load_state_dict(dict(st, epoch=bad))
+        raise SystemExit("epoch %r accepted" % (bad,))
+    except ValueError as e:
+        assert "integer" in str(e), str(e)
+b.load_state_dict(dict(st, epoch=__import__("numpy").int64(0)))
+PY
+fi
+for m in r1 r1b r2 r3; do unmount_wait "$D/$m"; done
 t_end
