@@ -167,4 +167,23 @@ b.load_state_dict(dict(st, epoch=__import__("numpy").int64(0)))
 PY
 fi
 for m in r1 r1b r2 r3; do unmount_wait "$D/$m"; done
+
+# -- dataset.json's normalization says what is done -----------------------
+mount_fg "$D/good" "$D/n0" --batch 4 --size 8x8 --cache none --threads 1 || not_ok "mount n0"
+mount_fg "$D/good" "$D/n1" --batch 4 --size 8x8 --cache none --threads 1 \
+	--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 || not_ok "mount n1"
+check "with --mean/--std, dataset.json's normalization is the formula the batches follow" \
+	$PY - "$D" <<'PY'
+import json, sys
+import numpy as np
+D = sys.argv[1]
+i0, i1 = (json.load(open(D + m + "/dataset.json")) for m in ("/n0", "/n1"))
+assert i0["normalization"] == "resized / 255", i0["normalization"]
+assert i1["normalization"].startswith("(resized / 255 - mean) / std"), i1["normalization"]
+a = np.load(D + "/n0/epoch-0000/batch-000001.npy")   # resized / 255
+b = np.load(D + "/n1/epoch-0000/batch-000001.npy")
+mean, std = (np.asarray(i1[k], np.float32) for k in ("mean", "std"))
+assert np.allclose((a - mean) / std, b, atol=1e-5), abs((a - mean) / std - b).max()
+PY
+unmount_wait "$D/n0"; unmount_wait "$D/n1"
 t_end
