@@ -697,6 +697,13 @@ static int serve(void *ctx, int notify_fd)
 
 			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
 		}
+		if (bfs_source_format(m.src) == BFS_FORMAT_FOLDER &&
+		    !bfs_source_nclasses(m.src) && bfs_source_classes_note(m.src)) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; %s",
+				 bfs_source_classes_note(m.src));
+		}
 		if (m.metrics) {
 			size_t n = strlen(msg);
 

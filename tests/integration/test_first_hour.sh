@@ -186,4 +186,74 @@ mean, std = (np.asarray(i1[k], np.float32) for k in ("mean", "std"))
 assert np.allclose((a - mean) / std, b, atol=1e-5), abs((a - mean) / std - b).max()
 PY
 unmount_wait "$D/n0"; unmount_wait "$D/n1"
+
+# -- foot-guns ------------------------------------------------------------
+for args in "--mean 0.5,0.5,0.5" "--std 0.2,0.2,0.2"; do
+	out=$("$BATCHFS" mount $args "$D/good" "$D/never" 2>&1)
+	check "mount $args alone is refused, saying both are needed (rc $?)" \
+		bash -c '[ "$1" = 2 ] && printf "%s" "$2" | grep -q "without --\(std\|mean\): normalizing takes both"' _ "$?" "$out"
+done
+[ -e "$D/never" ] && not_ok "a refused mount made its mount point"
+for w in "--batch-size batch" "--batch_size=8 batch" "--suffle shuffle" "--drop_remainder drop-remainder"; do
+	set -- $w
+	out=$("$BATCHFS" mount "$1" 8 "$D/good" "$D/never" 2>&1)
+	check "mount $1: unknown, and the nearest option is suggested" \
+		bash -c 'printf "%s" "$1" | grep -qF "unknown option '"'"'$2'"'"' (did you mean --$3?)"' _ "$out" "$1" "$2"
+done
+out=$("$BATCHFS" mount --zzzz "$D/good" "$D/never" 2>&1)
+check "an option near none: no suggestion" bash -c 'printf "%s" "$1" | grep -q "unknown option .--zzzz.;" && ! printf "%s" "$1" | grep -q "did you mean"' _ "$out"
+out=$("$BATCHFS" unmount --lazzy "$D/never" 2>&1)
+check "unmount --lazzy: did you mean --lazy?" bash -c 'printf "%s" "$1" | grep -qF "(did you mean --lazy?)"' _ "$out"
+
+mkdir -p "$D/flat"
+cp "$D/good"/class_000/img_0000[0-5].jpg "$D/flat/"
+mount_fg "$D/flat" "$D/fl" --batch 2 --size 8x8 --cache none --threads 1 --layout NCHW || not_ok "mount flat (--layout NCHW)"
+check "a flat folder: the mount message and dataset.json's classes_note say every label is 0" \
+	$PY - "$D" <<'PY'
+import json, sys
+D = sys.argv[1]
+i = json.load(open(D + "/fl/dataset.json"))
+assert i["classes"] == [] and "flat folder" in i.get("classes_note", "") and \
+    "label 0" in i["classes_note"], i.get("classes_note")
+assert i["layout"] == "NCHW" and i["shape"][1] == 3, (i["layout"], i["shape"])
+log = open(D + "/mount.log").read()
+line = [l for l in log.splitlines() if "mounted " + D + "/flat" in l]
+assert line and "flat folder" in line[0] and "label 0" in line[0], line
+PY
+if has torch; then
+	check "Mount(layout='NCHW') and GpuLoader(layout='nchw') both take either case" \
+		$PY - "$D" <<'PY'
+import sys, batchfs
+D = sys.argv[1]
+with batchfs.Mount(D + "/good", batch=4, size=(8, 8), cache="none", layout="NCHW") as m:
+    assert m.info["layout"] == "NCHW"
+    x, _ = next(iter(batchfs.GpuLoader(m.epoch_dir(0), device="cpu", normalize=True, layout="nhwc")))
+    assert x.shape == (4, 8, 8, 3), x.shape
+PY
+	check "BatchDataset iterated twice without set_epoch warns once; with set_epoch, never" \
+		$PY - "$D" <<'PY'
+import sys, warnings
+import torch, batchfs, batchfs.torch
+ds = batchfs.torch.BatchDataset(sys.argv[1] + "/fl")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    list(ds)
+    assert not w, [str(x.message) for x in w]
+    list(ds)                       # the same epoch again, after its end
+    assert len(w) == 1 and "set_epoch" in str(w[0].message), [str(x.message) for x in w]
+    list(ds)
+    assert len(w) == 1, "warned twice"
+ds = batchfs.torch.BatchDataset(sys.argv[1] + "/fl")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    for e in range(ds.epochs):
+        ds.set_epoch(e); list(ds)
+    ds.set_epoch(0)
+    it = iter(ds); next(it); it.close()  # not to its end: iterating again restarts it
+    list(ds)
+    ds.set_epoch(0); list(ds)      # set_epoch of the same epoch: meant
+    assert not w, [str(x.message) for x in w]
+PY
+fi
+unmount_wait "$D/fl"
 t_end

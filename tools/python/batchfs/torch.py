@@ -19,6 +19,7 @@ import json
 import operator
 import os
 import shutil
+import warnings
 
 import torch
 import torch.utils.data
@@ -96,7 +97,10 @@ class BatchDataset(torch.utils.data.IterableDataset):
     another mount, naming each setting that differs.
 
     len(ds) is the number of batches in an epoch.  Iterating again starts
-    the epoch over (unless a resume position is pending).
+    the epoch over (unless a resume position is pending): call
+    set_epoch(e) before each epoch, as with DistributedSampler.  An epoch
+    iterated again after its end without set_epoch warns once
+    (UserWarning), since it repeats the same samples in the same order.
     """
 
     def __init__(self, mount_or_path, epoch=0, device=None, normalize=False,
@@ -113,6 +117,8 @@ class BatchDataset(torch.utils.data.IterableDataset):
         self.epoch = 0
         self._start = 0  # where the next iteration starts
         self._pos = 0    # batches of the epoch taken so far
+        self._ended = None   # the epoch last iterated to its end
+        self._warned = False
         self.set_epoch(epoch)
 
     def __len__(self):
@@ -123,6 +129,7 @@ class BatchDataset(torch.utils.data.IterableDataset):
         loaded state is in, from that state's batch)."""
         epoch = int(epoch)
         self.source.epoch_dir(epoch)  # IndexError when out of range
+        self._ended = None  # chosen: iterating it again is meant
         if epoch != self.epoch:
             self.epoch = epoch
             self._start = 0
@@ -222,6 +229,15 @@ class BatchDataset(torch.utils.data.IterableDataset):
 
     def __iter__(self):
         start, self._start = self._start, 0
+        if start == 0 and self._ended == self.epoch and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "batchfs.torch.BatchDataset: epoch %d iterated again after "
+                "its end, without set_epoch: the same samples in the same "
+                "order.  Call ds.set_epoch(epoch) before each epoch, as with "
+                "DistributedSampler (set_epoch(%d) if the same epoch is "
+                "meant)" % (self.epoch, self.epoch), stacklevel=2)
+        self._ended = None
         self._pos = start
         folder = self.source.epoch_dir(self.epoch)
         info = torch.utils.data.get_worker_info()
@@ -245,6 +261,7 @@ class BatchDataset(torch.utils.data.IterableDataset):
                     labels = torch.from_numpy(labels)
                 self._pos = first + i * step + 1
                 yield images, labels
+            self._ended = self.epoch
         finally:
             loader.close()
             if links is not None:
