@@ -920,9 +920,13 @@ int bfs_mount_main(const bfs_mount_opts *opts)
 		return 1;
 	}
 	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "batchfs: mount point %s: %s\n", o->mountpoint,
+		int missing = stat(o->mountpoint, &st) != 0 && errno == ENOENT;
+
+		fprintf(stderr, "batchfs: mount point %s: %s%s%s%s\n", o->mountpoint,
 			stat(o->mountpoint, &st) != 0 ? strerror(errno)
-						      : "not a directory");
+						      : "not a directory",
+			missing ? " (create it first: mkdir -p " : "",
+			missing ? o->mountpoint : "", missing ? ")" : "");
 		return 1;
 	}
 	if (bfs_host_is_mountpoint(o->mountpoint)) {

@@ -256,4 +256,61 @@ with warnings.catch_warnings(record=True) as w:
 PY
 fi
 unmount_wait "$D/fl"
+
+# -- leftover private mount points; a missing mount point -----------------
+check "a killed process's private mount point is swept by the next Mount; live and non-empty ones stay" \
+	$PY - "$D" <<'PY'
+import json, os, signal, subprocess, sys, tempfile
+import batchfs
+from bfstest import wait_gone
+D = sys.argv[1]
+tmp = tempfile.gettempdir()
+assert tmp.startswith(D), tmp          # the test's own temp folder
+code = ("import batchfs, json, os, signal, sys\n"
+        "m = batchfs.Mount(sys.argv[1], batch=4, size=(8, 8), cache='none')\n"
+        "print(json.dumps([m.path, m.pid]), flush=True)\n"
+        "if sys.argv[2] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "sys.stdin.read(); m.close()\n")
+p = subprocess.run([sys.executable, "-c", code, D + "/good", "kill"],
+                   capture_output=True, text=True)
+assert p.returncode == -9, (p.returncode, p.stderr)
+left, pid = json.loads(p.stdout)
+assert wait_gone(pid, left), "daemon still running, or still mounted"
+assert os.path.isdir(left) and os.listdir(left) == [], left   # what a kill leaves
+live = subprocess.Popen([sys.executable, "-c", code, D + "/good", "hold"],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+live_path, live_pid = json.loads(live.stdout.readline())
+full = os.path.join(tmp, "batchfs-keepfile")
+os.mkdir(full)
+open(os.path.join(full, "x"), "w").close()
+other = os.path.join(tmp, "batchfs-notmine.x")
+os.mkdir(other)
+try:
+    with batchfs.Mount(D + "/good", batch=4, size=(8, 8), cache="none") as m:
+        assert not os.path.exists(left), "the leftover mount point is still there"
+        assert os.path.ismount(live_path), "swept a live Mount's mount point"
+        assert os.path.exists(full) and os.path.exists(other)
+finally:
+    live.stdin.close()
+    live.wait()
+assert wait_gone(live_pid, live_path)
+assert not os.path.exists(live_path), "the live Mount's close left its mount point"
+PY
+check "a missing mount point: Python refuses it as the CLI does, with the hint, and makes nothing" \
+	$PY - "$D" <<'PY'
+import os, subprocess, sys
+import batchfs
+D = sys.argv[1]
+want = "create it first: mkdir -p " + D + "/no/such"
+try:
+    batchfs.Mount(D + "/good", D + "/no/such", batch=4, size=(8, 8), cache="none")
+    raise SystemExit("mounted on a missing mount point")
+except batchfs.BatchfsError as e:
+    assert want in str(e), str(e)
+assert not os.path.exists(D + "/no"), "made the mount point's parents"
+p = subprocess.run([os.environ["BATCHFS"], "mount", D + "/good", D + "/no/such"],
+                   capture_output=True, text=True)
+assert p.returncode == 1 and want in p.stderr, (p.returncode, p.stderr)
+assert not os.path.exists(D + "/no")
+PY
 t_end
