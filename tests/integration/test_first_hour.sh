@@ -252,6 +252,7 @@ with warnings.catch_warnings(record=True) as w:
     it = iter(ds); next(it); it.close()  # not to its end: iterating again restarts it
     list(ds)
     ds.set_epoch(0); list(ds)      # set_epoch of the same epoch: meant
+    ds.load_state_dict({"epoch": 0, "batch": 0}); list(ds)  # a position chosen: meant
     assert not w, [str(x.message) for x in w]
 PY
 fi

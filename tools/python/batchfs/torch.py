@@ -213,6 +213,7 @@ class BatchDataset(torch.utils.data.IterableDataset):
         self.epoch = epoch
         self._start = k
         self._pos = k
+        self._ended = None  # a position chosen: iterating from it is meant
 
     def _loader(self, folder, start):
         opts = dict(self.loader_options)
