@@ -1389,6 +1389,10 @@ static int index_folder(bfs_source *s, char **dirs, size_t ndirs)
 
 	s->prog.total = ndirs ? ndirs : 1;
 	if (ndirs == 0) {
+		/* a flat folder: nothing names a class, so every label is 0 */
+		classes_broken(s, "a flat folder (images directly in it, no class subfolders): every "
+			       "image has label 0 and there are no classes; for labels, put each "
+			       "class's images in a subfolder of its own (SRC/CLASS/IMAGE)");
 		err = index_class_dir(s, "", 0);
 		s->prog.done = 1;
 		return err;

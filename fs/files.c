@@ -238,9 +238,9 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_str(&j, "label_dtype", "int64");
 	bfs_json_i64(&j, "label_offset", eo->label_offset);
 	bfs_json_str(&j, "normalization",
-		     eo->dtype == BFS_DTYPE_UINT8
-			     ? "round-half-even(resized)"
-			     : "resized / 255");
+		     eo->dtype == BFS_DTYPE_UINT8 ? "round-half-even(resized)"
+		     : eo->normalize ? "(resized / 255 - mean) / std, per channel (mean and std above)"
+				     : "resized / 255");
 	bfs_json_str(&j, "decode",
 		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with TensorFlow's formula");
 	bfs_json_str(&j, "resize",

@@ -3,6 +3,7 @@
  * mkshards, cache; and mount(8)'s helper when called as mount.batchfs or
  * mount.fuse.batchfs (fs/mounthelper.c turns its arguments into a mount).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "engine/pixels/rrc.h"
@@ -206,15 +208,91 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 	return 2;
 }
 
-/* getopt_long's '?' (unknown) or ':' (missing value), with opterr 0. */
-static int bad_option(const char *cmd, int c, char **argv)
+/* Levenshtein distance of a and b (each at most 63 bytes; longer: far). */
+static size_t edit_distance(const char *a, const char *b)
 {
-	const char *arg = argv[optind - 1];
+	size_t la = strlen(a), lb = strlen(b), row[64];
+
+	if (la >= 64 || lb >= 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+/* The real long option nearest to the unknown word w ("--batch-size",
+ * "--batch_size=8"), as git suggests one, or NULL: the option the word
+ * says in other spelling ('_' for '-', capitals), else the longest option
+ * the word begins with (--batch-size, --batchsize: --batch), else the one
+ * a few edits away (--suffle: --shuffle). */
+static const char *nearest_option(const char *w, const struct option *lo)
+{
+	char word[64];
+	const char *best = NULL;
+	size_t n, bestd = (size_t)-1, bestlen = 0;
+
+	if (strncmp(w, "--", 2) != 0 || !lo)
+		return NULL;
+	w += 2;
+	n = strcspn(w, "=");
+	if (n == 0 || n >= sizeof(word))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		word[i] = w[i] == '_' ? '-' : (char)tolower((unsigned char)w[i]);
+	word[n] = '\0';
+	for (const struct option *o = lo; o->name; o++)
+		if (!strcmp(word, o->name))
+			return o->name;
+	for (const struct option *o = lo; o->name; o++) {
+		size_t l = strlen(o->name);
+
+		if (l >= 3 && l > bestlen && !strncmp(word, o->name, l)) {
+			best = o->name;
+			bestlen = l;
+		}
+	}
+	if (best)
+		return best;
+	for (const struct option *o = lo; o->name; o++) {
+		size_t d = edit_distance(word, o->name);
+
+		if (d < bestd && d < n && d <= 1 + n / 4) {
+			best = o->name;
+			bestd = d;
+		}
+	}
+	return best;
+}
+
+/* getopt_long's '?' (unknown) or ':' (missing value), with opterr 0; an
+ * unknown long option suggests the nearest of lo. */
+static int bad_option(const char *cmd, int c, char **argv,
+		      const struct option *lo)
+{
+	const char *arg = argv[optind - 1], *near;
 
 	if (c == ':')
 		return usage_error(cmd, "%s needs a value", arg);
 	if (optopt && optopt < 256 && arg[0] == '-' && arg[1] != '-')
 		return usage_error(cmd, "unknown option '-%c'", optopt);
+	if ((near = nearest_option(arg, lo)))
+		return usage_error(cmd, "unknown option '%s' (did you mean --%s?)",
+				   arg, near);
 	return usage_error(cmd, "unknown option '%s'", arg);
 }
 
@@ -385,7 +463,7 @@ static int cmd_mount(int argc, char **argv)
 	char *fuse_opts = NULL, *schedule = NULL;
 	uint64_t v;
 	unsigned u;
-	int c, li, rc, rank_given = 0;
+	int c, li, rc, rank_given = 0, mean_given = 0, std_given = 0;
 
 	o.engine.batch = 32;
 	o.engine.height = o.engine.width = 224;
@@ -486,12 +564,12 @@ static int cmd_mount(int argc, char **argv)
 			break;
 		}
 		case O_LAYOUT:
-			if (!strcmp(optarg, "nhwc"))
+			if (!strcasecmp(optarg, "nhwc")) /* or NHWC, as dataset.json writes it */
 				o.engine.nchw = 0;
-			else if (!strcmp(optarg, "nchw"))
+			else if (!strcasecmp(optarg, "nchw"))
 				o.engine.nchw = 1;
 			else
-				return bad("--layout", optarg, "nhwc or nchw");
+				return bad("--layout", optarg, "nhwc or nchw, in either case");
 			break;
 		case O_MEAN:
 		case O_STD: {
@@ -508,6 +586,10 @@ static int cmd_mount(int argc, char **argv)
 					   c == O_MEAN ? "three finite numbers R,G,B in the 0..1 scale"
 						       : "three numbers R,G,B above 0, in the 0..1 scale");
 			o.engine.normalize = 1;
+			if (c == O_MEAN)
+				mean_given = 1;
+			else
+				std_given = 1;
 			break;
 		}
 		case O_RRC_SCALE:
@@ -752,7 +834,7 @@ static int cmd_mount(int argc, char **argv)
 			return 0;
 		default:
 			free(fuse_opts);
-			return bad_option("mount", c, argv);
+			return bad_option("mount", c, argv, lo);
 		}
 	}
 	if (argc - optind != 2) {
@@ -761,6 +843,14 @@ static int cmd_mount(int argc, char **argv)
 			return usage_error("mount", "needs SHARD_DIR and MOUNTPOINT");
 		return usage_error("mount", "too many arguments ('%s')",
 				   argv[optind + 2]);
+	}
+	if (mean_given != std_given) {
+		free(fuse_opts);
+		fprintf(stderr, "batchfs mount: %s without %s: normalizing takes both (x - mean) / std, "
+			"e.g. --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 (ImageNet's); "
+			"--mean 0,0,0 --std 1,1,1 is no normalization\n",
+			mean_given ? "--mean" : "--std", mean_given ? "--std" : "--mean");
+		return 2;
 	}
 	if (o.engine.ranks && rank_given) {
 		fprintf(stderr, "batchfs mount: --rank and --ranks exclude each other\n");
@@ -830,7 +920,7 @@ static int cmd_unmount(int argc, char **argv)
 			fputs(usage_unmount, stdout);
 			return 0;
 		default:
-			return bad_option("unmount", c, argv);
+			return bad_option("unmount", c, argv, lo);
 		}
 	}
 	if (argc - optind < 1)

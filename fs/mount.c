@@ -726,6 +726,13 @@ static int serve(void *ctx, int notify_fd)
 
 			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
 		}
+		if (bfs_source_format(m.src) == BFS_FORMAT_FOLDER &&
+		    !bfs_source_nclasses(m.src) && bfs_source_classes_note(m.src)) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; %s",
+				 bfs_source_classes_note(m.src));
+		}
 		if (m.metrics) {
 			size_t n = strlen(msg);
 
@@ -944,9 +951,13 @@ int bfs_mount_main(const bfs_mount_opts *opts)
 		return 1;
 	}
 	if (stat(o->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "batchfs: mount point %s: %s\n", o->mountpoint,
+		int missing = stat(o->mountpoint, &st) != 0 && errno == ENOENT;
+
+		fprintf(stderr, "batchfs: mount point %s: %s%s%s%s\n", o->mountpoint,
 			stat(o->mountpoint, &st) != 0 ? strerror(errno)
-						      : "not a directory");
+						      : "not a directory",
+			missing ? " (create it first: mkdir -p " : "",
+			missing ? o->mountpoint : "", missing ? ")" : "");
 		return 1;
 	}
 	if (bfs_host_is_mountpoint(o->mountpoint)) {

@@ -1008,6 +1008,12 @@ static void test_source_indexes_a_flat_folder_of_jpegs_as_one_class_labeled_0(vo
 	assert_string_equal(bfs_source_shard_name(s, 1), "y.jpeg");
 	assert_int_equal(label_of(s, 0), 0);
 	assert_int_equal(label_of(s, 1), 0);
+	/* and says so: no class names, every label 0 */
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_null(bfs_source_classes_from(s));
+	assert_non_null(bfs_source_classes_note(s));
+	assert_non_null(strstr(bfs_source_classes_note(s), "flat folder"));
+	assert_non_null(strstr(bfs_source_classes_note(s), "label 0"));
 	bfs_source_close(s);
 }
 

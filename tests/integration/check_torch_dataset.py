@@ -77,9 +77,12 @@ with batchfs.Mount(SHARDS, dtype="uint8", **opts) as m:
         ds.set_epoch(1)  # the resumed epoch keeps its position
         assert ds.state_dict()["batch"] == k
         same(list(ds), e1[k:])
-        assert ds.state_dict() == {"epoch": 1, "batch": len(ds),
-                                   "batches": len(ds),
-                                   "fingerprint": m.info["fingerprint"]}
+        st = ds.state_dict()
+        assert {k: v for k, v in st.items() if k != "mount"} == {
+            "epoch": 1, "batch": len(ds), "batches": len(ds),
+            "fingerprint": m.info["fingerprint"]}, st
+        assert st["mount"]["batch_size"] == m.info["batch_size"] and \
+            st["mount"]["rank"] == m.info["rank"], st
     # another epoch starts at 0
     ds.load_state_dict({"epoch": 1, "batch": 5})
     ds.set_epoch(0)

@@ -10,13 +10,15 @@ batchfs.Mount mounts (a context manager over `batchfs mount`);
 batchfs.torch.BatchDataset, batchfs.tf.dataset and batchfs.jax.batches
 serve its epochs to PyTorch, TensorFlow and JAX (each imports its
 framework only when imported itself: `import batchfs` needs NumPy alone);
+batchfs.load(path) is np.load for one batch file (a failed batch raises
+BatchfsError naming it, its bad samples, the cause and the fix);
 GpuLoader reads batch files into NumPy arrays or straight into GPU memory
 (pinned, asynchronous uploads through libbatchfs_gpu.so, bound with
 ctypes: no compiler needed to install).
 """
 
 from ._npy import BatchfsError, NpyHeader, image_layout, list_batches, \
-    read_batch, read_header, read_npy
+    load, read_batch, read_header, read_npy
 from ._lib import device_count, find_library
 from .loader import DeviceArray, GpuLoader, IMAGENET_MEAN, IMAGENET_STD
 from .mount import Mount, open_source
@@ -45,7 +47,7 @@ try:  # written by make from engine/version.h (tools/python/python.mk)
 except ImportError:
     __version__ = _checkout_version()
 
-__all__ = ["Mount", "open_source", "GpuLoader", "DeviceArray", "BatchfsError", "NpyHeader",
+__all__ = ["Mount", "open_source", "GpuLoader", "DeviceArray", "BatchfsError", "load", "NpyHeader",
            "image_layout", "list_batches", "read_batch", "read_header",
            "read_npy", "device_count", "find_library", "IMAGENET_MEAN",
            "IMAGENET_STD"]

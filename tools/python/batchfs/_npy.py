@@ -10,6 +10,7 @@ checked against the file's size.
 """
 
 import errno
+import errno as _errno
 import json
 import os
 
@@ -17,7 +18,7 @@ import numpy as np
 from numpy.lib import format as npformat
 
 __all__ = ["BatchfsError", "NpyHeader", "list_batches", "read_header",
-           "read_npy", "read_batch", "image_layout"]
+           "read_npy", "load", "read_batch", "image_layout"]
 
 # BFS_GPU_MAX_CHANNELS: the binding's copy, as the ctypes structs in _lib
 # are (checked against batchfs_gpu.h by tests/gpu/check_cpu.py).
@@ -26,17 +27,42 @@ IMAGE_DESCRS = ("|u1", "<f2", "<f4")
 LAYOUTS = ("NHWC", "NCHW")
 
 
-class BatchfsError(Exception):
-    """A batch folder or file that batchfs cannot serve.
+class BatchfsError(OSError):
+    """A batch folder or file that batchfs cannot serve, or a mount that
+    failed.  An OSError, errno EIO unless ``errno`` says otherwise, so
+    code that handles a failed read keeps working.
 
     ``code`` is the library's negative error code when it came from the C
     library (compare it with ``batchfs._lib.E_FORMAT`` and so on), else
-    None.
+    None.  For a batch the mount failed to make (a corrupt image, with
+    ``on_error="fail"``): ``filename`` is the batch file, ``samples`` the
+    bad samples in it (dicts of the batch's index.json: "position",
+    "sample", "shard", "record" or "member", and "path" for a folder's
+    image), ``cause`` what the mount says, ``fix`` what would help.
     """
 
-    def __init__(self, message, code=None):
-        super().__init__(message)
+    def __init__(self, message, code=None, errno=_errno.EIO, filename=None,
+                 samples=(), cause=None, fix=None):
+        super().__init__(errno, message)
+        self.message = message
         self.code = code
+        self.filename = filename
+        self.samples = list(samples)
+        self.cause = cause
+        self.fix = fix
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):  # pickles (DataLoader workers) as it was made
+        return (_rebuild_error, (type(self), self.message, self.code,
+                                 self.errno, self.filename, self.samples,
+                                 self.cause, self.fix))
+
+
+def _rebuild_error(cls, message, code, errno_, filename, samples, cause,
+                   fix):
+    return cls(message, code, errno_, filename, samples, cause, fix)
 
 
 class NpyHeader:
@@ -141,20 +167,126 @@ def _readinto_exact(f, view, path):
         raise BatchfsError("%s: bytes after the array data" % path)
 
 
+def _index_of(path):
+    """The batch-NNNNNN.index.json beside a batch file, or None."""
+    path = os.fspath(path)
+    for tail in (".labels.npy", ".npy"):
+        if path.endswith(tail):
+            return path[:-len(tail)] + ".index.json"
+    return None
+
+
+def _read_index(path):
+    idx = _index_of(path)
+    if idx is None:
+        return None
+    try:
+        with open(idx, "rb") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def mount_says(path):
     """What a batchfs mount says of the batch file ``path`` whose read
     failed: the "error" of its batch-NNNNNN.index.json (the bad sample's
     file or shard and record, and why), or None."""
-    path = os.fspath(path)
-    for tail in (".labels.npy", ".npy"):
-        if path.endswith(tail):
-            try:
-                with open(path[:-len(tail)] + ".index.json", "rb") as f:
-                    err = json.loads(f.read()).get("error")
-            except (OSError, ValueError, AttributeError):
-                return None
-            return err if isinstance(err, str) else None
+    doc = _read_index(path)
+    err = doc.get("error") if doc is not None else None
+    return err if isinstance(err, str) else None
+
+
+def _mount_info(path):
+    """dataset.json of the mount that serves batch file ``path`` (its
+    epoch folder's parent, or the rank folder's), or None."""
+    d = os.path.dirname(os.path.abspath(os.fspath(path)))
+    for _ in range(3):
+        d = os.path.dirname(d)
+        try:
+            with open(os.path.join(d, "dataset.json"), "rb") as f:
+                return json.loads(f.read())
+        except (OSError, ValueError):
+            continue
     return None
+
+
+def _describe(sample):
+    """The mount's own name for a sample (engine's bfs_source_describe)."""
+    shard = sample.get("shard")
+    if "member" in sample:
+        return "%s member %s" % (shard, sample["member"])
+    if "record" in sample:
+        return "%s record %s" % (shard, sample["record"])
+    return str(shard)
+
+
+def bad_samples(path, says=None):
+    """The samples of the batch file ``path`` that the mount's error names
+    (a failed batch stops at its first bad sample: one, in practice), each
+    a dict of its index.json with, for a folder of images, "path": the
+    image's path in the source."""
+    doc = _read_index(path)
+    if doc is None:
+        return []
+    says = says if says is not None else doc.get("error")
+    if not isinstance(says, str):
+        return []
+    info = _mount_info(path) or {}
+    out = []
+    for s in doc.get("samples") or ():
+        if not isinstance(s, dict) or "shard" not in s:
+            continue
+        name = _describe(s)
+        if says == name or says.startswith(name + ": ") or \
+                says.startswith(name + " ("):
+            s = dict(s)
+            s.pop("label", None)
+            src = info.get("source")
+            if info.get("format") == "folder" and isinstance(src, str):
+                s["path"] = (src.rstrip("/") + "/" + s["shard"]) \
+                    if "://" in src else os.path.join(src, s["shard"])
+            out.append(s)
+    return out
+
+
+def _sample_text(s):
+    where = s.get("path") or s.get("shard")
+    if "record" in s:
+        where = "%s record %s" % (where, s["record"])
+    elif "member" in s:
+        where = "%s member %s" % (where, s["member"])
+    return "sample %s (position %s of the batch): %s" % (
+        s.get("sample"), s.get("position"), where)
+
+
+FIX = ('mount with on_error="skip" (batchfs mount --on-error skip) to serve '
+       'a good sample in place of each bad one (the index.json says which), '
+       'or repair or remove the file')
+
+
+def batch_error(path, cause=None):
+    """The BatchfsError (EIO) for batch file ``path`` whose read failed:
+    the file, the bad samples and the cause as the mount says them, and the
+    fix.  A link (a DataLoader worker's folder of links) names its
+    target, the mount's own file."""
+    path = os.path.realpath(os.fspath(path))
+    says = mount_says(path)
+    samples = bad_samples(path, says) if says is not None else []
+    if says is not None:
+        msg = "%s: %s; the mount failed this batch: %s" % (
+            path, os.strerror(errno.EIO), says)
+        for s in samples:
+            msg += "\n  bad %s" % _sample_text(s)
+        msg += "\n  fix: " + FIX
+        fix = FIX
+    else:
+        msg = "%s: %s%s (the mount says nothing of it: see its log, or " \
+            "`batchfs status`)" % (path, os.strerror(errno.EIO),
+                                   " (%s)" % cause if cause else "")
+        fix = None
+    return BatchfsError(msg, filename=path, samples=samples,
+                        cause=says if says is not None else cause, fix=fix)
 
 
 def read_npy(path, expect=None):
@@ -163,8 +295,9 @@ def read_npy(path, expect=None):
 
     ``expect(header, path)``, if given, may raise to refuse the file before
     its data are read.  Raises BatchfsError for a file that is not what the
-    header says; OSError for a read that fails, EIO naming what the mount
-    says of the batch (mount_says) when it says something.
+    header says, and for a read that fails with EIO (a batch the mount
+    failed: naming the file, its bad samples, what the mount says and the
+    fix, see batch_error); OSError for other failed reads.
     """
     try:
         with open(path, "rb", buffering=0) as f:
@@ -176,13 +309,21 @@ def read_npy(path, expect=None):
                 _readinto_exact(f, memoryview(arr.reshape(-1)).cast("B"), path)
             elif f.read(1):
                 raise BatchfsError("%s: bytes after the array data" % path)
+    except BatchfsError:
+        raise
     except OSError as e:
-        says = mount_says(path) if e.errno == errno.EIO else None
-        if says is None:
+        if e.errno != errno.EIO:
             raise
-        raise OSError(errno.EIO, "%s; the mount failed this batch: %s" %
-                      (os.strerror(errno.EIO), says), os.fspath(path)) from e
+        raise batch_error(path) from e
     return arr
+
+
+def load(path):
+    """np.load for a batch file of a batchfs mount: the array (images or
+    labels) in a fresh array, or, for a batch the mount failed, a
+    BatchfsError naming the file, the bad samples, the cause and the fix
+    where np.load gives a bare ``OSError: [Errno 5]``."""
+    return read_npy(path)
 
 
 def image_layout(shape, files_layout=None):

@@ -36,9 +36,11 @@ it and two jobs never share one.  A node's ranks must be consecutive
 """
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
+import re
 import select
 import subprocess
 import tempfile
@@ -216,15 +218,89 @@ def _wait_pid_exit(pid, timeout):
             os.close(fd)
 
 
+# A private mount point: tempfile.mkdtemp(prefix="batchfs-") in the temp
+# folder, locked (flock) by the Mount that made it for as long as it lives.
+_PRIVATE = re.compile(r"batchfs-[a-z0-9_]{8}\Z")
+
+
+def _private_mountpoint():
+    """A fresh private mount point, and the open, flock'ed descriptor that
+    says it is in use (the kernel drops the lock when the process dies,
+    however it dies)."""
+    while True:
+        path = tempfile.mkdtemp(prefix="batchfs-")
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a sweep holds it only briefly
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return path, fd
+        except FileNotFoundError:
+            pass  # swept between mkdtemp and the lock: make another
+        os.close(fd)
+
+
+def sweep_private_mountpoints(program=None, tmpdir=None):
+    """Remove this user's private mount points (temp/batchfs-XXXXXXXX)
+    that a killed process left: empty, unlocked (no live Mount holds
+    them) and no mount, or a dead batchfs mount (its daemon gone), which
+    `batchfs unmount` detaches first.  Anything else (a live mount, a
+    folder with files, another user's, a per_node folder) is left alone.
+    Returns the paths removed.  Every Mount without a mount point of its
+    own calls it first."""
+    tmpdir = tmpdir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(tmpdir)
+    except OSError:
+        return removed
+    for name in names:
+        if not _PRIVATE.match(name):
+            continue
+        path = os.path.join(tmpdir, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid != os.getuid() or not os.path.isdir(path) or \
+                os.path.islink(path):
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            fd = None  # a dead mount: its root cannot be opened
+        try:
+            if fd is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue  # a live Mount's
+            if _dead(path) and program:
+                subprocess.run([program, "unmount", path],
+                               stdin=subprocess.DEVNULL, capture_output=True)
+            if os.path.ismount(path):
+                continue
+            try:
+                os.rmdir(path)  # only when empty
+                removed.append(path)
+            except OSError:
+                pass
+        finally:
+            if fd is not None:
+                os.close(fd)
+    return removed
+
+
 class Mount:
     """`batchfs mount SOURCE MOUNTPOINT --opt ...` for the life of the object.
 
     source      a shard directory (TFRecord, WebDataset tars or JPEG folders),
                 or s3://BUCKET/PREFIX, or an http(s):// URL (WebDataset's
                 braces: shard-{000000..000146}.tar), kept as given
-    mountpoint  where to mount; None: a private temporary folder (or, with
+    mountpoint  where to mount: an existing folder, as `batchfs mount`
+                wants it; None: a private temporary folder (or, with
                 per_node, one that the node's ranks agree on), removed at
-                close
+                close (and, if a killed process left one, by the next
+                Mount: sweep_private_mountpoints)
     rank, world None (the default): the whole dataset; ints; or "auto" for
                 RANK / WORLD_SIZE (torchrun) or SLURM_PROCID /
                 SLURM_NTASKS (srun), 0 / 1 when neither is set
@@ -265,6 +341,7 @@ class Mount:
         self._args = _cli_args(options)
         self._hold = None
         self._made_dir = False
+        self._dir_lock = None
         self._owner = True
         self.info = None
         self.pid = None
@@ -294,11 +371,18 @@ class Mount:
                 # the job's own folder: whichever rank leaves last removes it
                 self._made_dir = True
             else:
-                mountpoint = tempfile.mkdtemp(prefix="batchfs-")
+                sweep_private_mountpoints(self.program)
+                mountpoint, self._dir_lock = _private_mountpoint()
                 self._made_dir = True
-        elif self._owner and not os.path.isdir(mountpoint):
-            os.makedirs(mountpoint, exist_ok=True)
-            self._made_dir = True
+        elif self._owner and not os.path.isdir(mountpoint) and \
+                not _dead(mountpoint):
+            # as `batchfs mount` says it: a mount point is made by its user
+            raise BatchfsError(
+                "mount point %s: %s (create it first: mkdir -p %s; or give "
+                "no mount point for a private one, removed at close)" % (
+                    mountpoint, "not a directory" if os.path.exists(
+                        mountpoint) else os.strerror(errno.ENOENT),
+                    mountpoint))
         self.path = os.path.abspath(os.fspath(mountpoint))
         try:
             if self._owner:
@@ -491,6 +575,9 @@ class Mount:
             except OSError as e:
                 if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EBUSY):
                     raise
+        if not self._made_dir and self._dir_lock is not None:
+            os.close(self._dir_lock)
+            self._dir_lock = None
 
     def __enter__(self):
         return self
@@ -506,6 +593,9 @@ class Mount:
             if self._hold is not None:
                 os.close(self._hold)  # the daemon ends itself
                 self._hold = None
+            if self._dir_lock is not None:
+                os.close(self._dir_lock)
+                self._dir_lock = None
         except Exception:
             pass
 
