@@ -241,10 +241,19 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		     eo->dtype == BFS_DTYPE_UINT8 ? "round-half-even(resized)"
 		     : eo->normalize ? "(resized / 255 - mean) / std, per channel (mean and std above)"
 				     : "resized / 255");
-	bfs_json_str(&j, "decode",
-		     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with TensorFlow's formula");
-	bfs_json_str(&j, "resize",
-		     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
+	if (eo->resize_filter == BFS_RESIZE_FILTER_PIL) {
+		bfs_json_str(&j, "resize_filter", "pil");
+		bfs_json_str(&j, "decode",
+			     "libjpeg-turbo, ISLOW DCT, fancy upsampling (Pillow's defaults); grayscale to RGB; CMYK/YCCK to RGB with Pillow's formula");
+		bfs_json_str(&j, "resize",
+			     "bilinear, antialiased when shrinking, 22-bit fixed point, two uint8 passes (Pillow 13's Image.resize BILINEAR, as torchvision on PIL images)");
+	} else {
+		bfs_json_str(&j, "resize_filter", "tf");
+		bfs_json_str(&j, "decode",
+			     "TurboJPEG, IFAST DCT, fancy upsampling (tf.io.decode_jpeg defaults); grayscale to RGB; CMYK/YCCK to RGB with TensorFlow's formula");
+		bfs_json_str(&j, "resize",
+			     "bilinear, half-pixel centers, no antialias (tf.image.resize defaults)");
+	}
 	bfs_json_str(&j, "order", "shards sorted by name, records in file order");
 	bfs_json_bool(&j, "shuffle", eo->shuffle);
 	if (eo->shuffle) {

@@ -101,6 +101,13 @@ import json, sys
 a, b = (json.load(open(p))["fingerprint"] for p in sys.argv[1:3])
 assert a != b, (a, b)
 PY
+check "dataset.json names the filter, and Pillow's resize and decode under pil" $PY - \
+	"$D/tf/dataset.json" "$D/crop-dataset.json" <<'PY'
+import json, sys
+tf, pil = (json.load(open(p)) for p in sys.argv[1:3])
+assert tf["resize_filter"] == "tf" and "tf.image.resize" in tf["resize"], tf["resize"]
+assert pil["resize_filter"] == "pil" and "Pillow" in pil["resize"] and "ISLOW" in pil["decode"], pil
+PY
 unmount_wait "$D/tf"
 
 mkdir -p "$D/bad"
