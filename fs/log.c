@@ -5,7 +5,9 @@
 
 #include "fs/utf8.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -17,11 +19,13 @@
 
 static FILE *log_file;
 static int log_syslog;       /* lines go to syslog(3) instead */
+static char log_failed[256]; /* why the file stopped taking lines; "" */
 static int log_max = BFS_LOG_INFO;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void bfs_log_init(FILE *f, int max_level)
 {
+	log_failed[0] = '\0';
 	log_file = f;
 	log_syslog = 0;
 	log_max = max_level;
@@ -84,8 +88,32 @@ void bfs_log(int level, const char *fmt, ...)
 	vfprintf(f, fmt, ap);
 	va_end(ap);
 	fputc('\n', f);
-	fflush(f);
+	if ((fflush(f) != 0 || ferror(f)) && f == log_file && !log_failed[0]) {
+		/* The file takes no more lines (its file system is full, say):
+		 * say so once, on syslog when something listens there. */
+		int e = errno;
+
+		snprintf(log_failed, sizeof(log_failed), "%s", strerror(e));
+		clearerr(f);
+		pthread_mutex_unlock(&log_lock);
+		if (bfs_log_init_syslog(log_max) == 0)
+			syslog(LOG_WARNING, "the log file takes no more lines (%s): "
+			       "logging here from now on", log_failed);
+		return;
+	}
 	pthread_mutex_unlock(&log_lock);
+}
+
+int bfs_log_failed(char *why, size_t n)
+{
+	int failed;
+
+	pthread_mutex_lock(&log_lock);
+	failed = log_failed[0] != '\0';
+	if (failed && why && n)
+		snprintf(why, n, "%s", log_failed);
+	pthread_mutex_unlock(&log_lock);
+	return failed;
 }
 
 /* Code points that are valid UTF-8 but still escaped: C1 controls (a

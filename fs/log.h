@@ -20,6 +20,12 @@ void bfs_log_init(FILE *f, int max_level);
  * starting threads. */
 int bfs_log_init_syslog(int max_level);
 
+/* 1 when the log file stopped taking lines (a write failed: its file
+ * system is full, say), with the reason in why (n bytes; may be NULL);
+ * from then on lines go to syslog when something listens there, else
+ * nowhere.  0 while the file takes them.  Any thread. */
+int bfs_log_failed(char *why, size_t n);
+
 /* One line "batchfs[pid] LEVEL: message" (syslog adds its own stamp and
  * pid).  Thread-safe. */
 void bfs_log(int level, const char *fmt, ...)

@@ -538,7 +538,7 @@ static int serve(void *ctx, int notify_fd)
 	bfs_watch *watch = NULL;
 	char msg[BFS_ERRMSG_MAX + PATH_MAX] = "", errmsg[BFS_ERRMSG_MAX] = "";
 	char logpath[PATH_MAX] = "", log_why[PATH_MAX + 64] = "";
-	FILE *logf = NULL;
+	FILE *logf = NULL, *dead_log = NULL;
 	bfs_engine_opts eo = o->engine;
 	bfs_source_opts so = o->source;
 	bfs_view_opts vo = { 0 };
@@ -654,8 +654,21 @@ static int serve(void *ctx, int notify_fd)
 		logf = bfs_host_open_log(o->log_path, logpath, sizeof(logpath),
 					 log_why, sizeof(log_why));
 		if (logf) {
+			char why[256];
+
 			bfs_log_init(logf, BFS_LOG_INFO);
-		} else {
+			/* A first line proves the file takes lines: a log on a
+			 * full file system opens, then writes nothing. */
+			bfs_log(BFS_LOG_INFO, "batchfs %s: %s on %s", BFS_VERSION,
+				o->shard_dir, o->mountpoint);
+			if (bfs_log_failed(why, sizeof(why))) {
+				snprintf(log_why, sizeof(log_why), "cannot write %s: %s",
+					 logpath, why);
+				dead_log = logf; /* closed once the logger has let go */
+				logf = NULL;
+			}
+		}
+		if (!logf) {
 			/* the daemon's stderr is about to be /dev/null */
 			size_t n = strlen(log_why);
 			int sys = bfs_log_init_syslog(BFS_LOG_INFO) == 0;
@@ -665,6 +678,8 @@ static int serve(void *ctx, int notify_fd)
 				     : "no syslog either (nothing listens on /dev/log): nothing is logged");
 			if (!sys) /* not on the terminal `mount` shows */
 				bfs_log_init(fopen("/dev/null", "we"), BFS_LOG_INFO);
+			if (dead_log)
+				fclose(dead_log);
 		}
 	}
 	{

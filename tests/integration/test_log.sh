@@ -50,6 +50,21 @@ if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null ||
 	t_end
 fi
 
+# ---- a log on a full file system: said at mount, never a silent empty file
+mkdir -p "$D/full" "$D/mfull"
+if mount -t tmpfs -o size=1m batchfs-test-full "$D/full"; then
+	T_MOUNTS+=("$D/full")
+	dd if=/dev/zero of="$D/full/fill" bs=4k 2>/dev/null
+	out=$("$BATCHFS" mount "$D/src" "$D/mfull" "${OPTS[@]}" --log "$D/full/b.log" 2>&1)
+	T_MOUNTS+=("$D/mfull")
+	check "a log on a full file system: the mount message says it cannot be written, and where lines go: $out" \
+		bash -c "printf '%s' \"\$1\" | grep -q '; no log: cannot write $D/full/b.log: No space left on device; \(logging to syslog\|no syslog either\)' &&
+			! printf '%s' \"\$1\" | grep -q '; log: '" _ "$out"
+	check "... and the mount serves all the same" bash -c "cat '$D/mfull/epoch-0000/batch-000000.npy' >/dev/null"
+	"$BATCHFS" unmount "$D/mfull" >/dev/null 2>&1
+	umount "$D/full"
+fi
+
 # ---- no log file: syslog, in a namespace with our own /dev/log
 # syslog_case NAME LISTEN: mount as a daemon with HOME=$D/homefile; LISTEN 1
 # puts a syslog listener on the namespace's /dev/log
