@@ -70,6 +70,10 @@ void bfs_log(int level, const char *fmt, ...)
 
 	if (level > log_max)
 		return;
+	if (level < BFS_LOG_ERROR)
+		level = BFS_LOG_ERROR; /* names[] and prio[] have no other */
+	if (!fmt)
+		return;
 	if (log_syslog) {
 		static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO,
 					    LOG_DEBUG };
