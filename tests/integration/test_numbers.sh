@@ -56,9 +56,9 @@ bad_rows=(
 	"--rrc-scale|0.08,1e999|rrc"
 	"--rrc-scale|nan,1|rrc"
 	"--rrc-ratio|0.75,inf|rrc"
-	"--mean|nan,0,0"
-	"--std|0,1,1"
-	"--std|1e39,1,1"
+	"--mean|nan,0,0|std"
+	"--std|0,1,1|mean"
+	"--std|1e39,1,1|mean"
 )
 n=0
 for row in "${bad_rows[@]}"; do
@@ -68,9 +68,13 @@ for row in "${bad_rows[@]}"; do
 	mkdir -p "$mnt"
 	T_MOUNTS+=("$mnt")
 	args=("${BASE[@]}")
+	# --mean and --std go together (each alone is refused for that), so a
+	# bad value of one is given with a good other
 	case "$extra" in
 	rrc) args+=("${RRC[@]}") ;;
 	crop) args+=(--resize crop) ;;
+	mean) args+=(--mean 0.485,0.456,0.406) ;;
+	std) args+=(--std 0.229,0.224,0.225) ;;
 	esac
 	out=$("$BATCHFS" mount "$D/src" "$mnt" "${args[@]}" "$opt" "$val" 2>&1)
 	rc=$?
@@ -95,13 +99,14 @@ good_rows=(
 	"--shuffle|0xffffffffffffffff"
 	"--label-offset|-9223372036854775808"
 	"--mem|64M"
-	"--std|0.229,0.224,0.225"
+	"--std|0.229,0.224,0.225|mean"
 )
 for row in "${good_rows[@]}"; do
 	IFS='|' read -r opt val extra <<<"$row"
 	n=$((n + 1))
 	args=("${BASE[@]}")
 	[ "$extra" = rrc ] && args+=("${RRC[@]}" --epochs 2)
+	[ "$extra" = mean ] && args+=(--mean 0.485,0.456,0.406)
 	if mount_fg "$D/src" "$D/m$n" "${args[@]}" "$opt" "$val"; then
 		if [ "$opt" = --size ]; then
 			check "--size 64x48: its batches are 2x64x48x3" \
