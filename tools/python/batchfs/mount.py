@@ -31,8 +31,12 @@ the last local rank has left or died.  The mount point, unless given, is a
 folder in the temporary directory named after the job (torchrun's
 TORCHELASTIC_RUN_ID, restart count, MASTER_ADDR and MASTER_PORT; Slurm's
 job and step), the source and the options, so the ranks of one job find
-it and two jobs never share one.  A node's ranks must be consecutive
-(always with torchrun; Slurm's default block distribution).
+it and two jobs never share one.  Local rank 0 holds a lock on that
+folder from before it mounts; a job killed whole (SIGKILL, a node's job
+cancelled) leaves the folder empty and unlocked once its mount ended, and
+the next Mount on the node removes it (sweep_private_mountpoints).  A
+node's ranks must be consecutive (always with torchrun; Slurm's default
+block distribution).
 """
 
 import errno
@@ -223,6 +227,14 @@ def _wait_pid_exit(pid, timeout):
 _PRIVATE = re.compile(r"batchfs-[a-z0-9_]{8}\Z")
 
 
+def _node_name(uid):
+    """A per_node mount point's name: batchfs-UID-KEY (KEY: 16 hex digits
+    of the job, source and options), in the temp folder; locked (flock,
+    shared) by the node's local rank 0 from before it mounts until its
+    Mount ends, so that a sweep never takes it from a live job."""
+    return re.compile(r"batchfs-%d-[0-9a-f]{16}\Z" % uid)
+
+
 def _private_mountpoint():
     """A fresh private mount point, and the open, flock'ed descriptor that
     says it is in use (the kernel drops the lock when the process dies,
@@ -239,22 +251,62 @@ def _private_mountpoint():
         os.close(fd)
 
 
+def _mount_points():
+    """The mount points of this mount namespace (/proc/self/mountinfo; no
+    file system is asked anything)."""
+    out = set()
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                out.add(re.sub(r"\\([0-7]{3})",
+                               lambda m: chr(int(m.group(1), 8)),
+                               line.split()[4]))
+    except OSError:
+        pass
+    return out
+
+
+def _node_mountpoint(path):
+    """The per_node mount point path, made if missing, and the open,
+    flock'ed (shared) descriptor that says a live job's local rank 0 is
+    about to mount it (or has)."""
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a sweep holds it only briefly
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass  # swept between mkdir and the lock: make it again
+        os.close(fd)
+
+
 def sweep_private_mountpoints(program=None, tmpdir=None):
     """Remove this user's private mount points (temp/batchfs-XXXXXXXX)
     that a killed process left: empty, unlocked (no live Mount holds
     them) and no mount, or a dead batchfs mount (its daemon gone), which
-    `batchfs unmount` detaches first.  Anything else (a live mount, a
-    folder with files, another user's, a per_node folder) is left alone.
-    Returns the paths removed.  Every Mount without a mount point of its
-    own calls it first."""
+    `batchfs unmount` detaches first; and the per_node ones
+    (temp/batchfs-UID-KEY) that a killed job left: empty, unlocked and no
+    mount (any mount there, live, stopped or dead, is left alone, and
+    nothing is asked of it).  Anything else (a live mount, a folder with
+    files, another user's) is left alone.  Returns the paths removed.
+    Every Mount without a mount point of its own (per_node: local rank
+    0's) calls it first."""
     tmpdir = tmpdir or tempfile.gettempdir()
     removed = []
+    node = _node_name(os.getuid())
     try:
         names = os.listdir(tmpdir)
     except OSError:
         return removed
+    mounted = None
     for name in names:
-        if not _PRIVATE.match(name):
+        per_node = bool(node.match(name))
+        if not _PRIVATE.match(name) and not per_node:
             continue
         path = os.path.join(tmpdir, name)
         try:
@@ -264,6 +316,14 @@ def sweep_private_mountpoints(program=None, tmpdir=None):
         if st.st_uid != os.getuid() or not os.path.isdir(path) or \
                 os.path.islink(path):
             continue
+        if per_node:
+            # Ask nothing of a per_node mount, live or not: its daemon may
+            # be stopped (a suspended Slurm job), and a call into it would
+            # wait for as long.  Only an empty folder is removed.
+            if mounted is None:
+                mounted = _mount_points()
+            if os.path.realpath(path) in mounted:
+                continue
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -364,10 +424,9 @@ class Mount:
                 mountpoint = os.path.join(tempfile.gettempdir(),
                                           "batchfs-%d-%s" % (os.getuid(), key))
                 if self._owner:
-                    try:
-                        os.mkdir(mountpoint, 0o700)
-                    except FileExistsError:
-                        pass
+                    # what killed jobs left on this node; the folder
+                    # itself is made (and locked) just before mounting
+                    sweep_private_mountpoints(self.program)
                 # the job's own folder: whichever rank leaves last removes it
                 self._made_dir = True
             else:
@@ -413,6 +472,8 @@ class Mount:
         # the mount of an earlier run that is ending (its holders are gone)
         while os.path.ismount(self.path) and time.monotonic() < end:
             time.sleep(0.1)
+        if self.per_node and self._made_dir and self._dir_lock is None:
+            self._dir_lock = _node_mountpoint(self.path)
         try:
             p = subprocess.run(self._cmd(), stdin=subprocess.DEVNULL,
                                capture_output=True, text=True,
@@ -572,8 +633,10 @@ class Mount:
             try:
                 os.rmdir(self.path)
                 self._made_dir = False
+            except FileNotFoundError:
+                self._made_dir = False  # another local rank removed it
             except OSError as e:
-                if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EBUSY):
+                if e.errno not in (errno.ENOTEMPTY, errno.EBUSY):
                     raise
         if not self._made_dir and self._dir_lock is not None:
             os.close(self._dir_lock)
