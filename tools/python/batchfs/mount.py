@@ -165,8 +165,8 @@ def _local(world):
         return 0, 1
     if lr is None or lw is None:
         raise BatchfsError("per_node=True needs LOCAL_RANK and "
-                           "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID and "
-                           "SLURM_TASKS_PER_NODE (srun)")
+                           "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID, "
+                           "SLURM_TASKS_PER_NODE and SLURM_NODEID (srun)")
     if not 0 <= lr < lw:
         raise BatchfsError("LOCAL_RANK %d is not in 0..%d" % (lr, lw - 1))
     return lr, lw
