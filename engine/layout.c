@@ -39,11 +39,18 @@ struct bfs_layout {
 	uint64_t eaten[BFS_LAYOUT_MAX_RUNS];
 };
 
-uint64_t bfs_layout_default_block(int remote, int folder, bfs_split split)
+uint64_t bfs_layout_default_block(int remote, int folder, bfs_split split,
+				  size_t nshards, unsigned nodes)
 {
-	if (folder || (!remote && split == BFS_SPLIT_SAMPLES))
+	uint64_t b = nshards / BFS_LAYOUT_BLOCK_SHARE;
+
+	if (split == BFS_SPLIT_SAMPLES && (folder || !remote))
 		return 0;
-	return BFS_LAYOUT_REMOTE_BLOCK;
+	if (split == BFS_SPLIT_SHARDS && nodes && b > nshards / (2 * (uint64_t)nodes))
+		b = nshards / (2 * (uint64_t)nodes);
+	if (b > BFS_LAYOUT_BLOCK_MAX)
+		b = BFS_LAYOUT_BLOCK_MAX;
+	return b ? b : 1;
 }
 
 /* The shard table: ascending from 0 to n.  Sets l->unit when every shard

@@ -175,14 +175,22 @@ uint64_t bfs_layout_sample(const bfs_layout_epoch *ep, unsigned rank, uint64_t k
 uint64_t bfs_layout_seq(const bfs_layout_epoch *ep, uint64_t p);
 
 /* The block size batchfs uses when none is asked for: a function of the
- * source alone, never of a node's cache, so that every rank computes the
- * same order.  0 (a global shuffle) for a local source split by samples,
- * and for folders (each image its own object: blocks save nothing);
- * BFS_LAYOUT_REMOTE_BLOCK shards otherwise (object storage, where a
- * global shuffle needs every shard local at once, and --split shards,
- * which needs blocks to deal).  docs/BENCHMARKS.md has the figures
- * behind the number. */
-#define BFS_LAYOUT_REMOTE_BLOCK 16
-uint64_t bfs_layout_default_block(int remote, int folder, bfs_split split);
+ * source (and of the split, which every rank shares), never of a node's
+ * cache, so that every rank computes the same order.
+ *   0 (a global shuffle) for a local source split by samples, and for a
+ *   folder split by samples (each image is its own object: blocks save
+ *   nothing there);
+ *   else nshards / BFS_LAYOUT_BLOCK_SHARE shards, at least 1 and at most
+ *   BFS_LAYOUT_BLOCK_MAX: a block is 1/32 of the dataset, so fetching the
+ *   next block while one is read keeps 1/16 of it on disk, and a batch of
+ *   256 mixes up to 64 shards (object storage, where a global shuffle
+ *   needs every shard local at once, and --split shards, which deals
+ *   blocks); with the shards split, also at most nshards / (2 * nodes),
+ *   so that each node's share holds two blocks or more.
+ * docs/BENCHMARKS.md has the figures behind the numbers. */
+#define BFS_LAYOUT_BLOCK_SHARE 32
+#define BFS_LAYOUT_BLOCK_MAX 64
+uint64_t bfs_layout_default_block(int remote, int folder, bfs_split split,
+				  size_t nshards, unsigned nodes);
 
 #endif

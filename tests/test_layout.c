@@ -670,12 +670,21 @@ static void test_layout_refuses_what_cannot_work_and_says_why(void **state)
 	refused(&o, "1 to 16 runs");
 }
 
-static void test_layout_default_block_is_global_for_local_and_folders_and_blocks_for_remote(void **state)
+static void test_layout_default_block_is_global_for_local_and_folders_and_a_share_of_the_shards_else(void **state)
 {
-	assert_true(bfs_layout_default_block(0, 0, BFS_SPLIT_SAMPLES) == 0);
-	assert_true(bfs_layout_default_block(1, 1, BFS_SPLIT_SAMPLES) == 0);
-	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SAMPLES) == BFS_LAYOUT_REMOTE_BLOCK);
-	assert_true(bfs_layout_default_block(0, 0, BFS_SPLIT_SHARDS) == BFS_LAYOUT_REMOTE_BLOCK);
+	/* local, split by samples: the global shuffle, whatever the shards */
+	assert_true(bfs_layout_default_block(0, 0, BFS_SPLIT_SAMPLES, 1024, 1) == 0);
+	/* a folder's images are objects of their own */
+	assert_true(bfs_layout_default_block(1, 1, BFS_SPLIT_SAMPLES, 50000, 1) == 0);
+	/* remote: 1/32 of the shards, 1 .. 64 */
+	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SAMPLES, 1024, 1) == 32);
+	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SAMPLES, 147, 1) == 4);
+	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SAMPLES, 10, 1) == 1);
+	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SAMPLES, 100000, 1) == 64);
+	/* split by shards, local or remote: two blocks a node at least */
+	assert_true(bfs_layout_default_block(0, 0, BFS_SPLIT_SHARDS, 1024, 4) == 32);
+	assert_true(bfs_layout_default_block(1, 0, BFS_SPLIT_SHARDS, 1024, 64) == 8);
+	assert_true(bfs_layout_default_block(0, 1, BFS_SPLIT_SHARDS, 6, 8) == 1);
 }
 
 int main(void)
@@ -694,7 +703,7 @@ int main(void)
 		cmocka_unit_test(test_layout_resume_chains_a_resumed_run_killed_again),
 		cmocka_unit_test(test_layout_resume_on_the_same_world_serves_what_would_have_come_next),
 		cmocka_unit_test(test_layout_refuses_what_cannot_work_and_says_why),
-		cmocka_unit_test(test_layout_default_block_is_global_for_local_and_folders_and_blocks_for_remote),
+		cmocka_unit_test(test_layout_default_block_is_global_for_local_and_folders_and_a_share_of_the_shards_else),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
