@@ -156,6 +156,52 @@ assert sorted(both) == list(range(60)), sorted(both)
 e2 = [s for r in range(2) for s in samples("w2", r, 2)]
 assert sorted(e2) == list(range(60))
 PY
+check "the state of batchfs.jax and batchfs.tf: global terms, chained on a resumed mount, refused where not made for it" \
+	env PYTHONPATH="$PWD/tools/python:$PYTHONPATH" $PY - "$D" <<'PY'
+import importlib, sys
+from batchfs import _state
+d = sys.argv[1]
+mods = []
+for name in ("batchfs.jax", "batchfs.tf"):
+    try:
+        mods.append(importlib.import_module(name))
+    except ImportError as e:
+        print("(%s: %s)" % (name, e))
+for mod in mods:
+    # the killed world: rank 1 (node 0) took 2 batches of epoch 1
+    st = mod.state_dict(d + "/node0/rank-1", 1, 2)
+    g = st["global"]
+    assert (g["epoch"], g["world"], g["global_batch"], g["split"], g["node_ranks"],
+            g["shuffle_block"], g["samples_consumed"]) == (1, 4, 16, "shards", 2, 1, 32), g
+    assert _state.resume_option(st) == "1:32@4/2"
+    assert mod.load_state_dict(d + "/node0/rank-1", st) == (1, 2)
+    assert mod.load_state_dict(d + "/w2/rank-0", st) == (1, 0)
+    # the resumed world, one batch further: a chain of two runs
+    st2 = mod.state_dict(d + "/w2/rank-1", 1, 1)
+    assert _state.resume_option(st2) == "1:32@4/2+8@2", _state.resume_option(st2)
+    assert st2["global"]["samples_consumed"] == 40
+    assert mod.load_state_dict(d + "/w2/rank-1", st2) == (1, 1)
+    try:
+        mod.load_state_dict(d + "/node1/rank-2", st2)
+        raise SystemExit("a chained state loaded on the killed world's mount")
+    except ValueError as e:
+        assert "--resume 1:32@4/2+8@2" in str(e), str(e)
+    # a whole epoch: nothing to resume, the next epoch on any world
+    st3 = mod.state_dict(d + "/node0/rank-0", 0, 4)
+    assert _state.resume_option(st3) is None and st3["global"]["complete"]
+    assert mod.load_state_dict(d + "/w2/rank-0", st3) == (0, 8)
+if mods and mods[0].__name__ == "batchfs.jax":
+    got = list(mods[0].batches(d + "/w2/rank-0", epoch=1, start=1))
+    assert [len(y) for _, y in got] == [4, 4, 2], [len(y) for _, y in got]
+PY
+check "a one-rank mount split by shards takes its node's size from LOCAL_WORLD_SIZE" \
+	env PYTHONPATH="$PWD/tools/python:$PYTHONPATH" LOCAL_WORLD_SIZE=2 $PY - "$D" <<'PY'
+import sys, batchfs
+d = sys.argv[1]
+with batchfs.Mount(d + "/wds", rank=3, world=4, split="shards", shuffle=7, shuffle_block=1,
+                   batch=4, size=8, cache="none", threads=1) as m:
+    assert (m.info["node_ranks"], m.info["node"], m.info["nodes"]) == (2, 1, 2), m.info
+PY
 unmount_wait "$D/w2"
 unmount_wait "$D/node1"
 MOUNT_PID=$NODE0
