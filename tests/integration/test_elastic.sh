@@ -26,7 +26,8 @@ if command -v torchrun >/dev/null; then TORCHRUN=(torchrun); else TORCHRUN=($PY 
 	--max-size 60 >/dev/null || { not_ok mkjpeg; t_end; }
 $PY "$TOOLS/mkwds.py" "$D/jpegs" "$D/wds" --per-shard 7 >/dev/null || { not_ok mkwds; t_end; }
 
-PORT=$((20000 + RANDOM % 20000))
+# a free port on loopback for the static rendezvous (node 0 serves it)
+PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for node in 0 1; do
 	timeout 300 "${TORCHRUN[@]}" --nnodes 2 --node-rank $node --nproc-per-node 2 \
 		--master-addr 127.0.0.1 --master-port $PORT \
