@@ -546,8 +546,9 @@ static void order_words(const struct mnt *m, const bfs_mount_opts *o, char *msg,
 		n = strlen(msg);
 	}
 	if (e->split == BFS_SPLIT_SHARDS && n < cap) {
-		snprintf(msg + n, cap - n, "; split by shards: node %u of %u (%u ranks a node)",
-			 bfs_layout_node_of(l, e->rank), bfs_layout_nodes(l), e->node_ranks);
+		snprintf(msg + n, cap - n, "; split by shards: node %u of %u (%u rank%s a node)",
+			 bfs_layout_node_of(l, e->rank), bfs_layout_nodes(l), e->node_ranks,
+			 e->node_ranks == 1 ? "" : "s");
 		n = strlen(msg);
 	}
 	if (e->resume.on && n < cap)
