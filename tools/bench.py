@@ -43,6 +43,12 @@ Stages, all in one run, every ratio taken from numbers of this run:
             same JPEGs as files (skipped with a note when not importable);
             with --doc the table is drawn beside it as BENCHMARKS.png
             (matplotlib)
+  nodes     many nodes (tools/bench/nodes.py): fetched bytes per node per
+            epoch for 1, 2 and 4 simulated nodes (per-node mounts of s3://
+            on SeaweedFS, a shard cache each, stats.json's counters) with
+            --split shards and --split samples; the time from a resumed
+            mount's start (--resume) to its first batch, beside a fresh
+            one's ("not yet available" for what the build lacks)
   profile   perf record of the daemon and the reader over one more cold
             float32 epoch: where the CPU time goes (decode, resize, page
             faults, FUSE copies, ...); full run only
@@ -71,6 +77,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+import nodes as nodes_bench  # noqa: E402  (stage nodes)
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data",
                                        "imagenet-sample"))
 READ_SIZE = 16 << 20
@@ -1825,6 +1833,7 @@ reports a missed goal without failing.
 {chart_md}
 {extra}
 {order_section(b)}
+{nodes_bench.section(b)}
 """
     doc = doc.rstrip("\n") + "\n"
     doc += METHOD
@@ -2021,6 +2030,17 @@ METHOD = """
   `DataLoader(num_workers=cores, persistent_workers=True)` with `Resize` or
   `RandomResizedCrop` + `RandomHorizontalFlip`, then `ToTensor`.  Two
   warm-up batches, then the median of several epochs.
+* **Many nodes** (tools/bench/nodes.py): 512 generated JPEGs (64..128 px)
+  in 16 TFRecord shards on SeaweedFS (loopback).  Bytes per node: for 1, 2
+  and 4 nodes, one `batchfs mount -f s3://... --ranks A-B --world W
+  --split S --shard-cache DIR` a node (2 ranks a node, 64x64 uint8, batch
+  16, `--cache none`, a shard cache of its own), every batch of its ranks
+  read, epoch 0 then epoch 1; what `remote.bytes_fetched` in its
+  stats.json grew by at mount and over each epoch, over the dataset's
+  bytes.  Resume cost: `--split shards --ranks 0-1 --world 2`, once fresh
+  and once with `--resume 0:HALF@4/2`, from starting the mount to the
+  last byte of rank 0's first batch, rounds alternating which goes first,
+  medians.
 """
 
 
@@ -2032,12 +2052,12 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,order,profile")
+                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,order,nodes,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
     stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,"
-                  "order,profile").split(","))
+                  "order,nodes,profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
     if "consumer" in stages:
@@ -2067,7 +2087,7 @@ def main():
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "gzip": 25, "rrc": 60,
-               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "order": 10,
+               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "order": 10, "nodes": 40,
                "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
@@ -2075,7 +2095,8 @@ def main():
                         "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
                         "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
                         "memory": 6, "scale": 1, "cache": 5, "gzip": 3, "rrc": 10,
-                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30, "order": 1})
+                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30, "order": 1,
+                        "nodes": 25})
     stage_of = {"cold": "ceiling", "tf_rrc": "rrc", "rrc_memory": "rrc"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k, stage_of.get(k.split("_")[0],
@@ -2153,6 +2174,9 @@ def main():
             stage("serve", b.serve)
         if "order" in stages:
             stage("order", b.order_stage)
+        if "nodes" in stages:
+            P.begin("nodes", "many nodes: bytes per node, resume")
+            stage("nodes", nodes_bench.stage, b, Mount, run, P.update)
         if "profile" in stages:
             msg = stage("profile", b.profile)
             if msg:
