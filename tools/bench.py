@@ -2037,10 +2037,10 @@ METHOD = """
   16, `--cache none`, a shard cache of its own), every batch of its ranks
   read, epoch 0 then epoch 1; what `remote.bytes_fetched` in its
   stats.json grew by at mount and over each epoch, over the dataset's
-  bytes.  Resume cost: `--split shards --ranks 0-1 --world 2`, once fresh
-  and once with `--resume 0:HALF@4/2`, from starting the mount to the
-  last byte of rank 0's first batch, rounds alternating which goes first,
-  medians.
+  bytes.  Resume cost: the epoch's shards, `--batch 32 --size 224x224
+  --dtype uint8 --split shards --ranks 0-1 --world 2`, once fresh and once
+  with `--resume 0:C@4/2` (C about half the epoch, in steps of 128), from starting the mount to the last byte of
+  rank 0's first batch, rounds alternating which goes first, medians.
 """
 
 

@@ -13,8 +13,9 @@
 * Resume cost: the time from a job's start (`batchfs mount` started) to
   its first batch read whole, for a one-node job of 2 ranks with `--split
   shards` that resumes epoch 0 after a job of 2 nodes of 2 ranks consumed
-  half of it (`--resume 0:HALF@4/2`), beside the same job starting the
-  epoch fresh; rounds alternate which goes first, medians.
+  about half of it (`--resume 0:C@4/2`, C a multiple of 128), beside the same job starting the
+  epoch fresh, on the bench's epoch shards (224x224 uint8, batch 32);
+  rounds alternate which goes first, medians.
 
 Called from tools/bench.py as stage(b, Mount, run, progress); writes its
 raw results into b.res["nodes"] and its rows with b.row; section(b) is its
@@ -216,7 +217,7 @@ def resume_cost(b, Mount, src, rounds):
     whole, for a fresh epoch 0 and for epoch 0 resumed after half of it."""
     info = opt = None
     fresh, resumed = [], []
-    base = ["--batch", "16", "--size", "64x64", "--dtype", "uint8", "--shuffle",
+    base = ["--batch", "32", "--size", "224x224", "--dtype", "uint8", "--shuffle",
             "1", "--epochs", "2", "--cache", "none", "--split", "shards",
             "--ranks", "0-1", "--world", "2"]
     for r in range(rounds):
@@ -228,7 +229,8 @@ def resume_cost(b, Mount, src, rounds):
                 if info is None:  # the dataset's size, from a fresh mount
                     with Mount(b, src, base) as m:
                         info = m.ds
-                opt = "0:%d@4/2" % (info["samples"] // 2)
+                # about half, in whole steps of the old job (4 ranks of 32)
+                opt = "0:%d@4/2" % (info["samples"] // 2 // 128 * 128)
                 extra = ["--resume", opt]
             t0 = time.perf_counter()
             with Mount(b, src, base + extra) as m:
@@ -319,7 +321,7 @@ def stage(b, Mount, run, progress):
         res["resume_why"] = "no --resume" if has_split else "no --split"
     else:
         progress(0.75, "resume: start to first batch")
-        rc = res["resume"] = resume_cost(b, Mount, shards, 1 if b.quick else 5)
+        rc = res["resume"] = resume_cost(b, Mount, b.epoch_dir, 3 if b.quick else 5)
         ratio = rc["resumed_s"] / rc["fresh_s"]
         b.row("nodes: resume (%s), start to first batch" % rc["resume"], None, None,
               "%.3f s; fresh start %.3f s: %.2fx" % (rc["resumed_s"], rc["fresh_s"], ratio),
@@ -352,8 +354,9 @@ def section(b):
         table = "Not measured: %s.\n" % r.get("bytes_why", "?")
     rs = r.get("resume")
     resume = ("Resume cost: %.3f s from the start of the resumed mount (`--resume %s`, "
-              "one node of 2 ranks after 2 nodes of 2 ranks consumed half the epoch) to "
-              "its first batch, against %.3f s for the same mount starting the epoch "
+              "one node of 2 ranks after 2 nodes of 2 ranks consumed half the epoch of "
+              "the bench's epoch shards, 224x224 uint8, batch 32) to its first batch, "
+              "against %.3f s for the same mount starting the epoch "
               "fresh (medians of %d round%s)." % (rs["resumed_s"], rs["resume"], rs["fresh_s"],
                                                  rs["rounds"], "s" * (rs["rounds"] > 1))) if rs else \
         "Resume cost: not measured: %s." % r.get("resume_why", "?")
