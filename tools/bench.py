@@ -2039,8 +2039,9 @@ METHOD = """
   stats.json grew by at mount and over each epoch, over the dataset's
   bytes.  Resume cost: the epoch's shards, `--batch 32 --size 224x224
   --dtype uint8 --split shards --ranks 0-1 --world 2`, once fresh and once
-  with `--resume 0:C@4/2` (C about half the epoch, in steps of 128), from starting the mount to the last byte of
-  rank 0's first batch, rounds alternating which goes first, medians.
+  with `--resume 0:C@4/2` (C about half the epoch, in steps of 128), from
+  starting the mount to the last byte of rank 0's first batch, rounds
+  alternating which goes first, medians.
 """
 
 

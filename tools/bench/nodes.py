@@ -13,9 +13,9 @@
 * Resume cost: the time from a job's start (`batchfs mount` started) to
   its first batch read whole, for a one-node job of 2 ranks with `--split
   shards` that resumes epoch 0 after a job of 2 nodes of 2 ranks consumed
-  about half of it (`--resume 0:C@4/2`, C a multiple of 128), beside the same job starting the
-  epoch fresh, on the bench's epoch shards (224x224 uint8, batch 32);
-  rounds alternate which goes first, medians.
+  about half of it (`--resume 0:C@4/2`, C a multiple of 128), beside the
+  same job starting the epoch fresh, on the bench's epoch shards (224x224
+  uint8, batch 32); rounds alternate which goes first, medians.
 
 Called from tools/bench.py as stage(b, Mount, run, progress); writes its
 raw results into b.res["nodes"] and its rows with b.row; section(b) is its
