@@ -159,6 +159,7 @@ if [ "$SOURCE_KIND" = s3 ]; then
 	source "$HERE/s3lib.sh"
 	S3_ADDR=$S S3_EXEC=(nsenter --net="$(netns_path st)" --)
 	s3_start
+	disown "$S3_PID"  # netns.sh's teardown ends it: no "Killed" notice
 	s3_upload "$D/data" train nodes || { not_ok "upload to SeaweedFS"; finish; }
 	SRC=s3://train/nodes
 else
