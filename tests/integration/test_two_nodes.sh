@@ -313,7 +313,7 @@ d = sys.argv[1]
 total = json.load(open(f"{d}/dataset.json"))["bytes"]
 for r, n in ((0, "n0"), (2, "n1")):
     ev = [json.loads(l) for l in open(f"{d}/full.rank-{r}.jsonl")]
-    last = ev[0]["counters"]["bytes_fetched"]
+    last = 0  # epoch 0 counts what the mount fetched before it too
     for x in (x for x in ev if x["event"] == "epoch-end"):
         got = x["bytes_fetched"] - last
         last = x["bytes_fetched"]
