@@ -24,7 +24,8 @@
 # BFS_NODES_SOURCE=dir uses a shared local folder instead of s3:// (the
 # default when there is no weed binary); BFS_NODES_SHARDS=DIR runs on a
 # folder of TFRecord shards of your own instead of generated ones (every
-# record a sample; a count that 32 divides makes every check exact);
+# record a sample, 128 at least; with a count that 32 divides the multiset
+# checks are equality with the dataset, else no sample twice);
 # BFS_NODES_KEEP=DIR keeps what each rank recorded (OUT.rank-R.jsonl: per
 # batch its samples, shard:record; per epoch the node's stats.json
 # counters), the logs and the checkpoint's data state.
@@ -279,14 +280,21 @@ print("loss", round(before, 3), "->", round(after, 3))
 assert after < 0.9 * before, (before, after)
 PY
 if [ "$SPLIT" = shards ]; then
-	check "--split shards: no shard is read by both nodes in an epoch" $PY - "$D" <<'PY'
-import json, sys
+	check "--split shards: no shard is read by both nodes in an epoch (but one cut by the spans' boundary)" $PY - "$D" <<'PY'
+import collections, json, sys
 d = sys.argv[1]
+data = json.load(open(f"{d}/dataset.json"))["keys"]
+size = collections.Counter(k.rsplit(":", 1)[0] for k in data)
+# each node a span of half the epoch's places: with equal shards that half
+# of them fill, the boundary falls between two shards
+even = len(set(size.values())) == 1 and len(data) % 4 == 0 and \
+    (len(data) // 2) % next(iter(size.values())) == 0
 ev = [json.loads(l) for r in range(4) for l in open(f"{d}/full.rank-{r}.jsonl")]
 for e in (0, 1):
     shards = {n: {k.rsplit(":", 1)[0] for x in ev if x["event"] == "batch" and x["node"] == n
                   and x["epoch"] == e for k in x["samples"]} for n in ("n0", "n1")}
-    assert shards["n0"] and shards["n1"] and not shards["n0"] & shards["n1"], (e, shards)
+    both = shards["n0"] & shards["n1"]
+    assert shards["n0"] and shards["n1"] and len(both) <= (0 if even else 1), (e, shards)
 PY
 	# Fetched bytes per node per epoch, from the shard cache's counters:
 	# meaningful once the shard cache streams (a cache that fetches the
@@ -382,7 +390,8 @@ assert not os.path.exists(os.environ["XDG_CACHE_HOME"] + "/batchfs"), "a cache i
 for e in (0, 1):
     c = collections.Counter(k for x in ev if x["event"] == "batch" and x["epoch"] == e
                             for k in x["samples"])
-    assert sum(c.values()) == len(data) and set(c) == set(data), e
+    assert sum(c.values()) == len(data) // 4 * 4 and max(c.values()) == 1, e
+    assert set(c) <= set(data) and (len(data) % 4 or set(c) == set(data)), e
 PY
 	clean "the Slurm run left nothing on either node" n0 n1
 fi
@@ -492,11 +501,13 @@ assert len(before) == 4 * 8 * ck["batch"], len(before)
 st = [x for x in ev if x["event"] == "start" and x["mode"] == "resume"]
 assert st and st[0]["resume_info"]["samples_before"] == len(before), st
 assert len(after[0]) == len(after[1]) > 0, [len(a) for a in after]
+assert len(after[0]) == st[0]["resume_info"]["samples_per_epoch"], (len(after[0]), st[0])
 got = collections.Counter(before + after[0] + after[1])
-assert got == collections.Counter(data), (
-    "twice:", [k for k, v in got.items() if v > 1][:5],
-    "never:", sorted(set(data) - set(got))[:5])
-print("killed run", len(before), "+ resumed run", len(after[0]), "+", len(after[1]), "=", len(data))
+assert max(got.values()) == 1 and set(got) <= set(data), (
+    "twice:", [k for k, v in got.items() if v > 1][:5], "not in the dataset:",
+    sorted(set(got) - set(data))[:5])
+if len(data) % 32 == 0:  # nothing dropped: 4 ranks of 8, then 2 ranks
+    assert got == collections.Counter(data), ("never:", sorted(set(data) - set(got))[:5])
 PY
 check "after the resumed epoch, epoch 1 is whole on the new world: disjoint, equal, the dataset" $PY - "$D" <<'PY'
 import collections, json, sys
@@ -506,7 +517,10 @@ ev = [json.loads(l) for r in (0, 1) for l in open(f"{d}/cut.rank-{r}.jsonl")]
 s = [[k for x in ev if x["event"] == "batch" and x["mode"] == "resume" and x["epoch"] == 1
       and x["rank"] == r for k in x["samples"]] for r in (0, 1)]
 assert len(s[0]) == len(s[1]) == len(data) // 2, [len(x) for x in s]
-assert collections.Counter(s[0] + s[1]) == collections.Counter(data)
+got = collections.Counter(s[0] + s[1])
+assert max(got.values()) == 1 and set(got) <= set(data)
+if len(data) % 2 == 0:
+    assert got == collections.Counter(data)
 PY
 clean "the resumed run left nothing on node 0: no process, daemon, mount or mount point" n0
 
