@@ -50,7 +50,7 @@ typedef struct bfs_batch bfs_batch;
 #define BFS_RESIZE_FILTER_PIL 1
 #define BFS_ENGINE_MAX_SIZES 16   /* entries of a size schedule */
 #define BFS_ENGINE_MAX_SIDE 16384 /* output height and width */
-#define BFS_CACHE_RES_DEFAULT 512 /* --cache-res: see README, Augmentation */
+#define BFS_CACHE_RES_DEFAULT 512 /* --cache-res: see docs/TRAINING.md, RandomResizedCrop */
 
 typedef enum {
 	BFS_ON_ERROR_FAIL = 0, /* the batch holding a bad sample fails */

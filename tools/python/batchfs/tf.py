@@ -1,12 +1,18 @@
-"""batchfs.tf: a tf.data.Dataset over one epoch of a batchfs mount.
+"""batchfs.tf: tf.data.Datasets over the epochs of a batchfs mount.
 
     import batchfs, batchfs.tf
     ds = batchfs.tf.dataset("/mnt/train", epoch=0)   # or a batchfs.Mount
     model.fit(ds, epochs=1)
 
+    # Keras, several epochs: each pass over the dataset is the next epoch
+    with batchfs.Mount("/data/train", batch=32, shuffle=1, epochs=90) as m:
+        model.fit(batchfs.tf.epochs(m), epochs=90)
+
 TensorFlow is imported when this module is: `import batchfs` alone needs
 only NumPy.
 """
+
+import itertools
 
 import numpy as np
 import tensorflow as tf
@@ -14,7 +20,7 @@ import tensorflow as tf
 from ._npy import read_batch
 from .mount import open_source
 
-__all__ = ["dataset", "element_spec"]
+__all__ = ["dataset", "epochs", "element_spec"]
 
 _DTYPES = {"uint8": tf.uint8, "float16": tf.float16, "float32": tf.float32}
 
@@ -40,16 +46,59 @@ def dataset(mount_or_path, epoch=0):
     (np.load of it).  The mount reads ahead and decodes in its own threads;
     add .prefetch() for overlap with the model on top."""
     src = open_source(mount_or_path)
-    folder = src.epoch_dir(epoch)
-    spec = element_spec(src)
-    n = src.batches
-    width = max(6, len(str(n - 1)))
+    src.epoch_dir(epoch)  # IndexError now, not at the first batch
+    ds = tf.data.Dataset.from_generator(lambda: _batches(src, epoch),
+                                        output_signature=element_spec(src))
+    return ds.apply(tf.data.experimental.assert_cardinality(src.batches))
+
+
+def epochs(mount_or_path, first=0):
+    """A tf.data.Dataset that serves the next epoch each time it is
+    iterated: the first pass is epoch `first`, the next `first + 1`, and so
+    on.  Keras' model.fit(ds, epochs=N) iterates its dataset once per
+    epoch, so it trains on epochs first .. first+N-1 of the mount (with
+    `dataset(m, epoch=0)` it would train on epoch 0 N times: the same
+    samples in the same order, the same augmentation).  Each pass is the
+    batches of one epoch, as dataset() gives them, with the epoch's
+    cardinality.
+
+    An epoch starts when its pass reads its first batch (so an iterator
+    that is made and never read takes none).  A pass beyond the mount's
+    last epoch fails with an error naming it (TensorFlow passes it on
+    as a tf.errors error): mount with epochs= at least fit's.  To resume
+    at Keras' initial_epoch k, give first=k: model.fit(epochs(m, first=k),
+    epochs=N, initial_epoch=k).  Every pass of this dataset, and of any
+    dataset made from it by .map(), .prefetch() and so on, counts, so use
+    one for model.fit alone and dataset(m, epoch=e) for evaluation.
+
+    A .prefetch() on top reads the next epoch's first batches while the
+    last steps of an epoch run, as Keras makes the next pass's iterator
+    at the end of each epoch; after the last epoch that read-ahead fails
+    unseen, and the pass it began is never used."""
+    src = open_source(mount_or_path)
+    src.epoch_dir(first)  # IndexError now for a first that is out of range
+    counter = itertools.count(int(first))  # next() is atomic under the GIL
 
     def gen():
-        for k in range(n):
-            base = "%s/batch-%0*d" % (folder, width, k)
-            images, labels = read_batch(base + ".npy", base + ".labels.npy")
-            yield images, np.asarray(labels, dtype=np.int64)
+        e = next(counter)
+        if e >= src.epochs:
+            raise IndexError(
+                "batchfs.tf.epochs: pass %d over the dataset asks for epoch "
+                "%d, and the mount has epochs 0..%d: mount with epochs= at "
+                "least model.fit's epochs" % (e - int(first) + 1, e,
+                                               src.epochs - 1))
+        yield from _batches(src, e)
 
-    ds = tf.data.Dataset.from_generator(gen, output_signature=spec)
-    return ds.apply(tf.data.experimental.assert_cardinality(n))
+    ds = tf.data.Dataset.from_generator(gen, output_signature=element_spec(src))
+    return ds.apply(tf.data.experimental.assert_cardinality(src.batches))
+
+
+def _batches(src, epoch):
+    """(images, labels int64) of each batch of the epoch, in order."""
+    folder = src.epoch_dir(epoch)
+    n = src.batches
+    width = max(6, len(str(n - 1)))
+    for k in range(n):
+        base = "%s/batch-%0*d" % (folder, width, k)
+        images, labels = read_batch(base + ".npy", base + ".labels.npy")
+        yield images, np.asarray(labels, dtype=np.int64)
