@@ -103,6 +103,7 @@ MKWDS = os.path.join(ROOT, "tests", "tools", "mkwds.py")
 S3_KEY, S3_SECRET = "BFSBENCHACCESS01", "bench+Secret/Key~0123456789abcdef"
 RTT_MS = 25
 LINK_RATE, LINK_BYTES_S = "1gbit", 1e9 / 8
+EPOCH_DEADLINE = 900   # s: a remote epoch that takes longer is stopped
 
 
 # ---- small helpers ----------------------------------------------------------
@@ -1318,6 +1319,21 @@ class Bench:
             r["stage_s"] = time.monotonic() - t0
         return r
 
+    @staticmethod
+    def guard(seconds, *mounts):
+        """A timer that kills the mounts' daemons after `seconds` (a reader
+        blocked on a stalled mount then gets an error instead of waiting
+        forever); cancel() it when the work is done."""
+        def fire():
+            log(f"a mount took more than {seconds} s: stopping it")
+            for m in mounts:
+                if m.proc.poll() is None:
+                    m.proc.kill()
+        t = threading.Timer(seconds, fire)
+        t.daemon = True
+        t.start()
+        return t
+
     def s3_env(self, endpoint):
         """The environment of a process that reads the bucket: only the
         bench's identity and endpoint (none of the caller's AWS_ settings,
@@ -1468,10 +1484,15 @@ class Bench:
             with Mount(self, src, o, prefix=net.prefix(role) if role else (), env=env,
                        parent=rd) as m:
                 ready = time.perf_counter() - t0
-                if first_only:
-                    nbytes = read_file(m.batch(0), mv) + read_file(m.batch(0, labels=True), mv)
-                else:
-                    nbytes = self.read_epoch(m, mv, frac=frac or (0, 1))
+                g = self.guard(EPOCH_DEADLINE, m)
+                try:
+                    if first_only:
+                        nbytes = (read_file(m.batch(0), mv) +
+                                  read_file(m.batch(0, labels=True), mv))
+                    else:
+                        nbytes = self.read_epoch(m, mv, frac=frac or (0, 1))
+                finally:
+                    g.cancel()
                 dt = time.perf_counter() - t0
                 out = {"seconds": dt, "ready_s": ready, "images": m.ds["samples_per_epoch"],
                        "bytes": nbytes, "stats": m.stats(), "vm_hwm": proc_status(m.pid)["VmHWM"],
@@ -1608,6 +1629,8 @@ class Bench:
                     "images_per_s": e["images_per_s"], "opts": e["opts"],
                     "streaming": bool(sm.get("possible"))}
         sm.pop("extra_for", None)
+        # the round trip again, after everything: a busy machine lengthens it
+        rtt["rtt_end"] = self.in_ns(net, "c", [sys.executable, OBJBENCH, "rtt", sip, "8333"])
         P.update(1.0)
 
     def small_cache_epoch(self, net, rd, env, opts, shard_cache, epoch):
@@ -1686,7 +1709,11 @@ class Bench:
         try:
             with Mount(self, rc.mnt, opts, prefix=net.prefix("c"), parent=rd) as m:
                 n = m.ds["samples_per_epoch"]
-                self.read_epoch(m, mv)
+                g = self.guard(EPOCH_DEADLINE, m, rc)
+                try:
+                    self.read_epoch(m, mv)
+                finally:
+                    g.cancel()
                 dt = time.perf_counter() - t0
                 st = m.stats()
         finally:
@@ -2263,7 +2290,8 @@ def remote_rows(b):
              None),
             ("rtt", f"s3:// through the namespaces, {RTT_MS} ms added round trip "
                     f"(measured: connect {ms('rtt', 'connect_ms')} ms, "
-                    f"GET {ms('rtt', 'get_ms')} ms)", 0.9)):
+                    f"GET {ms('rtt', 'get_ms')} ms; at the stage's end "
+                    f"{ms('rtt_end', 'connect_ms')} and {ms('rtt_end', 'get_ms')} ms)", 0.9)):
         v = median_of(cold.get(key, []))
         if v is None:
             continue
@@ -2972,7 +3000,8 @@ def remote_notes(b):
                f"delay line holds every packet to or from c for {RTT_MS / 2:g} ms "
                "(tests/integration/netns.sh, delayline.py).  Round trips, median of "
                f"{rtt.get('rtt', {}).get('n', '?')}: loopback in s {rt('loopback')}; "
-               f"c to s, no delay {rt('ns0')}; c to s, {RTT_MS} ms added {rt('rtt')}.")
+               f"c to s, no delay {rt('ns0')}; c to s, {RTT_MS} ms added {rt('rtt')}, "
+               f"and at the stage's end {rt('rtt_end')}.")
     if dl.get("packets"):
         out.append(f"* Delay line over the whole stage: {dl['packets']:,} packets, "
                    f"{dl['bytes'] / 1e6:,.0f} MB, deepest queue {dl['max_queue_bytes'] / 1e6:.1f} MB, "
