@@ -8,6 +8,12 @@
     with batchfs.Mount("/data/train", batch=32, shuffle=1, epochs=90) as m:
         model.fit(batchfs.tf.epochs(m), epochs=90)
 
+A run resumes where it stopped, on this world or another one, with the
+state batchfs.torch keeps: state_dict(m, epoch, batches_taken) to save,
+and after a mount made with batchfs.Mount(..., resume=state),
+load_state_dict(m, state) gives (epoch, start) for dataset(m, epoch,
+start=start).
+
 TensorFlow is imported when this module is: `import batchfs` alone needs
 only NumPy.
 """
@@ -17,10 +23,12 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from . import _state
 from ._npy import read_batch
 from .mount import open_source
 
-__all__ = ["dataset", "epochs", "element_spec"]
+__all__ = ["dataset", "epochs", "element_spec", "state_dict",
+           "load_state_dict"]
 
 _DTYPES = {"uint8": tf.uint8, "float16": tf.float16, "float32": tf.float32}
 
@@ -32,24 +40,31 @@ def element_spec(mount_or_path):
     None (the last batch is smaller)."""
     info = open_source(mount_or_path).info
     shape = list(info["shape"])
-    if int(info["last_batch_size"]) != int(info["batch_size"]):
+    r = info.get("resume")  # an epoch resumed part way: its last batch too
+    if int(info["last_batch_size"]) != int(info["batch_size"]) or (
+            r and int(r["batches"]) and
+            int(r["last_batch_size"]) != int(info["batch_size"])):
         shape[0] = None
     return (tf.TensorSpec(shape=shape, dtype=_DTYPES[info["dtype"]]),
             tf.TensorSpec(shape=[shape[0]], dtype=tf.int64))
 
 
-def dataset(mount_or_path, epoch=0):
+def dataset(mount_or_path, epoch=0, start=0):
     """The batches of epoch `epoch` as a tf.data.Dataset of (images,
     labels): images as the mount stores them (its dtype and layout, see
     element_spec), labels int64; one element per batch file, in order,
-    with the epoch's cardinality.  Each batch is the file's bytes
-    (np.load of it).  The mount reads ahead and decodes in its own threads;
-    add .prefetch() for overlap with the model on top."""
+    from batch `start` on, with that cardinality (an epoch resumed part
+    way has fewer batches).  Each batch is the file's bytes (np.load of
+    it).  The mount reads ahead and decodes in its own threads; add
+    .prefetch() for overlap with the model on top."""
     src = open_source(mount_or_path)
     src.epoch_dir(epoch)  # IndexError now, not at the first batch
-    ds = tf.data.Dataset.from_generator(lambda: _batches(src, epoch),
+    n, start = src.batches_of(epoch), int(start)
+    if not 0 <= start <= n:
+        raise ValueError("start %d: epoch %d has %d batches" % (start, epoch, n))
+    ds = tf.data.Dataset.from_generator(lambda: _batches(src, epoch, start),
                                         output_signature=element_spec(src))
-    return ds.apply(tf.data.experimental.assert_cardinality(src.batches))
+    return ds.apply(tf.data.experimental.assert_cardinality(n - start))
 
 
 def epochs(mount_or_path, first=0):
@@ -90,15 +105,34 @@ def epochs(mount_or_path, first=0):
         yield from _batches(src, e)
 
     ds = tf.data.Dataset.from_generator(gen, output_signature=element_spec(src))
+    if src.info.get("resume"):  # one epoch has fewer batches
+        return ds
     return ds.apply(tf.data.experimental.assert_cardinality(src.batches))
 
 
-def _batches(src, epoch):
-    """(images, labels int64) of each batch of the epoch, in order."""
+def _batches(src, epoch, start=0):
+    """(images, labels int64) of each batch of the epoch from `start`, in
+    order."""
     folder = src.epoch_dir(epoch)
-    n = src.batches
-    width = max(6, len(str(n - 1)))
-    for k in range(n):
+    width = max(6, len(str(src.batches - 1)))
+    for k in range(start, src.batches_of(epoch)):
         base = "%s/batch-%0*d" % (folder, width, k)
         images, labels = read_batch(base + ".npy", base + ".labels.npy")
         yield images, np.asarray(labels, dtype=np.int64)
+
+
+def state_dict(mount_or_path, epoch, batch):
+    """The state of a run that took `batch` batches of `epoch` from this
+    mount: the dict batchfs.torch.BatchDataset.state_dict() makes (what
+    the whole job consumed, and the mount's settings)."""
+    src = open_source(mount_or_path)
+    return _state.make_state(src.info, src.rank, epoch, batch)
+
+
+def load_state_dict(mount_or_path, state, allow=()):
+    """(epoch, start): where `state` resumes on this mount, for
+    dataset(mount, epoch, start=start).  Refuses (ValueError) a state of
+    another mount, or of another world that the mount was not made for
+    (batchfs.Mount(..., resume=state) makes one); as BatchDataset's."""
+    src = open_source(mount_or_path)
+    return _state.position(src.info, src.rank, state, allow)
