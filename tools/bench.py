@@ -3167,8 +3167,10 @@ def remote_notes(b):
                    f"curl fetched the same objects in {lk.get('curl_s', 0):.2f} s.")
     sm = x.get("small_cache") or {}
     if sm.get("possible"):
+        o = sm["opts"]
+        o = o[o.index("--shard-cache-size"):o.index("--shard-cache")]
         out.append(f"* Small shard cache: {sm['limit'] / MiB:.0f} MiB for "
-                   f"{sm['dataset_bytes'] / MiB:.0f} MiB, options {' '.join(sm['opts'][-6:])}; "
+                   f"{sm['dataset_bytes'] / MiB:.0f} MiB, options {' '.join(o)}; "
                    f"{(sm.get('bytes') or 0) / 1e6:.0f} MB over the network, peak on disk "
                    f"{sm['peak_disk'] / MiB:.0f} MiB (sampled every 20 ms).")
     return out
