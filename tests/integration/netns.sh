@@ -137,6 +137,7 @@ netns_begin() {
 		prev=$(trap -p EXIT)
 		if [ -n "$prev" ]; then
 			eval "set -- $prev"
+			# shellcheck disable=SC2064  # the trap before ours, kept as it is now
 			trap "netns_cleanup; $3" EXIT
 		else
 			trap netns_cleanup EXIT
@@ -225,6 +226,7 @@ netns_spawn() {
 	p=$(netns_path "$1")
 	shift 2
 	nsenter --net="$p" -- "$@" >"$log" 2>&1 </dev/null &
+	# shellcheck disable=SC2034  # for the caller
 	NETNS_PID=$!
 }
 
