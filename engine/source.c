@@ -94,6 +94,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		uint8_t head[BFS_TAR_BLOCK];
 		size_t head_len;
 
+		if (bfs__src_is_index_name(files[i]))
+			continue; /* DALI's index of a shard (source_dali.c) */
 		if (bfs__src_is_image_name(files[i])) {
 			njpeg++;
 			continue;
@@ -207,6 +209,7 @@ void bfs_source_close(bfs_source *s)
 		return;
 	for (size_t i = 0; i < s->nshards; i++) {
 		free(s->shards[i].name);
+		free(s->shards[i].idx);
 		bfs_gzindex_free(s->shards[i].gz);
 	}
 	for (size_t i = 0; i < s->nerrs; i++) {
@@ -234,6 +237,11 @@ void bfs_source_close(bfs_source *s)
 
 uint64_t bfs_source_count(const bfs_source *s) { return s->nsamples; }
 size_t bfs_source_nindex_hits(const bfs_source *s) { return s->index_hits; }
+size_t bfs_source_nindex_dali(const bfs_source *s) { return s->index_dali; }
+const char *bfs_source_dali_note(const bfs_source *s)
+{
+	return s->dali_note[0] ? s->dali_note : NULL;
+}
 bfs_format bfs_source_format(const bfs_source *s) { return s->format; }
 const char *bfs_source_dir(const bfs_source *s) { return s->dir; }
 size_t bfs_source_nshards(const bfs_source *s) { return s->nshards; }
@@ -488,8 +496,17 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		bfs_seterr(errmsg, "length CRC32C mismatch in record header");
 		return BFS_E_CRC;
 	}
-	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg)))
+	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg))) {
+		if (sh->idx && errmsg) { /* the index may be what is wrong */
+			size_t n = strlen(errmsg);
+
+			snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+				 "; this shard's offsets came from DALI's %s: if it "
+				 "does not match the shard, remove or remake it",
+				 sh->idx);
+		}
 		return err;
+	}
 	if (!s->label_key[0]) { /* --label-key none: unlabeled data */
 		*label = -1;
 		return bfs_example_find(buf->data, smp->length, s->image_key,

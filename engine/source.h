@@ -158,6 +158,18 @@ void bfs_source_close(bfs_source *s); /* accepts NULL */
 uint64_t bfs_source_count(const bfs_source *s);
 /* Shards whose index came from opts.index_get instead of a scan. */
 size_t bfs_source_nindex_hits(const bfs_source *s);
+/* TFRecord shards indexed from NVIDIA DALI's index file beside them
+ * (NAME.idx, else STEM.idx: "OFFSET SIZE" per record, as tfrecord2idx
+ * writes) instead of a scan: used when no stored index is, and only when
+ * its records tile the shard exactly.  Their records are not skimmed, so
+ * a source with one has no TFRecord class names (classes_note says so).
+ * A read whose payload CRC fails says that the offset came from that
+ * file.  Files named *.idx are never taken for shards. */
+size_t bfs_source_nindex_dali(const bfs_source *s);
+/* Why the first DALI index file found was not used ("a.idx does not
+ * describe a.tfrecord (record 3 starts at ...); the shard was scanned"),
+ * or NULL.  Valid while s lives. */
+const char *bfs_source_dali_note(const bfs_source *s);
 bfs_format bfs_source_format(const bfs_source *s);
 const char *bfs_format_name(bfs_format f);
 const char *bfs_source_dir(const bfs_source *s);     /* absolute path */

@@ -286,7 +286,8 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 				q += sizeof(e);
 				if (e.namelen > (size_t)(end - q) ||
 				    e.msglen > (size_t)(end - q) - e.namelen ||
-				    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20))
+				    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20) ||
+				    e.status > 0) /* a code is 0 or negative */
 					goto out;
 				q += e.namelen + e.msglen;
 			} else {

@@ -711,6 +711,134 @@ static void test_source_names_tfrecord_classes_from_the_synsets_of_the_records(v
 	bfs_source_close(s);
 }
 
+/* ---- DALI's .idx files ------------------------------------------------ */
+
+/* Write dir/idx as tfrecord2idx does for dir/shard ("OFFSET SIZE" per
+ * record); with swap, the sizes of the first two records exchanged (the
+ * records still tile the shard, but the offsets are wrong). */
+static void dali_put(const char *dir, const char *shard, const char *idx, int swap)
+{
+	char path[256], text[4096];
+	uint64_t off = 0, size = (uint64_t)file_size(dir, shard), sizes[64];
+	size_t n = 0, at = 0;
+	int fd;
+
+	path_of(path, sizeof(path), dir, shard);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	while (off < size) {
+		uint64_t len;
+
+		assert_int_equal(pread(fd, &len, 8, (off_t)off), 8);
+		assert_true(n < 64);
+		sizes[n++] = len + 16;
+		off += len + 16;
+	}
+	close(fd);
+	if (swap) {
+		uint64_t t = sizes[0];
+
+		sizes[0] = sizes[1];
+		sizes[1] = t;
+	}
+	off = 0;
+	for (size_t i = 0; i < n; i++) {
+		at += (size_t)snprintf(text + at, sizeof(text) - at, "%llu %llu\n",
+				       (unsigned long long)off, (unsigned long long)sizes[i]);
+		off += sizes[i];
+	}
+	file_put(dir, idx, text, at);
+}
+
+static void test_source_indexes_a_tfrecord_shard_from_dalis_idx_beside_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	struct store m = { .gets = 0 };
+	bfs_source_opts o = { .dir = dir, .index_get = store_get, .index_put = store_put,
+			      .index_ctx = &m };
+	bfs_source *s;
+
+	/* a -of- name, whose .idx would otherwise look like a shard by name */
+	put_named(dir, "train-00000-of-00002", "image/class/synset", la, na, 3);
+	put_named(dir, "train-00001-of-00002", "image/class/synset", la, na, 3);
+	dali_put(dir, "train-00000-of-00002", "train-00000-of-00002.idx", 0);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nshards(s), 2); /* the .idx is no shard */
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_null(bfs_source_dali_note(s));
+	assert_int_equal(bfs_source_count(s), 6);
+	for (uint64_t i = 0; i < 6; i++)
+		assert_int_equal(label_of(s, i), (int64_t)(i % 3));
+	/* its index is not stored (DALI's file is read again next time); the
+	 * scanned shard's is */
+	assert_int_equal(m.puts, 1);
+	/* no class names: one shard's records were never read */
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_non_null(strstr(bfs_source_classes_note(s), "DALI's train-00000-of-00002.idx"));
+	bfs_source_close(s);
+	free(m.blob);
+}
+
+static void test_source_finds_dalis_idx_named_after_the_shards_stem(void **state)
+{
+	static const int64_t la[] = { 4, 5 };
+	static const char *const na[] = { "a", "b" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", NULL, la, na, 2);
+	dali_put(dir, "a.tfrecord", "a.idx", 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
+static void test_source_scans_a_shard_whose_dali_idx_does_not_describe_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	file_put(dir, "a.tfrecord.idx", "0 116\n", 6);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 0);
+	assert_non_null(bfs_source_dali_note(s));
+	assert_non_null(strstr(bfs_source_dali_note(s), "a.tfrecord.idx does not describe a.tfrecord"));
+	assert_non_null(strstr(bfs_source_dali_note(s), "was scanned"));
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nclasses(s), 3); /* scanned: named */
+	assert_int_equal(label_of(s, 2), 2);
+	bfs_source_close(s);
+}
+
+/* An index whose records tile the shard but start at the wrong places:
+ * each wrong record fails its payload CRC, naming the .idx, and never
+ * gives other bytes. */
+static void test_source_read_through_a_wrong_dali_idx_fails_naming_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	dali_put(dir, "a.tfrecord", "a.tfrecord.idx", 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	for (uint64_t i = 0; i < 2; i++) {
+		assert_int_equal(read_error(s, i, msg), BFS_E_CRC);
+		assert_non_null(strstr(msg, "came from DALI's a.tfrecord.idx"));
+	}
+	assert_int_equal(label_of(s, 2), 2); /* the third record is where it says */
+	bfs_source_close(s);
+}
+
 static void test_source_names_tfrecord_classes_from_text_labels_without_synsets(void **state)
 {
 	static const int64_t l[] = { 1, 0 };
@@ -2876,6 +3004,10 @@ int main(void)
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_the_synsets_of_the_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_tfrecord_shard_from_dalis_idx_beside_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_finds_dalis_idx_named_after_the_shards_stem, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_scans_a_shard_whose_dali_idx_does_not_describe_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_through_a_wrong_dali_idx_fails_naming_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_text_labels_without_synsets, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_gives_no_classes_it_cannot_trust_and_says_why, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records, tmp_dir_setup, tmp_dir_teardown),
