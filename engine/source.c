@@ -140,7 +140,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			bfs_seterr(errmsg, "%s: no tar shards found", real);
 			goto fail;
 		}
-		if ((err = bfs__src_index_shards(s, tars, ntars, bfs__src_scan_tar, 0, errmsg)))
+		if ((err = bfs__src_index_shards(s, tars, ntars, bfs__src_scan_tar, 1, errmsg)))
 			goto fail;
 	} else if (s->format == BFS_FORMAT_TFRECORD) {
 		s->want_classes = s->label_key[0] != '\0';

@@ -2374,28 +2374,15 @@ static void test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index(
 	istore_free(&m);
 }
 
-static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void **state)
+static void test_source_keeps_folder_indexes_out_of_the_index_store(void **state)
 {
 	const char *dir = *state;
 	struct istore m = { .nent = 0 };
-	tar_buf t = { 0 };
-	char path[128];
 	bfs_source_opts o;
 	bfs_source *s;
 
-	subdir_put(dir, "tar");
-	tar_member(&t, "k.jpg", "img", 3);
-	tar_text(&t, "k.cls", "1");
-	tar_put(&t, dir, "tar/a.tar");
-	subdir_put(dir, "folder");
-	jpeg_put(dir, "folder/a.jpg", 1, NULL, NULL);
-	path_of(path, sizeof(path), dir, "tar");
-	o = istore_opts(path, &m);
-	s = open_source(&o);
-	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
-	bfs_source_close(s);
-	path_of(path, sizeof(path), dir, "folder");
-	o = istore_opts(path, &m);
+	jpeg_put(dir, "a.jpg", 1, NULL, NULL);
+	o = istore_opts(dir, &m);
 	s = open_source(&o);
 	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
 	bfs_source_close(s);
@@ -2403,6 +2390,102 @@ static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void
 	assert_int_equal(m.puts, 0);
 }
 
+/* Every sample of a tar source: member name, label (or error code and
+ * message), bytes; the scan errors. */
+static void tar_source_equal(bfs_source *a, bfs_source *b)
+{
+	assert_int_equal(bfs_source_count(a), bfs_source_count(b));
+	assert_int_equal(bfs_source_nscan_errors(a), bfs_source_nscan_errors(b));
+	for (size_t i = 0; i < bfs_source_nscan_errors(a); i++)
+		assert_string_equal(bfs_source_scan_error(a, i), bfs_source_scan_error(b, i));
+	for (uint64_t i = 0; i < bfs_source_count(a); i++) {
+		char ma[BFS_ERRMSG_MAX] = "", mb[BFS_ERRMSG_MAX] = "";
+		bfs_buf ba = { 0 }, bb = { 0 };
+		const uint8_t *ja, *jb;
+		size_t la, lb;
+		int64_t xa = 0, xb = 0;
+		int ea = bfs_source_read(a, i, &ba, &ja, &la, &xa, ma);
+		int eb = bfs_source_read(b, i, &bb, &jb, &lb, &xb, mb);
+
+		assert_string_equal(bfs_source_member_name(a, i), bfs_source_member_name(b, i));
+		assert_int_equal(ea, eb);
+		if (ea) {
+			assert_string_equal(ma, mb);
+		} else {
+			assert_int_equal(xa, xb);
+			assert_int_equal(la, lb);
+			assert_memory_equal(ja, jb, la);
+		}
+		bfs_buf_free(&ba);
+		bfs_buf_free(&bb);
+	}
+}
+
+/* A tar shard's index is stored too (the tar scan reads one header per
+ * member: a remote shard's every block), and a remount from it replays
+ * the scan: names, labels, members that fail, a shard cut short. */
+static void test_source_keeps_tar_indexes_in_the_store_and_replays_them(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *scanned, *stored;
+
+	tar_member(&t, "k0.jpg", "img0", 4);
+	tar_text(&t, "k0.cls", "3");
+	tar_member(&t, "k1.jpg", "img1!", 5);      /* no label: fails when read */
+	tar_member(&t, "k2.png", "img2", 4);
+	tar_text(&t, "k2.cls", "x");               /* a label that is no number */
+	tar_put(&t, dir, "a.tar");
+	tar_member(&t, "j.jpg", "imgj", 4);
+	tar_text(&t, "j.cls", "7");
+	tar_member(&t, "l.jpg", "a longer image than the shard holds", 36);
+	tar_put(&t, dir, "b.tar");
+	file_truncate(dir, "b.tar", 512 * 4 + 10); /* cut inside l.jpg */
+	scanned = open_source(&o);
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(bfs_source_nindex_hits(scanned), 0);
+	assert_true(bfs_source_nscan_errors(scanned) > 0);
+	stored = open_source(&o);
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(bfs_source_nindex_hits(stored), 2);
+	tar_source_equal(scanned, stored);
+	bfs_source_close(stored);
+	/* labels from a .json key instead: the stored index does not fit */
+	o.label_key = "label";
+	stored = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(stored), 0);
+	bfs_source_close(stored);
+	bfs_source_close(scanned);
+	istore_free(&m);
+}
+
+static void spoil_tar_count(void **blob, size_t *len)
+{
+	((uint8_t *)*blob)[16]++; /* the entry count */
+}
+
+static void test_source_scans_a_tar_shard_whose_stored_index_does_not_hold(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *s;
+
+	tar_member(&t, "k0.jpg", "img0", 4);
+	tar_text(&t, "k0.cls", "3");
+	tar_put(&t, dir, "a.tar");
+	bfs_source_close(open_source(&o));
+	m.spoil = spoil_tar_count;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 3);
+	bfs_source_close(s);
+	istore_free(&m);
+}
 
 /* ---- gzip shards ----------------------------------------------------- */
 
@@ -3067,7 +3150,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_takes_a_stored_index_instead_of_scanning, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_rescans_a_shard_whose_stored_index_is_damaged, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index, tmp_dir_setup, tmp_dir_teardown),
-		cmocka_unit_test_setup_teardown(test_source_keeps_tar_and_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_indexes_in_the_store_and_replays_them, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_scans_a_tar_shard_whose_stored_index_does_not_hold, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_finds_gzip_shards_by_name_and_by_content, tmp_dir_setup, tmp_dir_teardown),

@@ -107,6 +107,7 @@ struct wentry {
 	size_t blob_len;
 	uint32_t raw_len, crc;
 	int enc;
+	size_t seq;            /* the order of adding: the last of a name wins */
 };
 
 struct bfs_sidecar_writer {
@@ -169,6 +170,7 @@ int bfs_sidecar_writer_add(bfs_sidecar_writer *w, const char *name,
 		w->cap = cap;
 	}
 	e.kind = id->kind;
+	e.seq = w->n;
 	e.size = id->size;
 	e.name_len = nl;
 	e.raw_len = (uint32_t)len;
@@ -202,8 +204,9 @@ int bfs_sidecar_writer_add(bfs_sidecar_writer *w, const char *name,
 static int cmp_wentry(const void *a, const void *b)
 {
 	const struct wentry *x = a, *y = b;
+	int c = cmp_bytes(x->name, x->name_len, y->name, y->name_len);
 
-	return cmp_bytes(x->name, x->name_len, y->name, y->name_len);
+	return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* Append one string field (tag, length, bytes); returns its bytes. */
@@ -240,10 +243,25 @@ int bfs_sidecar_writer_finish(bfs_sidecar_writer *w,
 	}
 	if (str_len > UINT32_MAX)
 		return -EINVAL;
+	/* sorted by name, a name's entries in the order added: the last
+	 * added replaces the others */
 	qsort(w->v, w->n, sizeof(*w->v), cmp_wentry);
-	for (size_t i = 1; i < w->n; i++)
-		if (!cmp_wentry(&w->v[i - 1], &w->v[i]))
-			return -EEXIST;
+	{
+		size_t o = 0;
+
+		for (size_t i = 0; i < w->n; i++) {
+			if (i + 1 < w->n && !cmp_bytes(w->v[i].name, w->v[i].name_len,
+						      w->v[i + 1].name, w->v[i + 1].name_len)) {
+				free(w->v[i].name);
+				free(w->v[i].blob);
+				continue;
+			}
+			w->v[o] = w->v[i];
+			w->v[o].seq = o;
+			o++;
+		}
+		w->n = o;
+	}
 	for (size_t i = 0; i < w->n; i++) {
 		dir_len += ENT_LEN + w->v[i].name_len + strlen(w->v[i].etag);
 		data_len += w->v[i].blob_len;

@@ -86,7 +86,8 @@ void bfs_sidecar_writer_destroy(bfs_sidecar_writer *w); /* accepts NULL */
 /*
  * Add shard `name` (relative to the source's root, '/'-separated) with its
  * identity and index blob (copied; deflated when that makes it smaller).
- * Entries may come in any order.  Returns 0; -EINVAL (an empty name, one over BFS_SIDECAR_NAME_MAX bytes, with a NUL,
+ * Entries may come in any order; a name added again replaces the entry
+ * added before.  Returns 0; -EINVAL (an empty name, one over BFS_SIDECAR_NAME_MAX bytes, with a NUL,
  * starting with '/' or holding a "." or ".." component; an ETag identity
  * that is empty, weak (W/...) or over BFS_SIDECAR_ETAG_MAX bytes; an
  * unknown kind; an empty blob or one over BFS_SIDECAR_BLOB_MAX; more than
@@ -96,14 +97,14 @@ int bfs_sidecar_writer_add(bfs_sidecar_writer *w, const char *name,
 			   const bfs_sidecar_id *id, const void *blob,
 			   size_t len);
 
-/* Entries added so far. */
+/* Entries added so far (a name added twice counted twice until finish). */
 size_t bfs_sidecar_writer_count(const bfs_sidecar_writer *w);
 
 /*
  * The whole file, in a malloc()ed buffer the caller frees (*out, *len).
  * The writer may be destroyed afterwards, or added to and finished again.
- * Returns 0, -EEXIST (a name was added twice), -EINVAL (an unknown
- * format, strings over 65535 bytes), or -ENOMEM.
+ * Returns 0, -EINVAL (an unknown format, strings over 65535 bytes), or
+ * -ENOMEM.
  */
 int bfs_sidecar_writer_finish(bfs_sidecar_writer *w,
 			      const bfs_sidecar_info *info, void **out,
