@@ -65,6 +65,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.index_ctx = o->index_ctx;
 	s->o.progress = o->progress;
 	s->o.progress_ctx = o->progress_ctx;
+	s->o.skip_dali = o->skip_dali;
 	s->max_ratio = !o->max_inflate_ratio ? BFS_INFLATE_RATIO_DEFAULT
 		     : o->max_inflate_ratio == BFS_INFLATE_RATIO_NONE ? 0
 		     : o->max_inflate_ratio;

@@ -127,6 +127,10 @@ typedef struct {
 	 * bytes (gzindex.h max_ratio).  0: BFS_INFLATE_RATIO_DEFAULT;
 	 * BFS_INFLATE_RATIO_NONE: no limit. */
 	uint32_t max_inflate_ratio;
+	/* 1: no DALI index file is read (bfs_source_nindex_dali): a TFRecord
+	 * shard without a stored index is scanned (batchfs index, whose
+	 * sidecar holds each shard's own index, class names included). */
+	int skip_dali;
 } bfs_source_opts;
 
 /* Real shards inflate far less: JPEG, PNG and WebP bytes are compressed

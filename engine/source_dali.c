@@ -80,6 +80,8 @@ int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st)
 	size_t len = 0, n = 0;
 	int err = -ENOENT;
 
+	if (s->o.skip_dali)
+		return 0;
 	/* NAME.idx, then STEM.idx */
 	for (int k = 0; k < 2 && err == -ENOENT; k++) {
 		size_t stem = k == 0 ? strlen(name)

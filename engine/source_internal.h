@@ -89,7 +89,7 @@ struct bfs_source {
 	struct scan_error *errs;
 	size_t nerrs;
 
-	bfs_source_opts o;    /* index_get/put/ctx and progress only */
+	bfs_source_opts o;    /* index_get/put/ctx, progress, skip_dali only */
 	uint32_t max_ratio;   /* gzindex max_ratio: 0 no limit */
 	size_t index_hits;
 	size_t index_dali;    /* shards indexed from DALI .idx files */

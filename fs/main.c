@@ -1,6 +1,6 @@
 /*
  * main.c - the batchfs command line: mount, unmount, status, inspect,
- * mkshards, cache; and mount(8)'s helper when called as mount.batchfs or
+ * mkshards, index, cache; and mount(8)'s helper when called as mount.batchfs or
  * mount.fuse.batchfs (fs/mounthelper.c turns its arguments into a mount).
  */
 #include <ctype.h>
@@ -22,6 +22,7 @@
 #include "engine/storage/s3.h"
 #include "fs/mount.h"
 #include "fs/cachecmd.h"
+#include "fs/indexcmd.h"
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
 #include "fs/mounthelper.h"
@@ -42,6 +43,8 @@ static const char usage_top[] =
 	"  metrics MOUNTPOINT           its counters for Prometheus\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
+	"  index SOURCE                 write the sidecar index beside the shards,\n"
+	"                               so that mounts need not scan them\n"
 	"  cache stats|verify|clear     the preprocessed-sample cache\n"
 	"  version, -V, --version       print the version\n"
 	"\n"
@@ -965,6 +968,8 @@ int main(int argc, char **argv)
 		return bfs_mkshards_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "cache"))
 		return bfs_cachecmd_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "index"))
+		return bfs_indexcmd_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return usage_error(NULL, "unknown option '%s'", cmd);
 	return usage_error(NULL, "unknown command '%s'", cmd);
