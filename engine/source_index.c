@@ -37,6 +37,14 @@ struct index_ent {
 
 /* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
  * (then nothing was added), or -ENOMEM. */
+/* A TFRecord record's payload at offset, length bytes, with its 12-byte
+ * header before it and its 4-byte CRC after, inside size bytes. */
+static int record_fits(uint64_t offset, uint64_t length, uint64_t size)
+{
+	return offset >= BFS_TFRECORD_HEADER && offset <= size &&
+	       length <= size - offset && size - offset - length >= 4;
+}
+
 static int load_tar_index(bfs_source *s, const char *name, const struct stat *st);
 static void store_tar_index(bfs_source *s, const char *errmsg);
 
@@ -67,6 +75,13 @@ int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
 	used = sizeof(h) + h.errlen + h.count * sizeof(*ent);
 	err = (const char *)blob + sizeof(h);
 	ent = (const struct index_ent *)(err + h.errlen);
+	for (uint64_t i = 0; i < h.count; i++) {
+		struct index_ent e;
+
+		memcpy(&e, &ent[i], sizeof(e));
+		if (!record_fits(e.offset, e.length, (uint64_t)st->st_size))
+			goto out; /* an index of another file: scan this one */
+	}
 	/* the class section first: a mismatch adds nothing */
 	if ((rc = bfs__src_load_classes(s, (const uint8_t *)blob + used, len - used)) <= 0)
 		goto out;
@@ -208,10 +223,10 @@ static uint8_t *tar_entries_put(const bfs_source *s, const struct bfs_shard *sh,
 	return p;
 }
 
-/* Check count tar entries at p[0..end): where they end, or NULL when one
- * does not hold. */
+/* Check count tar entries at p[0..end), their members inside size bytes:
+ * where they end, or NULL when one does not hold. */
 static const uint8_t *tar_entries_check(const uint8_t *p, const uint8_t *end,
-					uint64_t count)
+					uint64_t count, uint64_t size)
 {
 	for (uint64_t i = 0; i < count; i++) {
 		struct gzs_tar_ent e;
@@ -223,7 +238,8 @@ static const uint8_t *tar_entries_check(const uint8_t *p, const uint8_t *end,
 		if (e.namelen > (size_t)(end - p) ||
 		    e.msglen > (size_t)(end - p) - e.namelen ||
 		    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20) ||
-		    e.status > 0) /* a code is 0 or negative */
+		    e.status > 0 || /* a code is 0 or negative */
+		    e.offset > size || e.length > size - e.offset)
 			return NULL;
 		p += e.namelen + e.msglen;
 	}
@@ -358,12 +374,19 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 		const uint8_t *q = p;
 
 		if (tar) {
-			if (!(q = tar_entries_check(q, end, h.count)))
+			if (!(q = tar_entries_check(q, end, h.count, bfs_gzindex_size(gz))))
 				goto out;
 		} else {
 			if (h.count > (size_t)(end - q) / sizeof(struct index_ent))
 				goto out;
-			q += h.count * sizeof(struct index_ent);
+			for (uint64_t i = 0; i < h.count; i++) {
+				struct index_ent e;
+
+				memcpy(&e, q, sizeof(e));
+				q += sizeof(e);
+				if (!record_fits(e.offset, e.length, bfs_gzindex_size(gz)))
+					goto out;
+			}
 		}
 		/* a TFRecord index ends with its class section: a mismatch
 		 * (another label key) adds nothing */
@@ -467,7 +490,7 @@ static int load_tar_index(bfs_source *s, const char *name, const struct stat *st
 	memcpy(text, p, h.errlen);
 	text[h.errlen] = '\0';
 	p += h.errlen + h.labelslen;
-	if (tar_entries_check(p, end, h.count) != end)
+	if (tar_entries_check(p, end, h.count, (uint64_t)st->st_size) != end)
 		goto out; /* the entries must fill the rest exactly */
 	if ((rc = bfs__src_add_shard(s, name, st)) ||
 	    (rc = tar_entries_load(s, p, h.count)) ||

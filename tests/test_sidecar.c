@@ -216,21 +216,32 @@ static void test_sidecar_writer_refuses_names_a_reader_would(void **state)
 	bfs_sidecar_writer_destroy(w);
 }
 
-static void test_sidecar_writer_refuses_a_name_added_twice(void **state)
+static void test_sidecar_name_added_again_replaces_its_entry(void **state)
 {
 	bfs_sidecar_writer *w;
 	bfs_sidecar_info info = { .format = BFS_SIDECAR_TAR };
-	void *out;
-	size_t len;
+	bfs_sidecar *sc;
+	void *out, *blob;
+	size_t len, blen;
 
 	assert_int_equal(bfs_sidecar_writer_create(&w), 0);
 	assert_int_equal(bfs_sidecar_writer_add(w, "a.tar", &stamp_b, "x", 1), 0);
-	assert_int_equal(bfs_sidecar_writer_add(w, "b.tar", &stamp_b, "x", 1), 0);
-	assert_int_equal(bfs_sidecar_writer_add(w, "a.tar", &etag_a, "y", 1), 0);
-	assert_int_equal(bfs_sidecar_writer_finish(w, &info, &out, &len), -EEXIST);
+	assert_int_equal(bfs_sidecar_writer_add(w, "b.tar", &stamp_b, "y", 1), 0);
+	assert_int_equal(bfs_sidecar_writer_add(w, "a.tar", &etag_a, "z", 1), 0);
 	info.format = 7;
 	assert_int_equal(bfs_sidecar_writer_finish(w, &info, &out, &len), -EINVAL);
+	info.format = BFS_SIDECAR_TAR;
+	assert_int_equal(bfs_sidecar_writer_finish(w, &info, &out, &len), 0);
+	assert_int_equal(bfs_sidecar_writer_count(w), 2);
 	bfs_sidecar_writer_destroy(w);
+	assert_int_equal(bfs_sidecar_open(out, len, &sc, NULL), 0);
+	assert_int_equal(bfs_sidecar_count(sc), 2);
+	assert_int_equal(bfs_sidecar_lookup(sc, "a.tar", &stamp_b, &blob, &blen), -ESTALE);
+	assert_int_equal(bfs_sidecar_lookup(sc, "a.tar", &etag_a, &blob, &blen), 0);
+	assert_memory_equal(blob, "z", 1);
+	free(blob);
+	bfs_sidecar_close(sc);
+	free(out);
 }
 
 static void test_sidecar_with_no_entries_reads_back(void **state)
@@ -445,7 +456,7 @@ int main(void)
 		cmocka_unit_test(test_sidecar_gives_an_entry_only_for_its_identity),
 		cmocka_unit_test(test_sidecar_never_trusts_a_weak_etag),
 		cmocka_unit_test(test_sidecar_writer_refuses_names_a_reader_would),
-		cmocka_unit_test(test_sidecar_writer_refuses_a_name_added_twice),
+		cmocka_unit_test(test_sidecar_name_added_again_replaces_its_entry),
 		cmocka_unit_test(test_sidecar_with_no_entries_reads_back),
 		cmocka_unit_test(test_sidecar_refuses_another_file),
 		cmocka_unit_test(test_sidecar_of_another_version_is_refused_by_name),

@@ -245,7 +245,8 @@ int bfs_sidecar_writer_finish(bfs_sidecar_writer *w,
 		return -EINVAL;
 	/* sorted by name, a name's entries in the order added: the last
 	 * added replaces the others */
-	qsort(w->v, w->n, sizeof(*w->v), cmp_wentry);
+	if (w->n)
+		qsort(w->v, w->n, sizeof(*w->v), cmp_wentry);
 	{
 		size_t o = 0;
 
