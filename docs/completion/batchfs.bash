@@ -29,7 +29,7 @@ _batchfs()
 	done
 
 	if [[ -z $cmd ]]; then
-		_batchfs_set -W "mount unmount status metrics inspect mkshards cache version --help --version -V" -- "$cur"
+		_batchfs_set -W "mount unmount status metrics inspect mkshards index cache version --help --version -V" -- "$cur"
 		return
 	fi
 
@@ -109,6 +109,17 @@ _batchfs()
 			_batchfs_set -d -- "$cur"
 		fi
 		;;
+	index)
+		case $prev in
+		--format) _batchfs_set -W "auto tfrecord tar" -- "$cur"; return ;;
+		--label-key|--max-inflate-ratio) return ;;
+		esac
+		if [[ $cur == -* ]]; then
+			_batchfs_set -W "--format --label-key --max-inflate-ratio --quiet --help" -- "$cur"
+		else
+			_batchfs_set -d -- "$cur"
+		fi
+		;;
 	cache)
 		local sub=
 		for ((i++; i < COMP_CWORD; i++)); do
@@ -118,8 +129,10 @@ _batchfs()
 			_batchfs_set -W "stats verify clear --help" -- "$cur"
 		elif [[ $prev == --fingerprint ]]; then
 			return
+		elif [[ $prev == --source ]]; then
+			_batchfs_set -d -- "$cur"
 		elif [[ $cur == -* ]]; then
-			_batchfs_set -W "--fingerprint --delete --help" -- "$cur"
+			_batchfs_set -W "--fingerprint --source --delete --help" -- "$cur"
 		else
 			_batchfs_set -d -- "$cur"
 		fi
