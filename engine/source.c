@@ -264,6 +264,11 @@ const char *bfs_source_shard_name(const bfs_source *s, size_t i)
 	return i < s->nshards ? s->shards[i].name : NULL;
 }
 
+uint64_t bfs_source_shard_samples(const bfs_source *s, size_t i)
+{
+	return i < s->nshards ? s->shards[i].count : 0;
+}
+
 const char *bfs_source_class_name(const bfs_source *s, size_t i)
 {
 	return i < s->nclasses ? s->classes[i] : NULL;

@@ -181,6 +181,8 @@ const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
 /* Shards (TFRecord files, or image files for folders), sorted. */
 size_t bfs_source_nshards(const bfs_source *s);
 const char *bfs_source_shard_name(const bfs_source *s, size_t i);
+/* The samples shard i holds (0 past the end). */
+uint64_t bfs_source_shard_samples(const bfs_source *s, size_t i);
 
 /* Class names by label value.  Folder layout: the class folders' names
  * (none for a flat folder of JPEGs, whose one class has no name).

@@ -60,7 +60,7 @@ static double now_s(void)
 /* Progress on a terminal, like a mount's. */
 struct progress {
 	int tty;
-	double t0, last;
+	double last;
 };
 
 static void on_progress(void *ctx, const bfs_source_progress *p)
@@ -252,7 +252,6 @@ int bfs_indexcmd_main(int argc, char **argv)
 	o.so.skip_dali = 1;
 	bfs_indexes_wire(x, &o.so);
 	pr.tty = !o.quiet && isatty(STDERR_FILENO);
-	pr.t0 = now_s();
 	o.so.progress = on_progress;
 	o.so.progress_ctx = &pr;
 	if ((err = bfs_source_open(&o.so, &src, errmsg))) {

@@ -358,3 +358,32 @@ const bfs_wids_shard *bfs_wids_find(const bfs_wids *w, const char *name)
 			return &w->v[i];
 	return NULL;
 }
+
+size_t bfs_wids_check(const bfs_wids *w, const char *const *names,
+		      const uint64_t *counts, size_t n, char *note, size_t cap)
+{
+	size_t bad = 0;
+
+	note[0] = '\0';
+	for (size_t i = 0; i < w->n; i++) {
+		uint64_t have = 0;
+
+		for (size_t k = 0; k < n; k++)
+			if (!strcmp(names[k], w->v[i].name)) {
+				have = counts[k];
+				break;
+			}
+		if (have == w->v[i].nsamples)
+			continue;
+		if (!bad++)
+			snprintf(note, cap, "%.200s holds %llu samples, the wids index "
+				 "says %llu", w->v[i].name, (unsigned long long)have,
+				 (unsigned long long)w->v[i].nsamples);
+	}
+	if (bad > 1) {
+		size_t l = strlen(note);
+
+		snprintf(note + l, cap - l, "; %zu shards disagree", bad);
+	}
+	return bad;
+}

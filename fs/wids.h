@@ -58,4 +58,15 @@ void bfs_wids_free(bfs_wids *w); /* accepts NULL */
 /* The shard named `name`, or NULL. */
 const bfs_wids_shard *bfs_wids_find(const bfs_wids *w, const char *name);
 
+/*
+ * What the index says against what a mount found: for each of its shards,
+ * the sample count the source indexed (counts[i] of names[i], n shards;
+ * a shard of the index the source does not have counts as 0 samples).
+ * Returns how many shards disagree, with note (cap bytes) naming the
+ * first ("shard-000003.tar holds 9 samples, the wids index says 10; 2
+ * shards disagree") when any does, "" when none.
+ */
+size_t bfs_wids_check(const bfs_wids *w, const char *const *names,
+		      const uint64_t *counts, size_t n, char *note, size_t cap);
+
 #endif

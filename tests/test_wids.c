@@ -138,6 +138,26 @@ static void test_wids_index_urls_are_told_by_their_look(void **state)
 	assert_false(bfs_wids_is_index_url("/local/index.json"));
 }
 
+static void test_wids_check_names_the_shards_whose_counts_disagree(void **state)
+{
+	bfs_wids *w = parse(
+		"{\"wids_version\": 1, \"shardlist\": ["
+		"{\"url\": \"a.tar\", \"nsamples\": 3}, {\"url\": \"b.tar\", \"nsamples\": 4},"
+		"{\"url\": \"c.tar\", \"nsamples\": 5}]}");
+	const char *names[] = { "a.tar", "b.tar", "c.tar" };
+	uint64_t good[] = { 3, 4, 5 }, off[] = { 3, 9, 5 };
+	char note[256];
+
+	assert_int_equal(bfs_wids_check(w, names, good, 3, note, sizeof(note)), 0);
+	assert_string_equal(note, "");
+	assert_int_equal(bfs_wids_check(w, names, off, 3, note, sizeof(note)), 1);
+	assert_string_equal(note, "b.tar holds 9 samples, the wids index says 4");
+	/* a shard the source does not have holds nothing */
+	assert_int_equal(bfs_wids_check(w, names, off, 2, note, sizeof(note)), 2);
+	assert_non_null(strstr(note, "; 2 shards disagree"));
+	bfs_wids_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -146,6 +166,7 @@ int main(void)
 		cmocka_unit_test(test_wids_base_and_datasets_are_followed),
 		cmocka_unit_test(test_wids_refuses_what_batchfs_cannot_read),
 		cmocka_unit_test(test_wids_index_urls_are_told_by_their_look),
+		cmocka_unit_test(test_wids_check_names_the_shards_whose_counts_disagree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
