@@ -11,7 +11,7 @@
  * "A-B"); some add their own (cause, part, pid).  Histograms: the waits
  * of readers for batches not yet ready (batchfs_batch_wait_seconds) and
  * the time to read, decode and resize one image
- * (batchfs_decode_seconds).  README.md lists every name.
+ * (batchfs_decode_seconds).  docs/OPERATIONS.md lists every name.
  *
  * Pure functions, FUSE-free: any thread.
  */

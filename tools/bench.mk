@@ -7,10 +7,16 @@ BENCH_PY      ?= python3
 BENCH_ARGS    ?=
 BENCH_CEILING := $(BUILD)/bench_ceiling
 BENCH_SERVE   := $(BUILD)/bench_fuseserve
+BENCH_ORDER   := $(BUILD)/bench_order
 BENCH_DEPS    := $(BUILD)/batchfs $(BUILD)/tests/mkjpeg $(BENCH_CEILING) \
-                 $(BENCH_SERVE)
+                 $(BENCH_SERVE) $(BENCH_ORDER)
 
 $(BENCH_CEILING): tools/bench/ceiling_main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Epoch orders against a shard cache, computed with the real orders.
+$(BENCH_ORDER): tools/bench/order_main.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

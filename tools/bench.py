@@ -397,7 +397,8 @@ class Bench:
         self.mkjpeg = os.path.join(self.build, "tests", "mkjpeg")
         self.ceiling_bin = os.path.join(self.build, "bench_ceiling")
         self.serve_bin = os.path.join(self.build, "bench_fuseserve")
-        for p in (self.batchfs, self.mkjpeg, self.ceiling_bin):
+        self.order_bin = os.path.join(self.build, "bench_order")
+        for p in (self.batchfs, self.mkjpeg, self.ceiling_bin, self.order_bin):
             if not os.access(p, os.X_OK):
                 sys.exit(f"bench: {p} is missing; run `make bench` (it builds it)")
         self.tmp = tempfile.mkdtemp(prefix="batchfs-bench.")
@@ -838,6 +839,21 @@ class Bench:
         return None
 
     # -- 7. scale --
+
+    def order_stage(self):
+        """Epoch orders against a shard cache (build/bench_order, the real
+        orders over a model of ImageNet's 1,024 TFRecord shards; no data
+        and no timing): the figures behind the remote default block."""
+        P.begin("order", "epoch orders: shuffle quality and shard-cache bytes")
+        shards, samples = (128, 40000) if self.quick else (1024, 1281167)
+        p = run([self.order_bin, "--shards", str(shards), "--samples", str(samples)])
+        self.res["order"] = json.loads(p.stdout)
+        P.update(0.8)
+        # and a dataset of few shards (ImageNet as 147 WebDataset tars)
+        p = run([self.order_bin, "--shards", "147",
+                 "--samples", str(40000 if self.quick else 1281167)])
+        self.res["order_few"] = json.loads(p.stdout)
+        P.update(1.0)
 
     def scale(self):
         P.begin("scale", "scale: writing 1,000-record shards")
@@ -1808,6 +1824,7 @@ reports a missed goal without failing.
 
 {chart_md}
 {extra}
+{order_section(b)}
 """
     doc = doc.rstrip("\n") + "\n"
     doc += METHOD
@@ -1817,6 +1834,93 @@ reports a missed goal without failing.
             doc += "\n"
     with open(path, "w") as f:
         f.write(doc)
+
+
+def order_section(b):
+    """The epoch orders' section (the order stage), or ""."""
+    o = b.res.get("order")
+    if not o:
+        return ""
+    rows = ["| block | rank corr. of index and place | mean abs. corr. between epochs "
+            "| same-shard pairs in a batch | shards in a batch | working set "
+            "| fetched per epoch, cache 10% | 25% | 50% |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in o["blocks"]:
+        name = "global" if not r["block"] else "%d shard%s%s" % (
+            r["block"], "s" if r["block"] > 1 else "",
+            " (default)" if r["block"] == o["default_block"] else "")
+        f = r["fetched"]
+        rows.append("| %s | %+.4f | %.4f | %.4f | %.1f | %.1f%% | %.2fx | %.2fx | %.2fx |" % (
+            name, r["rho"], r["rho_epochs"], r["same_shard"], r["shards_per_batch"],
+            100 * r["working_set"], f["0.10"], f["0.25"], f["0.50"]))
+    few = b.res.get("order_few")
+    few_rows = []
+    if few:
+        few_rows = ["| block | working set | fetched per epoch, cache 10% | 25% |",
+                    "|---|---|---|---|"]
+        for r in few["blocks"]:
+            name = "global" if not r["block"] else "%d shard%s%s" % (
+                r["block"], "s" if r["block"] > 1 else "",
+                " (default)" if r["block"] == few["default_block"] else "")
+            few_rows.append("| %s | %.1f%% | %.2fx | %.2fx |" % (
+                name, 100 * r["working_set"], r["fetched"]["0.10"], r["fetched"]["0.25"]))
+    nodes = ["| nodes (2 ranks each) | split | shards a node reads per epoch "
+             "| fetched per node per epoch, cache 25% |", "|---|---|---|---|"]
+    for r in o["nodes"]:
+        nodes.append("| %d | %s | %.1f%% | %.2fx |" % (
+            r["nodes"], r["split"], 100 * r["touched"], r["fetched_25"]))
+    return f"""
+## Epoch orders for object storage
+
+`build/bench_order` (tools/bench/order_main.c) lays out {o["epochs"]} epochs with
+the real orders (engine/layout.h, seed 1) over a model of a dataset of
+{o["samples"]:,} samples in {o["shards"]:,} equal shards (ImageNet's training
+TFRecords), with batches of {o["batch"]}; it counts, it does not time.  A remote
+source's shards are fetched whole into the node's shard cache, so what an order
+costs is the shards it needs at once.  The fetches assume the best eviction
+there is (Belady's: the shard needed furthest ahead goes first), averaged over
+epochs 1.. (epoch 0 starts cold); a real cache can only fetch more.
+
+{chr(10).join(rows)}
+
+* **Rank correlations do not tell the orders apart.**  Every block order
+  permutes the shards, so the index of a sample says nothing of its place:
+  the correlation is that of a random order of {o["shards"]:,} shards (about
+  1/sqrt(shards)), for one shard a block as for 64.  The figure that moves is
+  the share of the pairs of samples of a batch that come from one shard:
+  about 1/block, against 1/shards for the global shuffle.
+* **The global shuffle needs the whole dataset local.**  It reads every
+  shard from the start of an epoch to its end (working set 100%): a shard
+  cache smaller than the dataset fetches each shard again for nearly every
+  sample, hundreds of times the dataset per epoch.  It stays available
+  (`--shuffle-block global`), and costs exactly a cache of the dataset's
+  size, for 1.0x after the first epoch.
+* **A block order needs one block at a time**, block/shards of the dataset;
+  fetching the next block while one is read (read-ahead) makes that two
+  blocks.  While a block fits in the cache, each shard is fetched once per
+  epoch at most (below 1.0x: the cache still holds shards the next epoch
+  reads).  Past that the bytes jump, as for the global shuffle.  The same
+  samples in {few["shards"] if few else 147} shards (ImageNet as WebDataset tars):
+
+{chr(10).join(few_rows)}
+
+* **The default** for s3:// and http(s):// sources (and for `--split
+  shards`) is blocks of 1/32 of the shards, at least 1 and at most 64: two
+  blocks are 1/16 of the dataset, inside a cache of 10% with room to spare,
+  whatever the number of shards (a fixed number of shards is not: see 16
+  shards of the {few["shards"] if few else 147} above); and a batch mixes up
+  to 64 shards.  With 1,024 shards that is 32: a batch of 256 draws from
+  about 32 shards, 3% of its pairs share one.  Local sources keep the global
+  shuffle, which costs them nothing.  The default is a function of the
+  source (its shards, and with `--split shards` the number of nodes: two
+  blocks a node at least), never of a node's cache, so every rank computes
+  the same order.
+
+With `--split shards` each node reads a span of the block order (default
+block), against every shard with `--split samples`:
+
+{chr(10).join(nodes)}
+"""
 
 
 METHOD = """
@@ -1928,12 +2032,12 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,profile")
+                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,order,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     a = ap.parse_args()
     stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,"
-                  "profile").split(","))
+                  "order,profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
     if "consumer" in stages:
@@ -1963,14 +2067,15 @@ def main():
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "gzip": 25, "rrc": 60,
-               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "profile": 8}
+               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "order": 10,
+               "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
                         "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
                         "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
                         "memory": 6, "scale": 1, "cache": 5, "gzip": 3, "rrc": 10,
-                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30})
+                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30, "order": 1})
     stage_of = {"cold": "ceiling", "tf_rrc": "rrc", "rrc_memory": "rrc"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k, stage_of.get(k.split("_")[0],
@@ -2046,6 +2151,8 @@ def main():
             stage("peers", b.peers)
         if "serve" in stages:
             stage("serve", b.serve)
+        if "order" in stages:
+            stage("order", b.order_stage)
         if "profile" in stages:
             msg = stage("profile", b.profile)
             if msg:

@@ -16,7 +16,7 @@
  *
  * Today the cache holds a whole source: a source larger than opts.max_bytes
  * is refused at sync, naming both sizes.  Reading a source through a
- * smaller cache, evicted in epoch order, is the next step (README).
+ * smaller cache, evicted in epoch order, is the next step (docs/OBJECT_STORAGE.md).
  * Threads: one sync at a time per process; syncs of several processes on
  * one directory are serialised by `lock`, with a deadline.
  */

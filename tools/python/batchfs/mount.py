@@ -33,6 +33,18 @@ TORCHELASTIC_RUN_ID, restart count, MASTER_ADDR and MASTER_PORT; Slurm's
 job and step), the source and the options, so the ranks of one job find
 it and two jobs never share one.  A node's ranks must be consecutive
 (always with torchrun; Slurm's default block distribution).
+
+split="shards" (`--split shards`) gives each node a span of the epoch's
+block order, so that it reads about 1/nodes of the shards.  A node is one
+per-node mount, so per_node=True says how many ranks a node has
+(LOCAL_WORLD_SIZE); a mount of one rank says it with node_ranks= (by
+default LOCAL_WORLD_SIZE, or Slurm's tasks on this node, else 1).
+
+resume=state (a state_dict() of batchfs.torch.BatchDataset, batchfs.tf or
+batchfs.jax, saved by a job of any world) mounts with `--resume`: the
+state's epoch serves only what that job had not consumed, divided over
+this world, and the shuffle block is the state's.  The loader's
+load_state_dict(state) then starts there (see batchfs._state).
 """
 
 import errno
@@ -46,7 +58,7 @@ import subprocess
 import tempfile
 import time
 
-from . import _where
+from . import _state, _where
 from ._npy import BatchfsError
 
 __all__ = ["Mount", "open_source", "HOLD_WAIT"]
@@ -55,6 +67,8 @@ HOLD_WAIT = 60   # seconds a fresh mount waits for its first holder
 
 # Options a Mount sets itself.
 _OWN = {"rank", "world", "ranks", "hold", "f", "d", "foreground", "debug"}
+# ...and those it sets unless given (node_ranks, shuffle_block) or takes
+# as resume= (the state's).
 
 
 
@@ -306,6 +320,9 @@ class Mount:
                 SLURM_NTASKS (srun), 0 / 1 when neither is set
     per_node    one mount for the node's local ranks (module doc): this
                 process reads its own MNT/rank-R/
+    resume      a state_dict() of a run (of any world) stopped part way
+                through an epoch, or a `--resume` value: this mount serves
+                the rest of that epoch over this world (module doc)
     program     the batchfs program (default: found as _where.py says)
     timeout     seconds to wait for the mount, or for the other local ranks
     **options   `batchfs mount` options by their Python names: batch=32,
@@ -322,7 +339,8 @@ class Mount:
     """
 
     def __init__(self, source, mountpoint=None, *, rank=None, world=None,
-                 per_node=False, program=None, timeout=120.0, **options):
+                 per_node=False, program=None, timeout=120.0, resume=None,
+                 **options):
         source = os.fspath(source)
         self.source = (source if _is_url(source)
                        else os.path.abspath(source))
@@ -338,6 +356,7 @@ class Mount:
         why = _where.missing_system_parts(self.program)
         if why:
             raise BatchfsError(why)
+        options = self._order_options(options, resume)
         self._args = _cli_args(options)
         self._hold = None
         self._made_dir = False
@@ -392,6 +411,28 @@ class Mount:
         except BaseException:
             self._cleanup_dir()
             raise
+
+    def _order_options(self, options, resume):
+        """options with what the order needs: the state's --resume and
+        shuffle block, and the ranks a node for a one-rank mount of a
+        shards split."""
+        options = dict(options)
+        if resume is not None:
+            opt = _state.resume_option(resume)
+            if opt:
+                options["resume"] = opt
+            g = resume.get("global") if isinstance(resume, dict) else None
+            if g and options.get("shuffle_block") is None and \
+                    g.get("shuffle_block") is not None:
+                # the state's order, whatever this world's default
+                options["shuffle_block"] = g["shuffle_block"]
+        if options.get("split") == "shards" and not self.per_node and \
+                options.get("node_ranks") is None and self.world is not None:
+            lw = _env_int("LOCAL_WORLD_SIZE")
+            if lw is None and os.environ.get("SLURM_LOCALID") is not None:
+                lw = _slurm_local_world()
+            options["node_ranks"] = lw or 1
+        return options
 
     # -- starting ----------------------------------------------------------
 
@@ -613,7 +654,19 @@ class _Source:
 
     @property
     def batches(self):
+        """Batches of a whole epoch (the resumed one: batches_of)."""
         return int(self.info["batches_per_epoch"])
+
+    def batches_of(self, e):
+        """Batches of epoch e (an epoch resumed part way has fewer)."""
+        return _state.epoch_batches(self.info, e)
+
+    @property
+    def rank(self):
+        base = os.path.basename(os.path.normpath(self.base))
+        if base.startswith("rank-") and base[5:].isdigit():
+            return int(base[5:])
+        return self.info.get("rank")
 
     def epoch_dir(self, e):
         e = int(e)
