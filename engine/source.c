@@ -66,6 +66,10 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.progress = o->progress;
 	s->o.progress_ctx = o->progress_ctx;
 	s->o.skip_dali = o->skip_dali;
+	if (o->dali_dir && !(s->dali_dir = strdup(o->dali_dir))) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->max_ratio = !o->max_inflate_ratio ? BFS_INFLATE_RATIO_DEFAULT
 		     : o->max_inflate_ratio == BFS_INFLATE_RATIO_NONE ? 0
 		     : o->max_inflate_ratio;
@@ -229,6 +233,7 @@ void bfs_source_close(bfs_source *s)
 	free(s->shards);
 	free(s->samples);
 	free(s->dir);
+	free(s->dali_dir);
 	free(s->image_key);
 	free(s->label_key);
 	free(s);

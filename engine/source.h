@@ -131,6 +131,10 @@ typedef struct {
 	 * shard without a stored index is scanned (batchfs index, whose
 	 * sidecar holds each shard's own index, class names included). */
 	int skip_dali;
+	/* Another folder that holds DALI index files (--dali-index: NAME.idx
+	 * or STEM.idx for shard NAME), looked in before the shard's own; NULL:
+	 * only beside the shards. */
+	const char *dali_dir;
 } bfs_source_opts;
 
 /* Real shards inflate far less: JPEG, PNG and WebP bytes are compressed
@@ -162,9 +166,9 @@ void bfs_source_close(bfs_source *s); /* accepts NULL */
 uint64_t bfs_source_count(const bfs_source *s);
 /* Shards whose index came from opts.index_get instead of a scan. */
 size_t bfs_source_nindex_hits(const bfs_source *s);
-/* TFRecord shards indexed from NVIDIA DALI's index file beside them
- * (NAME.idx, else STEM.idx: "OFFSET SIZE" per record, as tfrecord2idx
- * writes) instead of a scan: used when no stored index is, and only when
+/* TFRecord shards indexed from NVIDIA DALI's index file (NAME.idx, else
+ * STEM.idx: "OFFSET SIZE" per record, as tfrecord2idx writes; in
+ * opts.dali_dir, else beside the shard) instead of a scan: used when no stored index is, and only when
  * its records tile the shard exactly.  Their records are not skimmed, so
  * a source with one has no TFRecord class names (classes_note says so).
  * A read whose payload CRC fails says that the offset came from that

@@ -1,8 +1,8 @@
 /*
  * source_dali.c - a TFRecord shard indexed from NVIDIA DALI's index file
- * beside it (NAME.idx, else STEM.idx for NAME = STEM.EXT, as tfrecord2idx
- * is commonly run) instead of a scan, when the file describes the shard
- * exactly (daliidx.h).  Its records are not skimmed, so no class names
+ * (NAME.idx, else STEM.idx for NAME = STEM.EXT, as tfrecord2idx is
+ * commonly run; in opts.dali_dir, else beside the shard) instead of a
+ * scan, when the file describes the shard exactly (daliidx.h).  Its records are not skimmed, so no class names
  * come from the shard; a read whose payload CRC fails names the file.
  */
 #include "engine/source_internal.h"
@@ -27,8 +27,8 @@ int bfs__src_is_index_name(const char *name)
 	return n > 4 && !strcasecmp(name + n - 4, ".idx");
 }
 
-/* dir/idx read whole into a malloc()ed *text: 0, -ENOENT (none there, or
- * not a regular file), -EFBIG, -errno. */
+/* dir/idx (idx itself when dir is NULL) read whole into a malloc()ed
+ * *text: 0, -ENOENT (none there, or not a regular file), -EFBIG, -errno. */
 static int read_idx(const char *dir, const char *idx, char **text, size_t *len)
 {
 	char path[PATH_MAX];
@@ -37,7 +37,8 @@ static int read_idx(const char *dir, const char *idx, char **text, size_t *len)
 	int fd, err = 0;
 
 	*text = NULL;
-	if (snprintf(path, sizeof(path), "%s/%s", dir, idx) >= (int)sizeof(path))
+	if (snprintf(path, sizeof(path), "%s%s%s", dir ? dir : "", dir ? "/" : "",
+		     idx) >= (int)sizeof(path))
 		return -ENAMETOOLONG;
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -errno;
@@ -74,27 +75,33 @@ static int read_idx(const char *dir, const char *idx, char **text, size_t *len)
 
 int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st)
 {
-	char idx[NAME_MAX + 1], msg[BFS_ERRMSG_MAX] = "", *text = NULL;
+	char idx[PATH_MAX], msg[BFS_ERRMSG_MAX] = "", *text = NULL;
 	const char *dot = strrchr(name, '.'), *slash = strrchr(name, '/');
+	const char *base = slash ? slash + 1 : name;
 	bfs_daliidx_rec *recs = NULL;
 	size_t len = 0, n = 0;
 	int err = -ENOENT;
 
 	if (s->o.skip_dali)
 		return 0;
-	/* NAME.idx, then STEM.idx */
-	for (int k = 0; k < 2 && err == -ENOENT; k++) {
-		size_t stem = k == 0 ? strlen(name)
-			    : dot && dot > name && (!slash || dot > slash) ? (size_t)(dot - name) : 0;
+	/* in --dali-index, then beside the shard; NAME.idx, then STEM.idx */
+	for (int k = 0; k < 4 && err == -ENOENT; k++) {
+		const char *dir = k < 2 ? s->dali_dir : s->dir;
+		const char *nm = k < 2 ? base : name;
+		size_t stem = !(k & 1) ? strlen(nm)
+			    : dot && dot > nm && (!slash || dot > slash) ? (size_t)(dot - nm) : 0;
 
-		if (!stem || snprintf(idx, sizeof(idx), "%.*s.idx", (int)stem, name) >= (int)sizeof(idx))
+		if (!dir || !stem)
 			continue;
-		err = read_idx(s->dir, idx, &text, &len);
+		if ((k < 2 ? snprintf(idx, sizeof(idx), "%s/%.*s.idx", dir, (int)stem, nm)
+			   : snprintf(idx, sizeof(idx), "%.*s.idx", (int)stem, nm)) >= (int)sizeof(idx))
+			continue;
+		err = k < 2 ? read_idx(NULL, idx, &text, &len) : read_idx(s->dir, idx, &text, &len);
 	}
 	if (err == -ENOMEM)
 		return err;
 	if (err) {
-		if (err != -ENOENT)
+		if (err != -ENOENT && !s->dali_note[0])
 			snprintf(s->dali_note, sizeof(s->dali_note), "%s: %s; %s was scanned",
 				 idx, strerror(-err), name);
 		return 0;

@@ -53,8 +53,9 @@ struct bfs_shard {
 	bfs_shard_stamp stamp; /* identity checked at each read */
 	bfs_gzindex *gz;   /* a gzip shard's restart points, or NULL; its
 			    * offsets are into the uncompressed bytes */
-	char *idx;         /* the DALI index file its offsets came from, or
-			    * NULL (source_dali.c) */
+	char *idx;         /* the DALI index file its offsets came from (its
+			    * name beside the shard, or its path in
+			    * opts.dali_dir), or NULL (source_dali.c) */
 };
 
 struct scan_error {
@@ -90,6 +91,7 @@ struct bfs_source {
 	size_t nerrs;
 
 	bfs_source_opts o;    /* index_get/put/ctx, progress, skip_dali only */
+	char *dali_dir;       /* opts.dali_dir, or NULL */
 	uint32_t max_ratio;   /* gzindex max_ratio: 0 no limit */
 	size_t index_hits;
 	size_t index_dali;    /* shards indexed from DALI .idx files */

@@ -990,6 +990,7 @@ struct abs_paths {
 	char cache[PATH_MAX];
 	char slot_dir[PATH_MAX];
 	char metrics_file[PATH_MAX];
+	char dali_dir[PATH_MAX];
 	char shard_cache[PATH_MAX];
 };
 
@@ -1032,6 +1033,11 @@ static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 			goto too_long;
 		o->slot_dir = p->slot_dir;
 	}
+	if (o->source.dali_dir) {
+		if (bfs_host_absolute(o->source.dali_dir, p->dali_dir, sizeof(p->dali_dir)))
+			goto too_long;
+		o->source.dali_dir = p->dali_dir;
+	}
 	if (o->metrics_file) {
 		if (bfs_host_absolute(o->metrics_file, p->metrics_file,
 				      sizeof(p->metrics_file)))
@@ -1046,13 +1052,14 @@ too_long:
 
 /* What a mount's paths and FUSE options may be, checked before the
  * daemon starts (0, or -1 with the message printed): the cache directory
- * (explicit or the default) new, empty or a batchfs cache's own; a log
- * path that is not a directory; a --slot-dir on a tmpfs; and no
+ * (explicit or the default) new, empty or a batchfs cache's own; a
+ * --dali-index that is a directory; a log path that is not a directory; a --slot-dir on a tmpfs; and no
  * subtype= in -o (a batchfs mount is always of type fuse.batchfs). */
 static int check_paths(const bfs_mount_opts *o)
 {
 	char why[PATH_MAX + 512], dir[PATH_MAX];
 	const char *opts = o->fuse_opts;
+	struct stat st;
 
 	if (!o->cache || strcmp(o->cache, "none") != 0) {
 		const char *c = o->cache;
@@ -1063,6 +1070,14 @@ static int check_paths(const bfs_mount_opts *o)
 			fprintf(stderr, "batchfs: %s\n", why);
 			return -1;
 		}
+	}
+	if (o->source.dali_dir &&
+	    (stat(o->source.dali_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+		int e = stat(o->source.dali_dir, &st) != 0 ? errno : 0;
+
+		fprintf(stderr, "batchfs: --dali-index %s: %s\n", o->source.dali_dir,
+			e ? strerror(e) : "not a directory");
+		return -1;
 	}
 	if (o->log_path && bfs_host_check_log_path(o->log_path, why, sizeof(why))) {
 		fprintf(stderr, "batchfs: %s\n", why);

@@ -796,6 +796,32 @@ static void test_source_finds_dalis_idx_named_after_the_shards_stem(void **state
 	bfs_source_close(s);
 }
 
+static void test_source_finds_dalis_idx_in_another_folder_first(void **state)
+{
+	static const int64_t la[] = { 4, 5 };
+	static const char *const na[] = { "a", "b" };
+	const char *dir = *state;
+	char shards[256], idx[256];
+	bfs_source_opts o = { 0 };
+	bfs_source *s;
+
+	subdir_put(dir, "shards");
+	subdir_put(dir, "idx");
+	put_named(dir, "shards/train-0.tfrecord", NULL, la, na, 2);
+	dali_put(dir, "shards/train-0.tfrecord", "idx/train-0.idx", 0);
+	file_put(dir, "shards/train-0.tfrecord.idx", "0 1\n", 4); /* beside: not asked */
+	path_of(shards, sizeof(shards), dir, "shards");
+	path_of(idx, sizeof(idx), dir, "idx");
+	o.dir = shards;
+	o.dali_dir = idx;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_null(bfs_source_dali_note(s));
+	assert_int_equal(label_of(s, 0), 4);
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
 static void test_source_scans_a_shard_whose_dali_idx_does_not_describe_it(void **state)
 {
 	static const int64_t la[] = { 0, 1, 2 };
@@ -3089,6 +3115,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_the_synsets_of_the_records, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_tfrecord_shard_from_dalis_idx_beside_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_finds_dalis_idx_named_after_the_shards_stem, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_finds_dalis_idx_in_another_folder_first, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_scans_a_shard_whose_dali_idx_does_not_describe_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_read_through_a_wrong_dali_idx_fails_naming_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_text_labels_without_synsets, tmp_dir_setup, tmp_dir_teardown),

@@ -46,7 +46,7 @@ _batchfs()
 		--augment) _batchfs_set -W "flip crop flip,crop none" -- "$cur"; return ;;
 		--threads|--prefetch) _batchfs_set -W "auto" -- "$cur"; return ;;
 		--cache) _batchfs_set -d -W "none" -- "$cur"; return ;;
-		--slot-dir|--shard-cache) _batchfs_set -d -- "$cur"; return ;;
+		--slot-dir|--shard-cache|--dali-index) _batchfs_set -d -- "$cur"; return ;;
 		--s3-addressing) _batchfs_set -W "auto path virtual" -- "$cur"; return ;;
 		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
 		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--node-ranks|--resume|--crop-from|--mean|--std|--metrics-interval|--history-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)

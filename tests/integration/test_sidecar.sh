@@ -148,6 +148,20 @@ if mount_fg "$D/dali" "$D/m-dali" "${COMMON[@]}"; then
 else
 	not_ok "mount with DALI .idx files: $(tail -2 "$D/mount.log")"
 fi
+# ...or in a folder of their own (--dali-index), as DALI's pipelines keep them
+mkdir -p "$D/dali-idx" && mv "$D"/dali/*.idx "$D/dali-idx/"
+if mount_fg "$D/dali" "$D/m-dalidir" "${COMMON[@]}" --dali-index "$D/dali-idx"; then
+	check "--dali-index DIR: the .idx files there index every shard" \
+		test "$(stat_of "$D/m-dalidir" "(s['index']['from_dali'], s['index']['scanned'])")" = "(5, 0)"
+	check "...with the same batches" cmp <(every_batch "$D/ref-swapped") <(every_batch "$D/m-dalidir")
+	unmount_wait "$D/m-dalidir"
+else
+	not_ok "mount with --dali-index: $(tail -2 "$D/mount.log")"
+fi
+out=$("$BATCHFS" mount "$D/dali" "$D/m-dalidir" --dali-index "$D/no-such" 2>&1)
+check "--dali-index that is not a folder is refused, named" \
+	bash -c "printf '%s' \"\$1\" | grep -q -- '--dali-index $D/no-such: No such file or directory'" _ "$out"
+mv "$D"/dali-idx/*.idx "$D/dali/"
 dali "$D/dali" swap
 if mount_fg "$D/dali" "$D/m-dali2" "${COMMON[@]}"; then
 	check "a DALI .idx whose offsets miss the records: those reads fail (EIO), never other bytes" \
