@@ -56,7 +56,7 @@ _batchfs()
 			COMPREPLY=($(compgen -W "--batch --size --dtype --resize --crop-from
 				--augment --layout --mean --std --label-offset --threads
 				--prefetch --mem --cache --cache-size --format --image-key
-				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle
+				--label-key --on-error --max-pixels --max-inflate-ratio --dali-index --epochs --shuffle
 				--shuffle-block --rank --world --split --node-ranks --resume
 				--drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push --metrics-file --metrics-interval
