@@ -17,13 +17,15 @@
 
 #include "engine/base/error.h"
 
-enum { FROM_STORE = 1, FROM_SIDECAR = 2 };
+/* The first answer for a shard: an index handed out (from the store or
+ * the sidecar), or why the sidecar gave none. */
+enum { FROM_STORE = 1, FROM_SIDECAR, MISS_MISSING, MISS_STALE, MISS_BAD, MISS_NONE };
 
 /* The shards an index was handed out for, by name, with where it came
  * from: a put for one of them means the source turned it down. */
 struct served {
 	char *name;
-	int from;
+	int from;                 /* FROM_* or MISS_* */
 };
 
 struct bfs_indexes {
@@ -84,8 +86,10 @@ static struct served *slot(bfs_indexes *x, const char *name)
 	return &x->set[i];
 }
 
-/* Remember that name's index came from `from`.  Under lock; 0 or -ENOMEM
- * (then the count may be off by one shard: nothing else). */
+/* Remember the first answer for shard `name`: 1 the first time (a source
+ * may ask again for a shard: its first answer is where the index came
+ * from, or why there was none), 0 after, -ENOMEM (then the count may be
+ * off by one shard: nothing else).  Under lock. */
 static int remember(bfs_indexes *x, const char *name, int from)
 {
 	struct served *s;
@@ -105,13 +109,13 @@ static int remember(bfs_indexes *x, const char *name, int from)
 		free(old);
 	}
 	s = slot(x, name);
-	if (!s->name) {
-		if (!(s->name = strdup(name)))
-			return -ENOMEM;
-		x->set_n++;
-	}
+	if (s->name)
+		return 0;
+	if (!(s->name = strdup(name)))
+		return -ENOMEM;
+	x->set_n++;
 	s->from = from;
-	return 0;
+	return 1;
 }
 
 /* Add an index to the capture.  Under lock. */
@@ -162,25 +166,29 @@ static int index_get(void *ctx, const char *dir, const char *shard,
 		}
 	}
 	pthread_mutex_lock(&x->lock);
-	if (from) {
-		remember(x, shard, from);
-		if (from == FROM_STORE)
-			x->st.from_store++;
-		else
-			x->st.from_sidecar++;
-		if (x->o.capture && have_id == 0)
-			capture(x, shard, &id, *blob, *len);
-	} else if (x->o.sidecar && have_id == 0) {
-		if (err == -ENOENT)
-			x->st.sidecar_missing++;
-		else if (err == -ESTALE)
-			x->st.sidecar_stale++;
-		else if (err != -ENOMEM) {
-			x->st.sidecar_bad++;
-			if (!x->st.first_bad[0])
-				snprintf(x->st.first_bad, sizeof(x->st.first_bad), "%s", shard);
+	{
+		int verdict = from ? from
+			    : !x->o.sidecar || have_id != 0 || err == -ENOMEM ? MISS_NONE
+			    : err == -ENOENT ? MISS_MISSING
+			    : err == -ESTALE ? MISS_STALE : MISS_BAD;
+
+		if (remember(x, shard, verdict) > 0) {
+			switch (verdict) {
+			case FROM_STORE: x->st.from_store++; break;
+			case FROM_SIDECAR: x->st.from_sidecar++; break;
+			case MISS_MISSING: x->st.sidecar_missing++; break;
+			case MISS_STALE: x->st.sidecar_stale++; break;
+			case MISS_BAD:
+				x->st.sidecar_bad++;
+				if (!x->st.first_bad[0])
+					snprintf(x->st.first_bad, sizeof(x->st.first_bad),
+						 "%s", shard);
+				break;
+			}
 		}
 	}
+	if (from && x->o.capture && have_id == 0)
+		capture(x, shard, &id, *blob, *len);
 	pthread_mutex_unlock(&x->lock);
 	return from ? 0 : -ENOENT;
 }
@@ -198,7 +206,8 @@ static int index_put(void *ctx, const char *dir, const char *shard,
 	if (x->set_cap) {
 		struct served *s = slot(x, shard);
 
-		if (s->name && s->from) { /* handed out, turned down, scanned */
+		if (s->name && (s->from == FROM_STORE || s->from == FROM_SIDECAR)) {
+			/* handed out, turned down, scanned */
 			if (s->from == FROM_STORE)
 				x->st.from_store--;
 			else
@@ -206,7 +215,7 @@ static int index_put(void *ctx, const char *dir, const char *shard,
 			x->st.refused++;
 			if (x->o.capture) /* captured: the scan's replaces it */
 				x->st.captured--;
-			s->from = 0;
+			s->from = MISS_NONE;
 		}
 	}
 	if (x->o.capture && have_id == 0)

@@ -22,7 +22,9 @@
  *
  * Counting: the source may turn down an index it was given (another label
  * key, a gzip limit): it then scans and puts, and that put is how a refused
- * index is told from a used one, so the counts are of indexes used.
+ * index is told from a used one, so the counts are of indexes used.  A
+ * shard asked for again (a remote source first asks which shards it need
+ * not fetch) counts once, by where its first answer came from.
  *
  * Threads: index_get and index_put from any number of threads at once
  * (counters and the capture under one mutex, never held while a sidecar

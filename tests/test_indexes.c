@@ -293,6 +293,44 @@ static void test_indexes_a_capture_over_a_sidecar_keeps_what_fits(void **state)
 	free(data);
 }
 
+/* A source may ask twice for one shard (a remote source first asks which
+ * shards it need not fetch): each shard counts once, by its first answer. */
+static void test_indexes_a_shard_asked_for_twice_counts_once(void **state)
+{
+	const char *dir = *state;
+	bfs_indexes_opts xo = { 0 };
+	bfs_source_opts so = { 0 };
+	bfs_indexes_stats st;
+	bfs_indexes *x;
+	bfs_shard_stamp stamp;
+	struct stat sb;
+	char path[300];
+	void *data, *blob;
+	size_t len;
+	bfs_sidecar *sc = capture(dir, NULL, &data);
+
+	snprintf(path, sizeof(path), "%s/s0.tfrecord", dir);
+	assert_int_equal(stat(path, &sb), 0);
+	stamp.size = (uint64_t)sb.st_size;
+	stamp.mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	stamp.ino = sb.st_ino;
+	stamp.ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
+	xo.sidecar = sc;
+	assert_int_equal(bfs_indexes_create(&xo, &x), 0);
+	bfs_indexes_wire(x, &so);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(so.index_get(so.index_ctx, dir, "s0.tfrecord", &stamp, &blob, &len), 0);
+		free(blob);
+		assert_int_equal(so.index_get(so.index_ctx, dir, "new.tfrecord", &stamp, &blob, &len), -ENOENT);
+	}
+	bfs_indexes_get_stats(x, &st);
+	assert_int_equal(st.from_sidecar, 1);
+	assert_int_equal(st.sidecar_missing, 1);
+	bfs_indexes_destroy(x);
+	bfs_sidecar_close(sc);
+	free(data);
+}
+
 static void test_indexes_reads_a_local_sidecar_or_says_why_not(void **state)
 {
 	const char *dir = *state;
@@ -341,6 +379,7 @@ int main(void)
 		T(test_indexes_an_entry_the_source_turns_down_counts_as_scanned),
 		T(test_indexes_the_cache_comes_first_and_keeps_what_the_sidecar_gave),
 		T(test_indexes_a_capture_over_a_sidecar_keeps_what_fits),
+		T(test_indexes_a_shard_asked_for_twice_counts_once),
 		T(test_indexes_reads_a_local_sidecar_or_says_why_not),
 		T(test_indexes_tells_a_sidecar_for_other_options),
 	};
