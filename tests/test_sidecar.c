@@ -175,6 +175,11 @@ static void test_sidecar_gives_an_entry_only_for_its_identity(void **state)
 	id.etag = "\"x\"";
 	assert_int_equal(bfs_sidecar_lookup(sc, "b/two.tfrecord", &id, &blob, &blen), -ESTALE);
 	assert_int_equal(bfs_sidecar_lookup(sc, "b", &stamp_b, &blob, &blen), -ENOENT);
+	assert_int_equal(bfs_sidecar_find(sc, "b", &id), -ENOENT);
+	assert_int_equal(bfs_sidecar_find(sc, "a.tfrecord", &id), 0);
+	assert_int_equal(id.kind, BFS_SIDECAR_ID_ETAG);
+	assert_int_equal(id.size, etag_a.size);
+	assert_string_equal(id.etag, etag_a.etag);
 	assert_int_equal(bfs_sidecar_lookup(sc, "zzz", &stamp_b, &blob, &blen), -ENOENT);
 	bfs_sidecar_close(sc);
 	free(data);

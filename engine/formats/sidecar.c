@@ -589,6 +589,17 @@ static const struct rentry *find(const bfs_sidecar *sc, const char *name)
 	return NULL;
 }
 
+int bfs_sidecar_find(const bfs_sidecar *sc, const char *name,
+		     bfs_sidecar_id *id)
+{
+	const struct rentry *e = find(sc, name);
+
+	if (!e)
+		return -ENOENT;
+	id_of(e, id);
+	return 0;
+}
+
 int bfs_sidecar_lookup(const bfs_sidecar *sc, const char *name,
 		       const bfs_sidecar_id *id, void **blob, size_t *len)
 {

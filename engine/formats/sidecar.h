@@ -138,6 +138,13 @@ size_t bfs_sidecar_count(const bfs_sidecar *sc);
 int bfs_sidecar_entry(const bfs_sidecar *sc, size_t i, const char **name,
 		      bfs_sidecar_id *id);
 
+/* The identity the entry of shard `name` was written for (etag pointing
+ * into sc): 0, or -ENOENT when there is none.  For a caller that compares
+ * identities its own way (a remote shard's stamp is made from its ETag),
+ * then looks the blob up with the identity found. */
+int bfs_sidecar_find(const bfs_sidecar *sc, const char *name,
+		     bfs_sidecar_id *id);
+
 /*
  * The index blob of shard `name` when the entry was written for identity
  * *id: both of the same kind with equal fields (an ETag entry: equal size
