@@ -694,6 +694,33 @@ void bfs_cache_get_stats(bfs_cache *c, bfs_cache_stats *st);
 int bfs_cache_clear(bfs_cache *c, const char *fingerprint,
 		    uint64_t *removed);
 
+/* One source's entries (bfs_cache_source). */
+typedef struct {
+	uint64_t shards;        /* shard indexes stored for the source */
+	uint64_t index_bytes;   /* their bytes */
+	uint64_t samples;       /* sample entries of those shards (every
+				 * fingerprint) */
+	uint64_t sample_bytes;
+} bfs_cache_source_info;
+
+/*
+ * The entries of one source: the shard indexes whose path lies under root
+ * (a local shard directory's absolute path, or a remote source's root URL,
+ * bfs_storage_root: its trailing '/' does not matter) and the sample
+ * entries, of every fingerprint, of the shards those indexes name (each
+ * by the identity its index was stored with).  With remove, they are
+ * deleted as well (samples first, then the indexes, in transactions of a
+ * bounded size, concurrently with readers and writers; the space is
+ * reused).  *info gets what was found (and removed).  The images of a
+ * folder layout have no stored index, so their samples are not found
+ * this way (bfs_cache_clear by fingerprint removes them).  Damaged index
+ * entries are passed over (bfs_cache_verify reports them).
+ * Returns 0, -EINVAL (NULL, or an empty root), -ENOMEM, -EIO/BFS_E_CORRUPT
+ * (environment).  Any thread.
+ */
+int bfs_cache_source(bfs_cache *c, const char *root, int remove,
+		     bfs_cache_source_info *info);
+
 /*
  * Remove the cache files of dir (data.mdb, lock.mdb, a damaged copy that
  * an open moved aside and a mount's damage marker), so the space goes

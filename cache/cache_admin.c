@@ -1,8 +1,9 @@
 /*
  * cache_admin.c - whole-cache operations for tools and tests (see
  * cache.h): clear (all or one fingerprint), verify every entry, list the
- * fingerprints present, and remove the files of an unused cache (and the
- * copy of a damaged one that an open moved aside).
+ * fingerprints present, count or remove one source's entries, and remove
+ * the files of an unused cache (and the copy of a damaged one that an
+ * open moved aside).
  *
  * These run on the calling thread, in their own short transactions, next
  * to the writer thread and to other processes: LMDB serializes the write
@@ -435,4 +436,182 @@ out:
 	*out = list;
 	*n = cnt;
 	return 0;
+}
+
+/* ---- one source's entries ------------------------------------------------ */
+
+/* A shard of the source: its index key and the hash its samples carry. */
+struct src_shard {
+	uint8_t key[16];
+	uint64_t hash;
+};
+
+/* Every shard index under root (root/...), into *v (*n of them), with its
+ * bytes counted in *info.  One read transaction. */
+static int source_shards(bfs_cache *c, const char *root, size_t rn,
+			 struct src_shard **v, size_t *n,
+			 bfs_cache_source_info *info)
+{
+	struct bfs__env *e = c->e;
+	MDB_val k, val;
+	MDB_cursor *cur;
+	MDB_txn *txn;
+	size_t cap = 0;
+	int rc;
+
+	if ((rc = bfs__txn_begin(e, 1, &txn)))
+		return rc;
+	if ((rc = mdb_cursor_open(txn, e->index, &cur))) {
+		bfs__txn_end(e, txn, 0);
+		return rc;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &val, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &val, MDB_NEXT)) {
+		struct bfs__ihdr h;
+		const uint8_t *path = (const uint8_t *)val.mv_data + BFS__IHDR;
+		bfs_shard_stamp st;
+
+		/* a damaged entry is verify's to report: passed over here */
+		if (bfs__check_index_entry(e, &k, &val) ||
+		    bfs__index_value(&val, &h) || h.path_len <= rn ||
+		    memcmp(path, root, rn) || path[rn] != '/')
+			continue;
+		if (*n == cap) {
+			size_t nc = cap ? cap * 2 : 256;
+			struct src_shard *nv = realloc(*v, nc * sizeof(*nv));
+
+			if (!nv) {
+				rc = ENOMEM;
+				break;
+			}
+			*v = nv;
+			cap = nc;
+		}
+		st.size = h.size;
+		st.mtime_ns = h.mtime_ns;
+		st.ino = h.ino;
+		st.ctime_ns = h.ctime_ns;
+		memcpy((*v)[*n].key, k.mv_data, 16);
+		(*v)[*n].hash = bfs__shard_hash_joined(path, h.path_len, &st);
+		(*n)++;
+		info->shards++;
+		info->index_bytes += val.mv_size;
+	}
+	if (rc == MDB_NOTFOUND)
+		rc = 0;
+	mdb_cursor_close(cur);
+	bfs__txn_end(e, txn, 0);
+	return rc;
+}
+
+/* Count the samples of fingerprint fp and shard hash (prefix, 16 bytes). */
+static int count_prefix(struct bfs__env *e, MDB_txn *txn, const uint8_t *prefix,
+			uint64_t *n, uint64_t *bytes)
+{
+	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
+	MDB_val k = { sizeof(kb), kb }, v;
+	MDB_cursor *cur;
+	int rc;
+
+	memcpy(kb, prefix, 16);
+	if ((rc = mdb_cursor_open(txn, e->samples, &cur)))
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < 16 || memcmp(k.mv_data, prefix, 16))
+			break;
+		(*n)++;
+		*bytes += v.mv_size;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int bfs_cache_source(bfs_cache *c, const char *root, int remove,
+		     bfs_cache_source_info *info)
+{
+	struct bfs__env *e = c ? c->e : NULL;
+	struct src_shard *v = NULL;
+	size_t n = 0, rn;
+	uint8_t fp[8] = { 0 };
+	int rc = 0;
+
+	if (!c || !root || !info)
+		return -EINVAL;
+	memset(info, 0, sizeof(*info));
+	rn = strlen(root);
+	while (rn > 0 && root[rn - 1] == '/')
+		rn--;
+	if (!rn)
+		return -EINVAL;
+	if ((rc = source_shards(c, root, rn, &v, &n, info)))
+		goto out;
+	/* each fingerprint's samples of each shard: counted, then deleted */
+	for (;;) {
+		MDB_txn *txn;
+		uint64_t next;
+
+		if ((rc = bfs__txn_begin(e, 1, &txn)))
+			goto out;
+		rc = bfs__next_fp(e, txn, fp);
+		for (size_t i = 0; rc == 0 && i < n; i++) {
+			uint8_t prefix[16];
+			uint64_t cnt = 0, b = 0;
+
+			memcpy(prefix, fp, 8);
+			bfs__put_be64(prefix + 8, v[i].hash);
+			if ((rc = count_prefix(e, txn, prefix, &cnt, &b)))
+				break;
+			info->samples += cnt;
+			info->sample_bytes += b;
+		}
+		bfs__txn_end(e, txn, 0);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			break;
+		}
+		if (rc)
+			goto out;
+		for (size_t i = 0; remove && i < n; i++) {
+			uint8_t prefix[16];
+
+			memcpy(prefix, fp, 8);
+			bfs__put_be64(prefix + 8, v[i].hash);
+			if ((rc = bfs__delete_prefix(c, prefix, 16, UINT64_MAX, NULL, NULL)))
+				goto out;
+		}
+		next = bfs__get_be64(fp) + 1;
+		if (next == 0)
+			break;
+		bfs__put_be64(fp, next);
+	}
+	/* then the shard indexes, in transactions of a bounded size */
+	for (size_t at = 0; remove && at < n;) {
+		MDB_txn *txn;
+		size_t end = at + VERIFY_CHUNK < n ? at + VERIFY_CHUNK : n;
+
+		if ((rc = bfs__txn_begin(e, 0, &txn)))
+			goto out;
+		if ((rc = bfs__reserve(e, (uint64_t)(end - at) * 16 * e->psize))) {
+			bfs__txn_end(e, txn, 0);
+			goto out;
+		}
+		for (size_t i = at; i < end && !rc; i++) {
+			MDB_val k = { 16, v[i].key };
+
+			rc = mdb_del(txn, e->index, &k, NULL);
+			if (rc == MDB_NOTFOUND)
+				rc = 0;
+		}
+		if (rc) {
+			bfs__txn_end(e, txn, 0);
+			goto out;
+		}
+		if ((rc = bfs__txn_end(e, txn, 1)))
+			goto out;
+		at = end;
+	}
+out:
+	free(v);
+	return rc ? bfs__map_err(rc) : 0;
 }

@@ -16,8 +16,9 @@
  *   cache_writer.c  the writer thread: the queue behind submit and
  *                   index_put, commits, "fill, then keep", eviction, CRC
  *                   deletions, persisted counters
- *   cache_admin.c   clear, verify, the fingerprint list, removing the files
- *                   of an unused cache and damaged copies
+ *   cache_admin.c   clear, verify, the fingerprint list, one source's
+ *                   entries, removing the files of an unused cache and
+ *                   damaged copies
  *   cache_check.c   the structural check of data.mdb (calls none of the
  *                   others)
  *   cache_open.c    opening and closing a handle: defaults, users.lock, the
@@ -413,6 +414,9 @@ void bfs__writer_stop(bfs_cache *c);
 /* Delete every sample entry whose key starts with prefix[0..plen), in
  * chunks of short write transactions.  Returns 0 or an LMDB code;
  * *removed / *bytes get what was deleted. */
+/* The next fingerprint present at or after fp (8 bytes, in/out) in
+ * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
+int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8]);
 int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 		       uint64_t max_bytes, uint64_t *removed,
 		       uint64_t *bytes);

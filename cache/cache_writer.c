@@ -336,9 +336,7 @@ int bfs__delete_prefix(bfs_cache *c, const uint8_t *prefix, size_t plen,
 	return rc;
 }
 
-/* The next fingerprint present at or after fp (8 bytes, in/out) in
- * samples; 0 found, MDB_NOTFOUND none, else an LMDB code. */
-static int next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
+int bfs__next_fp(struct bfs__env *e, MDB_txn *txn, uint8_t fp[8])
 {
 	uint8_t kb[BFS_CACHE_KEY_BYTES] = { 0 };
 	MDB_val k = { sizeof(kb), kb }, v;
@@ -378,7 +376,7 @@ static int purge_shard(bfs_cache *c, MDB_txn *txn, uint64_t hash)
 		uint64_t n = 0, b = 0, next;
 		int more;
 
-		rc = next_fp(c->e, txn, fp);
+		rc = bfs__next_fp(c->e, txn, fp);
 		if (rc == MDB_NOTFOUND)
 			return 0;
 		if (rc)
@@ -435,7 +433,7 @@ static uint64_t reclaim(bfs_cache *c, uint64_t need, int allow_own)
 		uint64_t next;
 		int own;
 
-		if (next_fp(e, txn, fp))
+		if (bfs__next_fp(e, txn, fp))
 			break;
 		own = c->has_fp && !memcmp(fp, c->fp, 8);
 		memcpy(kb + 2, fp, 8);

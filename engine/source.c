@@ -65,6 +65,11 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s->o.index_ctx = o->index_ctx;
 	s->o.progress = o->progress;
 	s->o.progress_ctx = o->progress_ctx;
+	s->o.skip_dali = o->skip_dali;
+	if (o->dali_dir && !(s->dali_dir = strdup(o->dali_dir))) {
+		free(s);
+		return -ENOMEM;
+	}
 	s->max_ratio = !o->max_inflate_ratio ? BFS_INFLATE_RATIO_DEFAULT
 		     : o->max_inflate_ratio == BFS_INFLATE_RATIO_NONE ? 0
 		     : o->max_inflate_ratio;
@@ -94,6 +99,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		uint8_t head[BFS_TAR_BLOCK];
 		size_t head_len;
 
+		if (bfs__src_is_index_name(files[i]))
+			continue; /* DALI's index of a shard (source_dali.c) */
 		if (bfs__src_is_image_name(files[i])) {
 			njpeg++;
 			continue;
@@ -138,7 +145,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			bfs_seterr(errmsg, "%s: no tar shards found", real);
 			goto fail;
 		}
-		if ((err = bfs__src_index_shards(s, tars, ntars, bfs__src_scan_tar, 0, errmsg)))
+		if ((err = bfs__src_index_shards(s, tars, ntars, bfs__src_scan_tar, 1, errmsg)))
 			goto fail;
 	} else if (s->format == BFS_FORMAT_TFRECORD) {
 		s->want_classes = s->label_key[0] != '\0';
@@ -207,6 +214,7 @@ void bfs_source_close(bfs_source *s)
 		return;
 	for (size_t i = 0; i < s->nshards; i++) {
 		free(s->shards[i].name);
+		free(s->shards[i].idx);
 		bfs_gzindex_free(s->shards[i].gz);
 	}
 	for (size_t i = 0; i < s->nerrs; i++) {
@@ -225,6 +233,7 @@ void bfs_source_close(bfs_source *s)
 	free(s->shards);
 	free(s->samples);
 	free(s->dir);
+	free(s->dali_dir);
 	free(s->image_key);
 	free(s->label_key);
 	free(s);
@@ -234,6 +243,11 @@ void bfs_source_close(bfs_source *s)
 
 uint64_t bfs_source_count(const bfs_source *s) { return s->nsamples; }
 size_t bfs_source_nindex_hits(const bfs_source *s) { return s->index_hits; }
+size_t bfs_source_nindex_dali(const bfs_source *s) { return s->index_dali; }
+const char *bfs_source_dali_note(const bfs_source *s)
+{
+	return s->dali_note[0] ? s->dali_note : NULL;
+}
 bfs_format bfs_source_format(const bfs_source *s) { return s->format; }
 const char *bfs_source_dir(const bfs_source *s) { return s->dir; }
 size_t bfs_source_nshards(const bfs_source *s) { return s->nshards; }
@@ -253,6 +267,11 @@ const char *bfs_format_name(bfs_format f)
 const char *bfs_source_shard_name(const bfs_source *s, size_t i)
 {
 	return i < s->nshards ? s->shards[i].name : NULL;
+}
+
+uint64_t bfs_source_shard_samples(const bfs_source *s, size_t i)
+{
+	return i < s->nshards ? s->shards[i].count : 0;
 }
 
 const char *bfs_source_class_name(const bfs_source *s, size_t i)
@@ -488,8 +507,17 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		bfs_seterr(errmsg, "length CRC32C mismatch in record header");
 		return BFS_E_CRC;
 	}
-	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg)))
+	if ((err = bfs_tfrecord_check(buf->data, smp->length, errmsg))) {
+		if (sh->idx && errmsg) { /* the index may be what is wrong */
+			size_t n = strlen(errmsg);
+
+			snprintf(errmsg + n, BFS_ERRMSG_MAX - n,
+				 "; this shard's offsets came from DALI's %s: if it "
+				 "does not match the shard, remove or remake it",
+				 sh->idx);
+		}
 		return err;
+	}
 	if (!s->label_key[0]) { /* --label-key none: unlabeled data */
 		*label = -1;
 		return bfs_example_find(buf->data, smp->length, s->image_key,

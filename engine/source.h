@@ -127,6 +127,14 @@ typedef struct {
 	 * bytes (gzindex.h max_ratio).  0: BFS_INFLATE_RATIO_DEFAULT;
 	 * BFS_INFLATE_RATIO_NONE: no limit. */
 	uint32_t max_inflate_ratio;
+	/* 1: no DALI index file is read (bfs_source_nindex_dali): a TFRecord
+	 * shard without a stored index is scanned (batchfs index, whose
+	 * sidecar holds each shard's own index, class names included). */
+	int skip_dali;
+	/* Another folder that holds DALI index files (--dali-index: NAME.idx
+	 * or STEM.idx for shard NAME), looked in before the shard's own; NULL:
+	 * only beside the shards. */
+	const char *dali_dir;
 } bfs_source_opts;
 
 /* Real shards inflate far less: JPEG, PNG and WebP bytes are compressed
@@ -158,6 +166,18 @@ void bfs_source_close(bfs_source *s); /* accepts NULL */
 uint64_t bfs_source_count(const bfs_source *s);
 /* Shards whose index came from opts.index_get instead of a scan. */
 size_t bfs_source_nindex_hits(const bfs_source *s);
+/* TFRecord shards indexed from NVIDIA DALI's index file (NAME.idx, else
+ * STEM.idx: "OFFSET SIZE" per record, as tfrecord2idx writes; in
+ * opts.dali_dir, else beside the shard) instead of a scan: used when no stored index is, and only when
+ * its records tile the shard exactly.  Their records are not skimmed, so
+ * a source with one has no TFRecord class names (classes_note says so).
+ * A read whose payload CRC fails says that the offset came from that
+ * file.  Files named *.idx are never taken for shards. */
+size_t bfs_source_nindex_dali(const bfs_source *s);
+/* Why the first DALI index file found was not used ("a.idx does not
+ * describe a.tfrecord (record 3 starts at ...); the shard was scanned"),
+ * or NULL.  Valid while s lives. */
+const char *bfs_source_dali_note(const bfs_source *s);
 bfs_format bfs_source_format(const bfs_source *s);
 const char *bfs_format_name(bfs_format f);
 const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
@@ -165,6 +185,8 @@ const char *bfs_source_dir(const bfs_source *s);     /* absolute path */
 /* Shards (TFRecord files, or image files for folders), sorted. */
 size_t bfs_source_nshards(const bfs_source *s);
 const char *bfs_source_shard_name(const bfs_source *s, size_t i);
+/* The samples shard i holds (0 past the end). */
+uint64_t bfs_source_shard_samples(const bfs_source *s, size_t i);
 
 /* Class names by label value.  Folder layout: the class folders' names
  * (none for a flat folder of JPEGs, whose one class has no name).

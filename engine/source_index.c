@@ -37,6 +37,17 @@ struct index_ent {
 
 /* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
  * (then nothing was added), or -ENOMEM. */
+/* A TFRecord record's payload at offset, length bytes, with its 12-byte
+ * header before it and its 4-byte CRC after, inside size bytes. */
+static int record_fits(uint64_t offset, uint64_t length, uint64_t size)
+{
+	return offset >= BFS_TFRECORD_HEADER && offset <= size &&
+	       length <= size - offset && size - offset - length >= 4;
+}
+
+static int load_tar_index(bfs_source *s, const char *name, const struct stat *st);
+static void store_tar_index(bfs_source *s, const char *errmsg);
+
 int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
 {
 	struct index_hdr h;
@@ -47,6 +58,8 @@ int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
 	bfs_shard_stamp stamp;
 	int rc = 0;
 
+	if (s->format == BFS_FORMAT_TAR)
+		return load_tar_index(s, name, st);
 	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
 	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob,
@@ -62,6 +75,13 @@ int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
 	used = sizeof(h) + h.errlen + h.count * sizeof(*ent);
 	err = (const char *)blob + sizeof(h);
 	ent = (const struct index_ent *)(err + h.errlen);
+	for (uint64_t i = 0; i < h.count; i++) {
+		struct index_ent e;
+
+		memcpy(&e, &ent[i], sizeof(e));
+		if (!record_fits(e.offset, e.length, (uint64_t)st->st_size))
+			goto out; /* an index of another file: scan this one */
+	}
 	/* the class section first: a mismatch adds nothing */
 	if ((rc = bfs__src_load_classes(s, (const uint8_t *)blob + used, len - used)) <= 0)
 		goto out;
@@ -101,6 +121,10 @@ void bfs__src_store_index(bfs_source *s, const char *errmsg)
 	struct index_hdr h = { .count = sh->count, .errlen = (uint32_t)elen };
 	uint8_t *blob, *p;
 
+	if (s->format == BFS_FORMAT_TAR) {
+		store_tar_index(s, errmsg);
+		return;
+	}
 	if (!s->o.index_put || strlen(s->label_key) > UINT16_MAX ||
 	    !(blob = malloc(len)))
 		return;
@@ -158,6 +182,102 @@ static void labels_of(const bfs_source *s, char *out, size_t cap)
 		 s->label_key_given ? s->label_key : "");
 }
 
+/* ---- tar entries, as both tar forms keep them ---------------------------- */
+
+/* The bytes of shard sh's tar entries. */
+static size_t tar_entries_len(const bfs_source *s, const struct bfs_shard *sh)
+{
+	size_t len = 0;
+
+	for (uint64_t i = 0; i < sh->count; i++) {
+		uint64_t k = sh->first + i;
+		const struct bad_sample *b = bfs__src_find_bad(s, k);
+
+		len += sizeof(struct gzs_tar_ent) + strlen(s->pool + s->names[k]) +
+		       (b ? strlen(b->msg) : 0);
+	}
+	return len;
+}
+
+/* Write shard sh's tar entries at p; returns the end. */
+static uint8_t *tar_entries_put(const bfs_source *s, const struct bfs_shard *sh,
+				uint8_t *p)
+{
+	for (uint64_t i = 0; i < sh->count; i++) {
+		uint64_t k = sh->first + i;
+		const struct bfs_sample *smp = &s->samples[k];
+		const struct bad_sample *b = bfs__src_find_bad(s, k);
+		const char *name = s->pool + s->names[k];
+		struct gzs_tar_ent e = { smp->offset, smp->length, smp->label,
+					 b ? b->code : 0, (uint32_t)strlen(name),
+					 b ? (uint32_t)strlen(b->msg) : 0, 0 };
+
+		memcpy(p, &e, sizeof(e));
+		p += sizeof(e);
+		memcpy(p, name, e.namelen);
+		p += e.namelen;
+		if (b)
+			memcpy(p, b->msg, e.msglen);
+		p += e.msglen;
+	}
+	return p;
+}
+
+/* Check count tar entries at p[0..end), their members inside size bytes:
+ * where they end, or NULL when one does not hold. */
+static const uint8_t *tar_entries_check(const uint8_t *p, const uint8_t *end,
+					uint64_t count, uint64_t size)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct gzs_tar_ent e;
+
+		if ((size_t)(end - p) < sizeof(e))
+			return NULL;
+		memcpy(&e, p, sizeof(e));
+		p += sizeof(e);
+		if (e.namelen > (size_t)(end - p) ||
+		    e.msglen > (size_t)(end - p) - e.namelen ||
+		    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20) ||
+		    e.status > 0 || /* a code is 0 or negative */
+		    e.offset > size || e.length > size - e.offset)
+			return NULL;
+		p += e.namelen + e.msglen;
+	}
+	return p;
+}
+
+/* Add count checked tar entries at p to the last shard, as its scan would
+ * have.  0 or -ENOMEM. */
+static int tar_entries_load(bfs_source *s, const uint8_t *p, uint64_t count)
+{
+	for (uint64_t i = 0; i < count; i++) {
+		struct gzs_tar_ent e;
+		bfs_tar_sample t = { 0 };
+		char *nm, msg[BFS_ERRMSG_MAX];
+		int rc;
+
+		memcpy(&e, p, sizeof(e));
+		p += sizeof(e);
+		if (!(nm = strndup((const char *)p, e.namelen)))
+			return -ENOMEM;
+		p += e.namelen;
+		memcpy(msg, p, e.msglen);
+		msg[e.msglen] = '\0';
+		p += e.msglen;
+		t.offset = e.offset;
+		t.length = e.length;
+		t.label = e.label;
+		t.name = nm;
+		t.status = e.status;
+		t.msg = msg;
+		rc = bfs__src_on_tar_sample(s, &t);
+		free(nm);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 void bfs__src_store_gz_index(bfs_source *s, const char *errmsg)
 {
 	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
@@ -175,17 +295,9 @@ void bfs__src_store_gz_index(bfs_source *s, const char *errmsg)
 	labels_of(s, labels, sizeof(labels));
 	h.labelslen = tar ? (uint32_t)strlen(labels) : 0;
 	h.gzlen = gzlen;
-	len = sizeof(h) + elen + h.labelslen + gzlen;
-	for (uint64_t i = 0; i < sh->count; i++) {
-		uint64_t k = sh->first + i;
-		const struct bad_sample *b = tar ? bfs__src_find_bad(s, k) : NULL;
-
-		len += tar ? sizeof(struct gzs_tar_ent) + strlen(s->pool + s->names[k]) +
-			     (b ? strlen(b->msg) : 0)
-			   : sizeof(struct index_ent);
-	}
-	if (!tar)
-		len += bfs__src_classes_section_len(s);
+	len = sizeof(h) + elen + h.labelslen + gzlen +
+	      (tar ? tar_entries_len(s, sh)
+		   : sh->count * sizeof(struct index_ent) + bfs__src_classes_section_len(s));
 	if (!(blob = malloc(len))) {
 		free(gzb);
 		return;
@@ -200,33 +312,18 @@ void bfs__src_store_gz_index(bfs_source *s, const char *errmsg)
 	memcpy(p, gzb, gzlen);
 	p += gzlen;
 	free(gzb);
-	for (uint64_t i = 0; i < sh->count; i++) {
-		uint64_t k = sh->first + i;
-		const struct bfs_sample *smp = &s->samples[k];
-
-		if (tar) {
-			const struct bad_sample *b = bfs__src_find_bad(s, k);
-			const char *name = s->pool + s->names[k];
-			struct gzs_tar_ent e = { smp->offset, smp->length, smp->label,
-						 b ? b->code : 0, (uint32_t)strlen(name),
-						 b ? (uint32_t)strlen(b->msg) : 0, 0 };
-
-			memcpy(p, &e, sizeof(e));
-			p += sizeof(e);
-			memcpy(p, name, e.namelen);
-			p += e.namelen;
-			if (b)
-				memcpy(p, b->msg, e.msglen);
-			p += e.msglen;
-		} else {
+	if (tar) {
+		tar_entries_put(s, sh, p);
+	} else {
+		for (uint64_t i = 0; i < sh->count; i++) {
+			const struct bfs_sample *smp = &s->samples[sh->first + i];
 			struct index_ent e = { smp->offset, smp->length, smp->flags };
 
 			memcpy(p, &e, sizeof(e));
 			p += sizeof(e);
 		}
-	}
-	if (!tar)
 		bfs__src_classes_section_put(s, p);
+	}
 	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob, len);
 	free(blob);
 }
@@ -276,23 +373,19 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 	{
 		const uint8_t *q = p;
 
-		for (uint64_t i = 0; i < h.count; i++) {
-			if (tar) {
-				struct gzs_tar_ent e;
+		if (tar) {
+			if (!(q = tar_entries_check(q, end, h.count, bfs_gzindex_size(gz))))
+				goto out;
+		} else {
+			if (h.count > (size_t)(end - q) / sizeof(struct index_ent))
+				goto out;
+			for (uint64_t i = 0; i < h.count; i++) {
+				struct index_ent e;
 
-				if ((size_t)(end - q) < sizeof(e))
-					goto out;
 				memcpy(&e, q, sizeof(e));
 				q += sizeof(e);
-				if (e.namelen > (size_t)(end - q) ||
-				    e.msglen > (size_t)(end - q) - e.namelen ||
-				    e.msglen >= BFS_ERRMSG_MAX || e.namelen >= (1u << 20))
+				if (!record_fits(e.offset, e.length, bfs_gzindex_size(gz)))
 					goto out;
-				q += e.namelen + e.msglen;
-			} else {
-				if ((size_t)(end - q) < sizeof(struct index_ent))
-					goto out;
-				q += sizeof(struct index_ent);
 			}
 		}
 		/* a TFRecord index ends with its class section: a mismatch
@@ -305,38 +398,14 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 		goto out;
 	s->shards[s->nshards - 1].gz = gz;
 	gz = NULL;
-	for (uint64_t i = 0; i < h.count; i++) {
-		if (tar) {
-			struct gzs_tar_ent e;
-			bfs_tar_sample t = { 0 };
-			char *nm, msg[BFS_ERRMSG_MAX];
+	if (tar && (rc = tar_entries_load(s, p, h.count)))
+		goto out;
+	for (uint64_t i = 0; !tar && i < h.count; i++) {
+		struct index_ent e;
 
-			memcpy(&e, p, sizeof(e));
-			p += sizeof(e);
-			if (!(nm = strndup((const char *)p, e.namelen))) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			p += e.namelen;
-			memcpy(msg, p, e.msglen);
-			msg[e.msglen] = '\0';
-			p += e.msglen;
-			t.offset = e.offset;
-			t.length = e.length;
-			t.label = e.label;
-			t.name = nm;
-			t.status = e.status;
-			t.msg = msg;
-			rc = bfs__src_on_tar_sample(s, &t);
-			free(nm);
-		} else {
-			struct index_ent e;
-
-			memcpy(&e, p, sizeof(e));
-			p += sizeof(e);
-			rc = bfs__src_add_sample(s, e.offset, e.length, -1, e.flags);
-		}
-		if (rc)
+		memcpy(&e, p, sizeof(e));
+		p += sizeof(e);
+		if ((rc = bfs__src_add_sample(s, e.offset, e.length, -1, e.flags)))
 			goto out;
 	}
 	if (h.errlen && (rc = bfs__src_add_error(s, name, text)))
@@ -345,6 +414,91 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 	rc = 1;
 out:
 	bfs_gzindex_free(gz);
+	free(blob);
+	return rc;
+}
+
+/* ---- plain tar shards ----------------------------------------------------- */
+
+/*
+ * A plain tar shard's stored index: a header, the scan error, where its
+ * labels came from (as a .tar.gz index keeps it, and which must match),
+ * then one tar entry per sample as the scan reported it (the form of a
+ * .tar.gz index's entries), so that loading replays the scan's callbacks.
+ */
+#define TAR_MAGIC "BFSTAR01"
+struct tar_hdr {
+	char magic[8];
+	uint32_t errlen;
+	uint32_t labelslen;
+	uint64_t count;
+};
+
+static void store_tar_index(bfs_source *s, const char *errmsg)
+{
+	const struct bfs_shard *sh = &s->shards[s->nshards - 1];
+	size_t elen = errmsg && errmsg[0] ? strlen(errmsg) : 0, len;
+	struct tar_hdr h = { .errlen = (uint32_t)elen, .count = sh->count };
+	char labels[BFS_ERRMSG_MAX];
+	uint8_t *blob, *p;
+
+	if (!s->o.index_put || strlen(s->label_key) > UINT16_MAX)
+		return;
+	labels_of(s, labels, sizeof(labels));
+	h.labelslen = (uint32_t)strlen(labels);
+	len = sizeof(h) + elen + h.labelslen + tar_entries_len(s, sh);
+	if (!(blob = malloc(len)))
+		return;
+	memcpy(h.magic, TAR_MAGIC, 8);
+	memcpy(blob, &h, sizeof(h));
+	p = blob + sizeof(h);
+	memcpy(p, errmsg ? errmsg : "", elen);
+	p += elen;
+	memcpy(p, labels, h.labelslen);
+	p += h.labelslen;
+	tar_entries_put(s, sh, p);
+	s->o.index_put(s->o.index_ctx, s->dir, sh->name, &sh->stamp, blob, len);
+	free(blob);
+}
+
+static int load_tar_index(bfs_source *s, const char *name, const struct stat *st)
+{
+	char labels[BFS_ERRMSG_MAX], text[BFS_ERRMSG_MAX + 1];
+	const uint8_t *p, *end;
+	bfs_shard_stamp stamp;
+	struct tar_hdr h;
+	void *blob = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	bfs__src_stamp_of(st, &stamp);
+	if (!s->o.index_get ||
+	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob, &len) != 0)
+		return 0;
+	p = blob;
+	end = p + len;
+	if (len < sizeof(h))
+		goto out;
+	memcpy(&h, p, sizeof(h));
+	p += sizeof(h);
+	labels_of(s, labels, sizeof(labels));
+	if (memcmp(h.magic, TAR_MAGIC, 8) || h.errlen > BFS_ERRMSG_MAX ||
+	    h.labelslen != strlen(labels) ||
+	    (size_t)(end - p) < (size_t)h.errlen + h.labelslen ||
+	    memcmp(p + h.errlen, labels, h.labelslen))
+		goto out;
+	memcpy(text, p, h.errlen);
+	text[h.errlen] = '\0';
+	p += h.errlen + h.labelslen;
+	if (tar_entries_check(p, end, h.count, (uint64_t)st->st_size) != end)
+		goto out; /* the entries must fill the rest exactly */
+	if ((rc = bfs__src_add_shard(s, name, st)) ||
+	    (rc = tar_entries_load(s, p, h.count)) ||
+	    (h.errlen && (rc = bfs__src_add_error(s, name, text))))
+		goto out;
+	s->index_hits++;
+	rc = 1;
+out:
 	free(blob);
 	return rc;
 }

@@ -7,6 +7,7 @@
  *   source_list.c     listing, format detection, the folder layout
  *   source_shards.c   TFRecord and tar shards (gzip ones too) indexed
  *   source_index.c    the stored forms of a shard's index
+ *   source_dali.c     a TFRecord shard indexed from DALI's .idx beside it
  *   source_tar.c      the samples of tar shards: member names, bad ones
  *   source_classes.c  TFRecord class names
  *   source_table.c    the sample table every indexer adds to
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "engine/base/error.h"
 #include "engine/base/reader.h"
 #include "engine/formats/gzindex.h"
 #include "engine/formats/tar.h"
@@ -51,6 +53,9 @@ struct bfs_shard {
 	bfs_shard_stamp stamp; /* identity checked at each read */
 	bfs_gzindex *gz;   /* a gzip shard's restart points, or NULL; its
 			    * offsets are into the uncompressed bytes */
+	char *idx;         /* the DALI index file its offsets came from (its
+			    * name beside the shard, or its path in
+			    * opts.dali_dir), or NULL (source_dali.c) */
 };
 
 struct scan_error {
@@ -85,9 +90,12 @@ struct bfs_source {
 	struct scan_error *errs;
 	size_t nerrs;
 
-	bfs_source_opts o;    /* index_get/put/ctx and progress only */
+	bfs_source_opts o;    /* index_get/put/ctx, progress, skip_dali only */
+	char *dali_dir;       /* opts.dali_dir, or NULL */
 	uint32_t max_ratio;   /* gzindex max_ratio: 0 no limit */
 	size_t index_hits;
+	size_t index_dali;    /* shards indexed from DALI .idx files */
+	char dali_note[BFS_ERRMSG_MAX]; /* the first .idx file not used, why */
 	bfs_source_progress prog; /* what the progress hook is told */
 
 	/* TFRecord class names (see "class names" below): classes[label]
@@ -175,6 +183,15 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 /* Store the index of the shard just scanned (the last one added). */
 void bfs__src_store_index(bfs_source *s, const char *errmsg);
 void bfs__src_store_gz_index(bfs_source *s, const char *errmsg);
+
+/* ---- source_dali.c: DALI's TFRecord index files ------------------------- */
+
+/* 1 for a name ending in .idx (any case): an index, never a shard. */
+int bfs__src_is_index_name(const char *name);
+/* Fill TFRecord shard `name` from the DALI index beside it: 1 if one
+ * describes it exactly, 0 if not (nothing added; dali_note may say why),
+ * -ENOMEM. */
+int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st);
 
 /* ---- source_shards.c: TFRecord and tar shards --------------------------- */
 

@@ -188,11 +188,12 @@ int bfs__src_index_shards(bfs_source *s, char **files, size_t n, bfs__scan_fn sc
 				continue;
 			}
 		}
-		if (cache_index && (err = bfs__src_load_index(s, files[i], &st)) != 0) {
+		if (cache_index && ((err = bfs__src_load_index(s, files[i], &st)) != 0 ||
+				    (err = bfs__src_load_dali(s, files[i], &st)) != 0)) {
 			close(fd);
 			if (err < 0 || (err = bfs__src_classes_merge(s)))
 				return err;
-			continue; /* the stored index was used */
+			continue; /* the stored index, or DALI's, was used */
 		}
 		if ((err = bfs__src_add_shard(s, files[i], &st))) {
 			close(fd);

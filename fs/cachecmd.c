@@ -24,13 +24,15 @@ static const char usage_top[] =
 	"\n"
 	"commands:\n"
 	"  stats [DIR]    size, limit, entries, hit rate and fingerprints\n"
+	"                 (--source SRC: one source's entries)\n"
 	"  verify [DIR]   check the CRC32C of every entry\n"
-	"  clear [DIR]    remove every entry (or one fingerprint's)\n"
+	"  clear [DIR]    remove every entry (or one fingerprint's, or one\n"
+	"                 source's: --source SRC)\n"
 	"\n"
 	"Run 'batchfs cache COMMAND --help' for a command's options.\n";
 
 static const char usage_stats[] =
-	"usage: batchfs cache stats [DIR] [--fingerprint FP]\n"
+	"usage: batchfs cache stats [DIR] [--fingerprint FP] [--source SRC]\n"
 	"\n"
 	"Shows data.mdb's size on disk and the size limit, the bytes in use,\n"
 	"the number of cached samples and shard indexes, the hit rate of every\n"
@@ -39,6 +41,8 @@ static const char usage_stats[] =
 	"\n"
 	"options:\n"
 	"  --fingerprint FP   show only this fingerprint (16 hex digits)\n"
+	"  --source SRC       also the entries of one source (a shard directory):\n"
+	"                     its shard indexes and the samples of those shards\n"
 	"  -h, --help         this help\n";
 
 static const char usage_verify[] =
@@ -58,7 +62,7 @@ static const char usage_verify[] =
 	"  -h, --help         this help\n";
 
 static const char usage_clear[] =
-	"usage: batchfs cache clear [DIR] [--fingerprint FP]\n"
+	"usage: batchfs cache clear [DIR] [--fingerprint FP | --source SRC]\n"
 	"\n"
 	"Removes every cached sample, shard index and counter.  When no mount\n"
 	"uses the cache its files are deleted and the space goes back to the\n"
@@ -68,6 +72,10 @@ static const char usage_clear[] =
 	"\n"
 	"options:\n"
 	"  --fingerprint FP   remove only the entries of these settings\n"
+	"  --source SRC       remove only one source's entries (a shard\n"
+	"                     directory): its shard indexes and the samples of\n"
+	"                     those shards, of every fingerprint (a folder of\n"
+	"                     images keeps its samples: clear by fingerprint)\n"
 	"  -h, --help         this help\n";
 
 static void human(uint64_t v, char *out, size_t cap)
@@ -129,7 +137,34 @@ static int probe_writer(const char *cmd, bfs_cache *c)
 	return err;
 }
 
-static int cmd_stats(const char *dir, const char *fp)
+/* The root a source's entries are stored under: a shard directory's
+ * absolute path.  0, or 2 (usage) with the message printed. */
+static int source_root(const char *cmd, const char *src, char *root, size_t cap)
+{
+	char real[PATH_MAX];
+
+	if (!realpath(src, real)) {
+		fprintf(stderr, "batchfs cache %s: --source %s: %s\n", cmd, src,
+			strerror(errno));
+		return 2;
+	}
+	snprintf(root, cap, "%s", real);
+	return 0;
+}
+
+static void print_source(const char *src, const bfs_cache_source_info *in,
+			 const char *verb)
+{
+	char a[32], b[32];
+
+	human(in->index_bytes, a, sizeof(a));
+	human(in->sample_bytes, b, sizeof(b));
+	printf("source        %s: %s%llu shard indexes (%s), %llu samples (%s)\n", src,
+	       verb, (unsigned long long)in->shards, a,
+	       (unsigned long long)in->samples, b);
+}
+
+static int cmd_stats(const char *dir, const char *fp, const char *src)
 {
 	bfs_cache *c;
 	bfs_cache_stats st;
@@ -177,6 +212,21 @@ static int cmd_stats(const char *dir, const char *fp)
 	if (fp && !shown)
 		printf("  %s: no entries\n", fp);
 	free(fps);
+	if (src) {
+		char root[PATH_MAX];
+		bfs_cache_source_info in;
+
+		if (source_root("stats", src, root, sizeof(root))) {
+			bfs_cache_close(c);
+			return 1;
+		}
+		if ((err = bfs_cache_source(c, root, 0, &in))) {
+			fprintf(stderr, "batchfs cache stats: %s: %s\n", src, bfs_strerror(err));
+			bfs_cache_close(c);
+			return 1;
+		}
+		print_source(src, &in, "");
+	}
 	bfs_cache_close(c);
 	return 0;
 }
@@ -222,7 +272,33 @@ static int cmd_verify(const char *dir, const char *fp, int del)
 	return nbad ? 1 : 0;
 }
 
-static int cmd_clear(const char *dir, const char *fp)
+/* clear --source: one source's shard indexes and samples. */
+static int clear_source(const char *dir, const char *src)
+{
+	char root[PATH_MAX];
+	bfs_cache_source_info in;
+	bfs_cache *c;
+	int err;
+
+	if (source_root("clear", src, root, sizeof(root)))
+		return 1;
+	if (open_admin("clear", dir, &c))
+		return 1;
+	if (probe_writer("clear", c)) {
+		bfs_cache_close(c);
+		return 1;
+	}
+	err = bfs_cache_source(c, root, 1, &in);
+	bfs_cache_close(c);
+	if (err) {
+		fprintf(stderr, "batchfs cache clear: %s: %s\n", src, bfs_strerror(err));
+		return 1;
+	}
+	print_source(src, &in, "removed ");
+	return 0;
+}
+
+static int cmd_clear(const char *dir, const char *fp, const char *src)
 {
 	bfs_cache *c;
 	char path[PATH_MAX], a[32];
@@ -235,6 +311,8 @@ static int cmd_clear(const char *dir, const char *fp)
 		printf("no cache in %s: nothing to clear\n", dir);
 		return 0;
 	}
+	if (src)
+		return clear_source(dir, src);
 	if (!fp) {
 		err = bfs_cache_remove_files(dir);
 		if (err == 0) {
@@ -281,14 +359,15 @@ static int valid_fp(const char *s)
 
 int bfs_cachecmd_main(int argc, char **argv)
 {
-	enum { O_FP = 256, O_DELETE };
+	enum { O_FP = 256, O_DELETE, O_SOURCE };
 	static const struct option lo[] = {
 		{ "fingerprint", required_argument, 0, O_FP },
 		{ "delete", no_argument, 0, O_DELETE },
+		{ "source", required_argument, 0, O_SOURCE },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
-	const char *sub = argc > 1 ? argv[1] : NULL, *usage, *fp = NULL;
+	const char *sub = argc > 1 ? argv[1] : NULL, *usage, *fp = NULL, *src = NULL;
 	char dir[PATH_MAX];
 	int c, del = 0;
 
@@ -324,6 +403,13 @@ int bfs_cachecmd_main(int argc, char **argv)
 			}
 			fp = optarg;
 			break;
+		case O_SOURCE:
+			if (usage == usage_verify) {
+				fputs(usage, stderr);
+				return 2;
+			}
+			src = optarg;
+			break;
 		case O_DELETE:
 			if (usage != usage_verify) {
 				fputs(usage, stderr);
@@ -350,9 +436,13 @@ int bfs_cachecmd_main(int argc, char **argv)
 			sub);
 		return 2;
 	}
+	if (src && fp && usage == usage_clear) {
+		fprintf(stderr, "batchfs cache clear: --fingerprint or --source, not both\n");
+		return 2;
+	}
 	if (usage == usage_stats)
-		return cmd_stats(dir, fp);
+		return cmd_stats(dir, fp, src);
 	if (usage == usage_verify)
 		return cmd_verify(dir, fp, del);
-	return cmd_clear(dir, fp);
+	return cmd_clear(dir, fp, src);
 }

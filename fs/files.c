@@ -693,6 +693,21 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_u64(&j, "bytes_pushed", io.bytes_pushed);
 	bfs_json_bool(&j, "passthrough", io.passthrough);
 	bfs_json_u64(&j, "passthrough_opens", io.passthrough_opens);
+	if (io.index_total) {
+		uint64_t used = io.indexes.from_store + io.indexes.from_sidecar + io.index_dali;
+
+		bfs_json_open(&j, "index", '{');
+		bfs_json_u64(&j, "shards", io.index_total);
+		bfs_json_u64(&j, "from_cache", io.indexes.from_store);
+		bfs_json_u64(&j, "from_sidecar", io.indexes.from_sidecar);
+		bfs_json_u64(&j, "from_dali", io.index_dali);
+		bfs_json_u64(&j, "scanned", io.index_total > used ? io.index_total - used : 0);
+		bfs_json_bool(&j, "sidecar", io.sidecar);
+		bfs_json_u64(&j, "sidecar_changed", io.indexes.sidecar_stale);
+		bfs_json_u64(&j, "sidecar_missing", io.indexes.sidecar_missing);
+		bfs_json_u64(&j, "sidecar_damaged", io.indexes.sidecar_bad);
+		bfs_json_close(&j, '}');
+	}
 	if (io.remote) {
 		static const char *cause[BFS_HTTP_RETRY_CAUSES] = {
 			"reset", "timeout", "server_error", "throttled", "short_body",

@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/source.h"
 #include "engine/storage/shardcache.h"
+#include "fs/indexes.h"
 #include "fs/history.h"
 #include "fs/namespace.h"
 
@@ -36,6 +37,11 @@ typedef struct {
 	bfs_http_stats net;        /* its requests so far */
 	bfs_shardcache_stats shards; /* what the shard cache did at mount */
 	const char *shard_cache;   /* its data folder */
+	/* where the shards' indexes came from when the mount began */
+	bfs_indexes_stats indexes; /* the store's and the sidecar's */
+	int sidecar;               /* a sidecar index was read and fit */
+	size_t index_dali;         /* shards indexed from DALI .idx files */
+	size_t index_total;        /* shards in all */
 } bfs_files_io;
 
 /* What the files are made of; everything must outlive the calls. */

@@ -1,6 +1,6 @@
 /*
  * main.c - the batchfs command line: mount, unmount, status, inspect,
- * mkshards, cache; and mount(8)'s helper when called as mount.batchfs or
+ * mkshards, index, cache; and mount(8)'s helper when called as mount.batchfs or
  * mount.fuse.batchfs (fs/mounthelper.c turns its arguments into a mount).
  */
 #include <ctype.h>
@@ -22,6 +22,7 @@
 #include "engine/storage/s3.h"
 #include "fs/mount.h"
 #include "fs/cachecmd.h"
+#include "fs/indexcmd.h"
 #include "fs/inspect.h"
 #include "fs/mkshards.h"
 #include "fs/mounthelper.h"
@@ -42,6 +43,8 @@ static const char usage_top[] =
 	"  metrics MOUNTPOINT           its counters for Prometheus\n"
 	"  inspect FILE.npy...          shape, dtype, min/max/mean, labels\n"
 	"  mkshards JPEG_DIR OUT_DIR    pack JPEG folders into TFRecord shards\n"
+	"  index SOURCE                 write the sidecar index beside the shards,\n"
+	"                               so that mounts need not scan them\n"
 	"  cache stats|verify|clear     the preprocessed-sample cache\n"
 	"  version, -V, --version       print the version\n"
 	"\n"
@@ -120,6 +123,9 @@ static const char usage_mount[] =
 	"                       refuse a gzip shard (.tfrecord.gz, .tar.gz)\n"
 	"                       that inflates to over N times its compressed\n"
 	"                       bytes: a gzip bomb (100; 0: no limit)\n"
+	"  --dali-index DIR     DALI's TFRecord index files (SHARD.idx or\n"
+	"                       STEM.idx, as tfrecord2idx writes them) are in\n"
+	"                       DIR too, not only beside the shards\n"
 	"  --epochs N           epoch-0000 .. epoch-(N-1) folders (1)\n"
 	"  --shuffle SEED       epoch e is a permutation of (SEED, e); without\n"
 	"                       it every epoch is in file order\n"
@@ -416,7 +422,8 @@ static int cmd_mount(int argc, char **argv)
 	       O_SHARD_CACHE,
 	       O_SHARD_CACHE_SIZE, O_S3_CONN, O_S3_TIMEOUT, O_S3_GIVEUP,
 	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE,
-	       O_RESIZE_FILTER, O_SHUFFLE_BLOCK, O_SPLIT, O_NODE_RANKS, O_RESUME };
+	       O_RESIZE_FILTER, O_SHUFFLE_BLOCK, O_SPLIT, O_NODE_RANKS, O_RESUME,
+	       O_DALI_INDEX };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -430,6 +437,7 @@ static int cmd_mount(int argc, char **argv)
 		{ "on-error", required_argument, 0, O_ONERR },
 		{ "max-pixels", required_argument, 0, O_MAXPIX },
 		{ "max-inflate-ratio", required_argument, 0, O_MAX_INFLATE },
+		{ "dali-index", required_argument, 0, O_DALI_INDEX },
 		{ "drop-remainder", no_argument, 0, O_DROP },
 		{ "log", required_argument, 0, O_LOG },
 		{ "allow-other", no_argument, 0, O_ALLOW },
@@ -764,6 +772,9 @@ static int cmd_mount(int argc, char **argv)
 			o.engine.max_pixels = v;
 			o.engine.max_pixels_auto = 0;
 			break;
+		case O_DALI_INDEX:
+			o.source.dali_dir = optarg;
+			break;
 		case O_MAX_INFLATE: {
 			unsigned r;
 
@@ -1013,6 +1024,8 @@ int main(int argc, char **argv)
 		return bfs_mkshards_main(argc - 1, argv + 1);
 	if (!strcmp(cmd, "cache"))
 		return bfs_cachecmd_main(argc - 1, argv + 1);
+	if (!strcmp(cmd, "index"))
+		return bfs_indexcmd_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return usage_error(NULL, "unknown option '%s'", cmd);
 	return usage_error(NULL, "unknown command '%s'", cmd);

@@ -44,6 +44,7 @@
 #include "fs/log.h"
 #include "fs/metrics.h"
 #include "fs/history.h"
+#include "fs/indexes.h"
 #include "fs/metricsd.h"
 #include "fs/passthrough.h"
 #include "fs/view.h"
@@ -63,6 +64,10 @@ struct mnt {
 	int notify_fd;            /* the start-up handshake; -1: foreground */
 	int show_progress;        /* someone sees the indexing progress */
 	double prog_t0, prog_last;/* when indexing began, when last shown */
+	bfs_indexes *indexes;     /* the store and sidecar in front of the scan */
+	bfs_indexes_stats ixs;    /* where the shard indexes came from */
+	int sidecar;              /* 1: a sidecar index was read and used */
+	char sidecar_note[BFS_ERRMSG_MAX + PATH_MAX]; /* why none was, or "" */
 	bfs_storage *storage;     /* a remote source; NULL for a local one */
 	bfs_shardcache_stats shards; /* what the shard cache did at mount */
 	char shard_root[PATH_MAX];/* its data folder: what is indexed */
@@ -309,16 +314,36 @@ static void hold_timer_stop(struct mnt *m)
 
 /* ---- putting the mount together -------------------------------------- */
 
-static int index_get(void *ctx, const char *dir, const char *shard,
-		     const bfs_shard_stamp *st, void **blob, size_t *len)
+/* The sidecar index beside a local source's shards, when there is one
+ * that fits this mount: *data (freed by the caller) and *sc.  Why there
+ * is none that fits goes to m->sidecar_note (nothing for no file). */
+static void open_sidecar(struct mnt *m, const char *dir, void **data,
+			 bfs_sidecar **sc)
 {
-	return bfs_cache_index_get(ctx, dir, shard, st, blob, len);
-}
+	char why[PATH_MAX + 256] = "", errmsg[BFS_ERRMSG_MAX] = "";
+	size_t len = 0;
+	int err;
 
-static int index_put(void *ctx, const char *dir, const char *shard,
-		     const bfs_shard_stamp *st, const void *blob, size_t len)
-{
-	return bfs_cache_index_put(ctx, dir, shard, st, blob, len);
+	*sc = NULL;
+	err = bfs_indexes_read_local(dir, data, &len, why, sizeof(why));
+	if (err) {
+		if (err != -ENOENT)
+			snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s", why);
+		return;
+	}
+	if ((err = bfs_sidecar_open(*data, len, sc, errmsg))) {
+		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s/%s is damaged "
+			 "or not one (%s): every shard is indexed without it",
+			 dir, BFS_SIDECAR_NAME, errmsg[0] ? errmsg : bfs_strerror(err));
+		return;
+	}
+	if (bfs_indexes_sidecar_mismatch(*sc, m->o->source.format,
+					 m->o->source.label_key, 0, why, sizeof(why))) {
+		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s/%s is not used: %s",
+			 dir, BFS_SIDECAR_NAME, why);
+		bfs_sidecar_close(*sc);
+		*sc = NULL;
+	}
 }
 
 /* The cache's lines for a person (a full cache, a stopped writer). */
@@ -375,6 +400,10 @@ static void on_view_io(void *ctx, bfs_view_io *io)
 	struct mnt *m = ctx;
 
 	bfs_ll_io(m->ll, io);
+	io->indexes = m->ixs;
+	io->sidecar = m->sidecar;
+	io->index_dali = bfs_source_nindex_dali(m->src);
+	io->index_total = bfs_source_nshards(m->src);
 	if (m->storage) {
 		io->remote = 1;
 		bfs_storage_stats(m->storage, &io->net);
@@ -586,11 +615,6 @@ static int serve(void *ctx, int notify_fd)
 	m.show_progress = notify_fd < 0 || isatty(STDERR_FILENO);
 	m.prog_t0 = now_s();
 	open_cache(&m, cache_why, sizeof(cache_why));
-	if (m.cache) {
-		so.index_get = index_get;
-		so.index_put = index_put;
-		so.index_ctx = m.cache;
-	}
 	so.progress = on_index_progress;
 	so.progress_ctx = &m;
 	if (bfs_storage_is_url(o->shard_dir)) {
@@ -600,7 +624,29 @@ static int serve(void *ctx, int notify_fd)
 		m.prog_t0 = now_s();
 		m.prog_shown = 0;
 	}
-	if ((err = bfs_source_open(&so, &m.src, errmsg))) {
+	{
+		/* the store, then the sidecar, in front of the scan */
+		bfs_indexes_opts xo = { .cache = m.cache };
+		bfs_sidecar *sc = NULL;
+		void *sc_data = NULL;
+
+		if (!m.storage)
+			open_sidecar(&m, so.dir, &sc_data, &sc);
+		xo.sidecar = sc;
+		if ((err = bfs_indexes_create(&xo, &m.indexes))) {
+			bfs_sidecar_close(sc);
+			free(sc_data);
+			snprintf(msg, sizeof(msg), "batchfs: out of memory");
+			goto fail;
+		}
+		bfs_indexes_wire(m.indexes, &so);
+		err = bfs_source_open(&so, &m.src, errmsg);
+		bfs_indexes_get_stats(m.indexes, &m.ixs);
+		m.sidecar = sc != NULL;
+		bfs_sidecar_close(sc); /* used only while indexing */
+		free(sc_data);
+	}
+	if (err) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
 		goto fail;
@@ -821,6 +867,34 @@ static int serve(void *ctx, int notify_fd)
 				 m.shards.bytes_fetched / 1e6, m.shards.seconds,
 				 (unsigned long long)m.shards.hits);
 		}
+		if (m.sidecar || m.sidecar_note[0] || bfs_source_nindex_dali(m.src)) {
+			size_t n = strlen(msg);
+
+			if (m.sidecar)
+				snprintf(msg + n, sizeof(msg) - n,
+					 "; sidecar index: %llu of %zu shards from it",
+					 (unsigned long long)m.ixs.from_sidecar,
+					 bfs_source_nshards(m.src));
+			else if (m.sidecar_note[0])
+				snprintf(msg + n, sizeof(msg) - n, "; no sidecar index (see the log)");
+			n = strlen(msg);
+			if (m.sidecar && m.ixs.from_store)
+				snprintf(msg + n, sizeof(msg) - n, ", %llu from the cache",
+					 (unsigned long long)m.ixs.from_store);
+			n = strlen(msg);
+			if (m.ixs.sidecar_stale + m.ixs.sidecar_bad + m.ixs.sidecar_missing)
+				snprintf(msg + n, sizeof(msg) - n,
+					 ", %llu changed since it was written, %llu not in it, "
+					 "%llu damaged: scanned",
+					 (unsigned long long)m.ixs.sidecar_stale,
+					 (unsigned long long)m.ixs.sidecar_missing,
+					 (unsigned long long)m.ixs.sidecar_bad);
+			n = strlen(msg);
+			if (bfs_source_nindex_dali(m.src))
+				snprintf(msg + n, sizeof(msg) - n,
+					 "; %zu shards indexed from DALI .idx files",
+					 bfs_source_nindex_dali(m.src));
+		}
 		if (o->hold) {
 			size_t n = strlen(msg);
 
@@ -831,6 +905,25 @@ static int serve(void *ctx, int notify_fd)
 	}
 	if (notify_fd >= 0)
 		bfs_log(BFS_LOG_INFO, "%s", msg + strlen("batchfs: "));
+	if (m.sidecar_note[0]) {
+		char esc[2 * sizeof(m.sidecar_note)];
+
+		bfs_log(BFS_LOG_WARN, "%s", bfs_log_escape(m.sidecar_note, esc, sizeof(esc)));
+	}
+	if (m.ixs.sidecar_bad) {
+		char esc[512];
+
+		bfs_log(BFS_LOG_WARN, "sidecar index: %llu entries are damaged (the first: "
+			"%s): those shards were scanned; run batchfs index again",
+			(unsigned long long)m.ixs.sidecar_bad,
+			bfs_log_escape(m.ixs.first_bad, esc, sizeof(esc)));
+	}
+	if (bfs_source_dali_note(m.src)) {
+		char esc[2 * BFS_ERRMSG_MAX];
+
+		bfs_log(BFS_LOG_WARN, "DALI index: %s",
+			bfs_log_escape(bfs_source_dali_note(m.src), esc, sizeof(esc)));
+	}
 	for (size_t i = 0; i < bfs_source_nscan_errors(m.src); i++) {
 		char a[256], b[512];
 
@@ -876,6 +969,7 @@ out:
 	bfs_ll_destroy(m.ll);
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
+	bfs_indexes_destroy(m.indexes);
 	bfs_storage_close(m.storage);
 	bfs_cache_store_close(&m.store);
 	bfs_cache_close(m.cache);
@@ -896,6 +990,7 @@ struct abs_paths {
 	char cache[PATH_MAX];
 	char slot_dir[PATH_MAX];
 	char metrics_file[PATH_MAX];
+	char dali_dir[PATH_MAX];
 	char shard_cache[PATH_MAX];
 };
 
@@ -938,6 +1033,11 @@ static int make_absolute(bfs_mount_opts *o, struct abs_paths *p)
 			goto too_long;
 		o->slot_dir = p->slot_dir;
 	}
+	if (o->source.dali_dir) {
+		if (bfs_host_absolute(o->source.dali_dir, p->dali_dir, sizeof(p->dali_dir)))
+			goto too_long;
+		o->source.dali_dir = p->dali_dir;
+	}
 	if (o->metrics_file) {
 		if (bfs_host_absolute(o->metrics_file, p->metrics_file,
 				      sizeof(p->metrics_file)))
@@ -952,13 +1052,14 @@ too_long:
 
 /* What a mount's paths and FUSE options may be, checked before the
  * daemon starts (0, or -1 with the message printed): the cache directory
- * (explicit or the default) new, empty or a batchfs cache's own; a log
- * path that is not a directory; a --slot-dir on a tmpfs; and no
+ * (explicit or the default) new, empty or a batchfs cache's own; a
+ * --dali-index that is a directory; a log path that is not a directory; a --slot-dir on a tmpfs; and no
  * subtype= in -o (a batchfs mount is always of type fuse.batchfs). */
 static int check_paths(const bfs_mount_opts *o)
 {
 	char why[PATH_MAX + 512], dir[PATH_MAX];
 	const char *opts = o->fuse_opts;
+	struct stat st;
 
 	if (!o->cache || strcmp(o->cache, "none") != 0) {
 		const char *c = o->cache;
@@ -969,6 +1070,14 @@ static int check_paths(const bfs_mount_opts *o)
 			fprintf(stderr, "batchfs: %s\n", why);
 			return -1;
 		}
+	}
+	if (o->source.dali_dir &&
+	    (stat(o->source.dali_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+		int e = stat(o->source.dali_dir, &st) != 0 ? errno : 0;
+
+		fprintf(stderr, "batchfs: --dali-index %s: %s\n", o->source.dali_dir,
+			e ? strerror(e) : "not a directory");
+		return -1;
 	}
 	if (o->log_path && bfs_host_check_log_path(o->log_path, why, sizeof(why))) {
 		fprintf(stderr, "batchfs: %s\n", why);

@@ -178,6 +178,15 @@ static void text_view(FILE *o, const char *mountpoint, const bfs_jr *ds,
 			num(remote, "bytes_on_disk") / 1e6,
 			esc(bfs_jr_str(bfs_jr_get(remote, "shard_cache"), "?"), a, sizeof(a)));
 	}
+	{
+		const bfs_jr *ix = bfs_jr_get(now, "index");
+
+		if (ix && ix->type == BFS_JR_OBJECT)
+			fprintf(o, "index        %.0f shards: %.0f from the cache, %.0f from the sidecar index%s, %.0f from DALI .idx files, %.0f scanned\n",
+				num(ix, "shards"), num(ix, "from_cache"), num(ix, "from_sidecar"),
+				bfs_jr_bool(bfs_jr_get(ix, "sidecar"), 0) ? "" : " (none)",
+				num(ix, "from_dali"), num(ix, "scanned"));
+	}
 	fprintf(o, "memory       %.0f of %.0f MiB (--mem): batches %.0f, decoder scratch %.0f, held files %.0f\n",
 		mib(num(now, "memory_bytes")), mib(num(now, "memory_budget")),
 		mib(num(mem, "batch_slots")), mib(num(mem, "decoder_scratch")),
@@ -291,6 +300,21 @@ static void json_view(bfs_json *j, const char *mountpoint, const bfs_jr *ds,
 				     num(remote, "fetch_mb_per_second"));
 			bfs_json_str(j, "shard_cache",
 				     bfs_jr_str(bfs_jr_get(remote, "shard_cache"), ""));
+			bfs_json_close(j, '}');
+		}
+	}
+	{
+		const bfs_jr *ix = bfs_jr_get(now, "index");
+
+		if (ix && ix->type == BFS_JR_OBJECT) {
+			static const char *f[] = { "shards", "from_cache", "from_sidecar",
+				"from_dali", "scanned", "sidecar_changed", "sidecar_missing",
+				"sidecar_damaged" };
+
+			bfs_json_open(j, "index", '{');
+			for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+				bfs_json_u64(j, f[i], (uint64_t)num(ix, f[i]));
+			bfs_json_bool(j, "sidecar", bfs_jr_bool(bfs_jr_get(ix, "sidecar"), 0));
 			bfs_json_close(j, '}');
 		}
 	}

@@ -2077,6 +2077,61 @@ static void test_cache_index_round_trips_and_misses_on_another_identity(void **s
 	remove_dir(dir);
 }
 
+/* One source's entries: its shard indexes (by path under the root) and,
+ * through their identities, its samples of every fingerprint; counted,
+ * then removed, and nothing of another source touched (not even one whose
+ * path starts with the same letters). */
+static void test_cache_source_counts_and_removes_one_sources_entries(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_source_info in;
+	bfs_cache_reader *r;
+	uint8_t idx[100];
+	void *blob;
+	size_t len;
+
+	make_dir(dir);
+	pattern(idx, sizeof(idx), 5);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a/x", 0, 4, SMALL, 2);
+	put_range(c, FP_B, "a/x", 0, 2, SMALL, 2);
+	put_range(c, FP_A, "b/y", 0, 3, SMALL, 3);
+	put_range(c, FP_A, "ab/z", 0, 1, SMALL, 1);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "a/x", ST(1000000, 1), idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC "/", "b/y", ST(1000000, 1), idx, sizeof(idx)), 0);
+	assert_int_equal(bfs_cache_index_put(c, SRC, "ab/z", ST(1000000, 1), idx, sizeof(idx)), 0);
+	bfs_cache_flush(c);
+
+	assert_int_equal(bfs_cache_source(c, SRC "/a", 0, &in), 0);
+	assert_int_equal(in.shards, 1);
+	assert_int_equal(in.samples, 6);
+	assert_true(in.sample_bytes >= 6 * SMALL);
+	assert_true(in.index_bytes >= sizeof(idx));
+	assert_int_equal(bfs_cache_source(c, SRC, 0, &in), 0);
+	assert_int_equal(in.shards, 3);
+	assert_int_equal(in.samples, 10);
+
+	assert_int_equal(bfs_cache_source(c, SRC "/a/", 1, &in), 0);
+	assert_int_equal(in.shards, 1);
+	assert_int_equal(in.samples, 6);
+	assert_int_equal(bfs_cache_source(c, SRC "/a", 0, &in), 0);
+	assert_int_equal(in.shards + in.samples, 0);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(get_check(r, FP_A, "a/x", 0, SMALL), -ENOENT);
+	assert_int_equal(get_check(r, FP_B, "a/x", 1, SMALL), -ENOENT);
+	assert_int_equal(get_check(r, FP_A, "b/y", 2, SMALL), 0);
+	assert_int_equal(get_check(r, FP_A, "ab/z", 0, SMALL), 0);
+	bfs_cache_reader_destroy(r);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "a/x", ST(1000000, 1), &blob, &len), -ENOENT);
+	assert_int_equal(bfs_cache_index_get(c, SRC, "ab/z", ST(1000000, 1), &blob, &len), 0);
+	free(blob);
+	assert_int_equal(bfs_cache_source(c, "", 0, &in), -EINVAL);
+	assert_int_equal(bfs_cache_source(c, "/", 0, &in), -EINVAL);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 /* The same shard indexed twice in one run of index puts (scanned again,
  * changed in between) meets its first index inside the writer's own
  * transaction: replaced, the old identity's samples dropped, and neither a
@@ -3219,6 +3274,7 @@ int main(void)
 		cmocka_unit_test(test_cache_a_key_offered_twice_in_one_commit_is_a_duplicate_not_damage),
 		cmocka_unit_test(test_cache_index_round_trips_and_misses_on_another_identity),
 		cmocka_unit_test(test_cache_index_of_a_changed_shard_drops_its_old_samples),
+		cmocka_unit_test(test_cache_source_counts_and_removes_one_sources_entries),
 		cmocka_unit_test(test_cache_a_shard_indexed_twice_in_one_run_is_replaced_not_damage),
 		cmocka_unit_test(test_cache_index_of_a_shard_with_its_mtime_set_back_drops_its_old_samples),
 		cmocka_unit_test(test_cache_index_put_makes_room_in_a_full_cache),

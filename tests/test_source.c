@@ -711,6 +711,160 @@ static void test_source_names_tfrecord_classes_from_the_synsets_of_the_records(v
 	bfs_source_close(s);
 }
 
+/* ---- DALI's .idx files ------------------------------------------------ */
+
+/* Write dir/idx as tfrecord2idx does for dir/shard ("OFFSET SIZE" per
+ * record); with swap, the sizes of the first two records exchanged (the
+ * records still tile the shard, but the offsets are wrong). */
+static void dali_put(const char *dir, const char *shard, const char *idx, int swap)
+{
+	char path[256], text[4096];
+	uint64_t off = 0, size = (uint64_t)file_size(dir, shard), sizes[64];
+	size_t n = 0, at = 0;
+	int fd;
+
+	path_of(path, sizeof(path), dir, shard);
+	fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	while (off < size) {
+		uint64_t len;
+
+		assert_int_equal(pread(fd, &len, 8, (off_t)off), 8);
+		assert_true(n < 64);
+		sizes[n++] = len + 16;
+		off += len + 16;
+	}
+	close(fd);
+	if (swap) {
+		uint64_t t = sizes[0];
+
+		sizes[0] = sizes[1];
+		sizes[1] = t;
+	}
+	off = 0;
+	for (size_t i = 0; i < n; i++) {
+		at += (size_t)snprintf(text + at, sizeof(text) - at, "%llu %llu\n",
+				       (unsigned long long)off, (unsigned long long)sizes[i]);
+		off += sizes[i];
+	}
+	file_put(dir, idx, text, at);
+}
+
+static void test_source_indexes_a_tfrecord_shard_from_dalis_idx_beside_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	struct store m = { .gets = 0 };
+	bfs_source_opts o = { .dir = dir, .index_get = store_get, .index_put = store_put,
+			      .index_ctx = &m };
+	bfs_source *s;
+
+	/* a -of- name, whose .idx would otherwise look like a shard by name */
+	put_named(dir, "train-00000-of-00002", "image/class/synset", la, na, 3);
+	put_named(dir, "train-00001-of-00002", "image/class/synset", la, na, 3);
+	dali_put(dir, "train-00000-of-00002", "train-00000-of-00002.idx", 0);
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nshards(s), 2); /* the .idx is no shard */
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_null(bfs_source_dali_note(s));
+	assert_int_equal(bfs_source_count(s), 6);
+	for (uint64_t i = 0; i < 6; i++)
+		assert_int_equal(label_of(s, i), (int64_t)(i % 3));
+	/* its index is not stored (DALI's file is read again next time); the
+	 * scanned shard's is */
+	assert_int_equal(m.puts, 1);
+	/* no class names: one shard's records were never read */
+	assert_int_equal(bfs_source_nclasses(s), 0);
+	assert_non_null(strstr(bfs_source_classes_note(s), "DALI's train-00000-of-00002.idx"));
+	bfs_source_close(s);
+	free(m.blob);
+}
+
+static void test_source_finds_dalis_idx_named_after_the_shards_stem(void **state)
+{
+	static const int64_t la[] = { 4, 5 };
+	static const char *const na[] = { "a", "b" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", NULL, la, na, 2);
+	dali_put(dir, "a.tfrecord", "a.idx", 0);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
+static void test_source_finds_dalis_idx_in_another_folder_first(void **state)
+{
+	static const int64_t la[] = { 4, 5 };
+	static const char *const na[] = { "a", "b" };
+	const char *dir = *state;
+	char shards[256], idx[256];
+	bfs_source_opts o = { 0 };
+	bfs_source *s;
+
+	subdir_put(dir, "shards");
+	subdir_put(dir, "idx");
+	put_named(dir, "shards/train-0.tfrecord", NULL, la, na, 2);
+	dali_put(dir, "shards/train-0.tfrecord", "idx/train-0.idx", 0);
+	file_put(dir, "shards/train-0.tfrecord.idx", "0 1\n", 4); /* beside: not asked */
+	path_of(shards, sizeof(shards), dir, "shards");
+	path_of(idx, sizeof(idx), dir, "idx");
+	o.dir = shards;
+	o.dali_dir = idx;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	assert_null(bfs_source_dali_note(s));
+	assert_int_equal(label_of(s, 0), 4);
+	assert_int_equal(label_of(s, 1), 5);
+	bfs_source_close(s);
+}
+
+static void test_source_scans_a_shard_whose_dali_idx_does_not_describe_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	file_put(dir, "a.tfrecord.idx", "0 116\n", 6);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 0);
+	assert_non_null(bfs_source_dali_note(s));
+	assert_non_null(strstr(bfs_source_dali_note(s), "a.tfrecord.idx does not describe a.tfrecord"));
+	assert_non_null(strstr(bfs_source_dali_note(s), "was scanned"));
+	assert_int_equal(bfs_source_count(s), 3);
+	assert_int_equal(bfs_source_nclasses(s), 3); /* scanned: named */
+	assert_int_equal(label_of(s, 2), 2);
+	bfs_source_close(s);
+}
+
+/* An index whose records tile the shard but start at the wrong places:
+ * each wrong record fails its payload CRC, naming the .idx, and never
+ * gives other bytes. */
+static void test_source_read_through_a_wrong_dali_idx_fails_naming_it(void **state)
+{
+	static const int64_t la[] = { 0, 1, 2 };
+	static const char *const na[] = { "n0", "n1", "n2" };
+	const char *dir = *state;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_source *s;
+
+	put_named(dir, "a.tfrecord", "image/class/synset", la, na, 3);
+	dali_put(dir, "a.tfrecord", "a.tfrecord.idx", 1);
+	s = open_dir(dir, BFS_FORMAT_AUTO);
+	assert_int_equal(bfs_source_nindex_dali(s), 1);
+	for (uint64_t i = 0; i < 2; i++) {
+		assert_int_equal(read_error(s, i, msg), BFS_E_CRC);
+		assert_non_null(strstr(msg, "came from DALI's a.tfrecord.idx"));
+	}
+	assert_int_equal(label_of(s, 2), 2); /* the third record is where it says */
+	bfs_source_close(s);
+}
+
 static void test_source_names_tfrecord_classes_from_text_labels_without_synsets(void **state)
 {
 	static const int64_t l[] = { 1, 0 };
@@ -2246,28 +2400,15 @@ static void test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index(
 	istore_free(&m);
 }
 
-static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void **state)
+static void test_source_keeps_folder_indexes_out_of_the_index_store(void **state)
 {
 	const char *dir = *state;
 	struct istore m = { .nent = 0 };
-	tar_buf t = { 0 };
-	char path[128];
 	bfs_source_opts o;
 	bfs_source *s;
 
-	subdir_put(dir, "tar");
-	tar_member(&t, "k.jpg", "img", 3);
-	tar_text(&t, "k.cls", "1");
-	tar_put(&t, dir, "tar/a.tar");
-	subdir_put(dir, "folder");
-	jpeg_put(dir, "folder/a.jpg", 1, NULL, NULL);
-	path_of(path, sizeof(path), dir, "tar");
-	o = istore_opts(path, &m);
-	s = open_source(&o);
-	assert_int_equal(bfs_source_format(s), BFS_FORMAT_TAR);
-	bfs_source_close(s);
-	path_of(path, sizeof(path), dir, "folder");
-	o = istore_opts(path, &m);
+	jpeg_put(dir, "a.jpg", 1, NULL, NULL);
+	o = istore_opts(dir, &m);
 	s = open_source(&o);
 	assert_int_equal(bfs_source_format(s), BFS_FORMAT_FOLDER);
 	bfs_source_close(s);
@@ -2275,6 +2416,102 @@ static void test_source_keeps_tar_and_folder_indexes_out_of_the_index_store(void
 	assert_int_equal(m.puts, 0);
 }
 
+/* Every sample of a tar source: member name, label (or error code and
+ * message), bytes; the scan errors. */
+static void tar_source_equal(bfs_source *a, bfs_source *b)
+{
+	assert_int_equal(bfs_source_count(a), bfs_source_count(b));
+	assert_int_equal(bfs_source_nscan_errors(a), bfs_source_nscan_errors(b));
+	for (size_t i = 0; i < bfs_source_nscan_errors(a); i++)
+		assert_string_equal(bfs_source_scan_error(a, i), bfs_source_scan_error(b, i));
+	for (uint64_t i = 0; i < bfs_source_count(a); i++) {
+		char ma[BFS_ERRMSG_MAX] = "", mb[BFS_ERRMSG_MAX] = "";
+		bfs_buf ba = { 0 }, bb = { 0 };
+		const uint8_t *ja, *jb;
+		size_t la, lb;
+		int64_t xa = 0, xb = 0;
+		int ea = bfs_source_read(a, i, &ba, &ja, &la, &xa, ma);
+		int eb = bfs_source_read(b, i, &bb, &jb, &lb, &xb, mb);
+
+		assert_string_equal(bfs_source_member_name(a, i), bfs_source_member_name(b, i));
+		assert_int_equal(ea, eb);
+		if (ea) {
+			assert_string_equal(ma, mb);
+		} else {
+			assert_int_equal(xa, xb);
+			assert_int_equal(la, lb);
+			assert_memory_equal(ja, jb, la);
+		}
+		bfs_buf_free(&ba);
+		bfs_buf_free(&bb);
+	}
+}
+
+/* A tar shard's index is stored too (the tar scan reads one header per
+ * member: a remote shard's every block), and a remount from it replays
+ * the scan: names, labels, members that fail, a shard cut short. */
+static void test_source_keeps_tar_indexes_in_the_store_and_replays_them(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *scanned, *stored;
+
+	tar_member(&t, "k0.jpg", "img0", 4);
+	tar_text(&t, "k0.cls", "3");
+	tar_member(&t, "k1.jpg", "img1!", 5);      /* no label: fails when read */
+	tar_member(&t, "k2.png", "img2", 4);
+	tar_text(&t, "k2.cls", "x");               /* a label that is no number */
+	tar_put(&t, dir, "a.tar");
+	tar_member(&t, "j.jpg", "imgj", 4);
+	tar_text(&t, "j.cls", "7");
+	tar_member(&t, "l.jpg", "a longer image than the shard holds", 36);
+	tar_put(&t, dir, "b.tar");
+	file_truncate(dir, "b.tar", 512 * 4 + 10); /* cut inside l.jpg */
+	scanned = open_source(&o);
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(bfs_source_nindex_hits(scanned), 0);
+	assert_true(bfs_source_nscan_errors(scanned) > 0);
+	stored = open_source(&o);
+	assert_int_equal(m.puts, 2);
+	assert_int_equal(bfs_source_nindex_hits(stored), 2);
+	tar_source_equal(scanned, stored);
+	bfs_source_close(stored);
+	/* labels from a .json key instead: the stored index does not fit */
+	o.label_key = "label";
+	stored = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(stored), 0);
+	bfs_source_close(stored);
+	bfs_source_close(scanned);
+	istore_free(&m);
+}
+
+static void spoil_tar_count(void **blob, size_t *len)
+{
+	((uint8_t *)*blob)[16]++; /* the entry count */
+}
+
+static void test_source_scans_a_tar_shard_whose_stored_index_does_not_hold(void **state)
+{
+	const char *dir = *state;
+	struct istore m = { .nent = 0 };
+	tar_buf t = { 0 };
+	bfs_source_opts o = istore_opts(dir, &m);
+	bfs_source *s;
+
+	tar_member(&t, "k0.jpg", "img0", 4);
+	tar_text(&t, "k0.cls", "3");
+	tar_put(&t, dir, "a.tar");
+	bfs_source_close(open_source(&o));
+	m.spoil = spoil_tar_count;
+	s = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(s), 0);
+	assert_int_equal(bfs_source_count(s), 1);
+	assert_int_equal(label_of(s, 0), 3);
+	bfs_source_close(s);
+	istore_free(&m);
+}
 
 /* ---- gzip shards ----------------------------------------------------- */
 
@@ -2876,6 +3113,11 @@ int main(void)
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
 		cmocka_unit_test_setup_teardown(test_source_indexes_a_directory_of_tfrecord_shards, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_the_synsets_of_the_records, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_indexes_a_tfrecord_shard_from_dalis_idx_beside_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_finds_dalis_idx_named_after_the_shards_stem, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_finds_dalis_idx_in_another_folder_first, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_scans_a_shard_whose_dali_idx_does_not_describe_it, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_read_through_a_wrong_dali_idx_fails_naming_it, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_tfrecord_classes_from_text_labels_without_synsets, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_gives_no_classes_it_cannot_trust_and_says_why, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_no_classes_with_label_key_none_or_for_unlabeled_records, tmp_dir_setup, tmp_dir_teardown),
@@ -2935,7 +3177,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_takes_a_stored_index_instead_of_scanning, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_rescans_a_shard_whose_stored_index_is_damaged, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_the_scan_error_of_a_cut_shard_in_its_stored_index, tmp_dir_setup, tmp_dir_teardown),
-		cmocka_unit_test_setup_teardown(test_source_keeps_tar_and_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_folder_indexes_out_of_the_index_store, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_keeps_tar_indexes_in_the_store_and_replays_them, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_scans_a_tar_shard_whose_stored_index_does_not_hold, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_finds_gzip_shards_by_name_and_by_content, tmp_dir_setup, tmp_dir_teardown),

@@ -29,7 +29,7 @@ _batchfs()
 	done
 
 	if [[ -z $cmd ]]; then
-		_batchfs_set -W "mount unmount status metrics inspect mkshards cache version --help --version -V" -- "$cur"
+		_batchfs_set -W "mount unmount status metrics inspect mkshards index cache version --help --version -V" -- "$cur"
 		return
 	fi
 
@@ -46,7 +46,7 @@ _batchfs()
 		--augment) _batchfs_set -W "flip crop flip,crop none" -- "$cur"; return ;;
 		--threads|--prefetch) _batchfs_set -W "auto" -- "$cur"; return ;;
 		--cache) _batchfs_set -d -W "none" -- "$cur"; return ;;
-		--slot-dir|--shard-cache) _batchfs_set -d -- "$cur"; return ;;
+		--slot-dir|--shard-cache|--dali-index) _batchfs_set -d -- "$cur"; return ;;
 		--s3-addressing) _batchfs_set -W "auto path virtual" -- "$cur"; return ;;
 		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
 		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--node-ranks|--resume|--crop-from|--mean|--std|--metrics-interval|--history-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
@@ -56,7 +56,7 @@ _batchfs()
 			COMPREPLY=($(compgen -W "--batch --size --dtype --resize --crop-from
 				--augment --layout --mean --std --label-offset --threads
 				--prefetch --mem --cache --cache-size --format --image-key
-				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle
+				--label-key --on-error --max-pixels --max-inflate-ratio --dali-index --epochs --shuffle
 				--shuffle-block --rank --world --split --node-ranks --resume
 				--drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push --metrics-file --metrics-interval
@@ -112,6 +112,17 @@ _batchfs()
 			_batchfs_set -d -- "$cur"
 		fi
 		;;
+	index)
+		case $prev in
+		--format) _batchfs_set -W "auto tfrecord tar" -- "$cur"; return ;;
+		--label-key|--max-inflate-ratio) return ;;
+		esac
+		if [[ $cur == -* ]]; then
+			_batchfs_set -W "--format --label-key --max-inflate-ratio --quiet --help" -- "$cur"
+		else
+			_batchfs_set -d -- "$cur"
+		fi
+		;;
 	cache)
 		local sub=
 		for ((i++; i < COMP_CWORD; i++)); do
@@ -121,8 +132,10 @@ _batchfs()
 			_batchfs_set -W "stats verify clear --help" -- "$cur"
 		elif [[ $prev == --fingerprint ]]; then
 			return
+		elif [[ $prev == --source ]]; then
+			_batchfs_set -d -- "$cur"
 		elif [[ $cur == -* ]]; then
-			_batchfs_set -W "--fingerprint --delete --help" -- "$cur"
+			_batchfs_set -W "--fingerprint --source --delete --help" -- "$cur"
 		else
 			_batchfs_set -d -- "$cur"
 		fi

@@ -17,7 +17,7 @@
 FUZZ_CC      ?= clang
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= tfrecord example npy decode namespace tar image gzindex
+FUZZ_TARGETS ?= tfrecord example npy decode namespace tar image gzindex sidecar
 FUZZ_DEPS    := clang libclang-rt-dev valgrind
 FUZZ_CFLAGS  := -g -O1 -std=gnu11 -I. -D_FILE_OFFSET_BITS=64 -D_GNU_SOURCE \
                 -fsanitize=fuzzer,address,undefined \
@@ -35,6 +35,8 @@ FUZZ_SRC_tar       := engine/formats/tar.c engine/base/error.c engine/formats/fi
 FUZZ_SRC_image     := engine/pixels/image.c engine/pixels/png.c engine/pixels/webp.c engine/pixels/decode.c \
                       engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c
 FUZZ_SRC_gzindex   := engine/formats/gzindex.c engine/base/error.c
+FUZZ_SRC_sidecar   := $(wildcard engine/source*.c engine/formats/*.c) engine/base/crc32c.c \
+                      engine/base/error.c
 FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg libjpeg 2>/dev/null || echo -lturbojpeg -ljpeg)
 FUZZ_LIBS_decode   += -pthread
 FUZZ_LIBS_tfrecord := -pthread
@@ -42,13 +44,14 @@ FUZZ_LIBS_tar      := -pthread
 FUZZ_LIBS_npy      := -lm
 FUZZ_LIBS_image    := $(shell pkg-config --libs libturbojpeg libjpeg spng libwebp zlib 2>/dev/null || echo -lturbojpeg -ljpeg -lspng -lwebp -lz) -pthread
 FUZZ_LIBS_gzindex  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
+FUZZ_LIBS_sidecar  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz) -pthread
 
 define FUZZ_TARGET_RULE
 $(FUZZ_BUILD)/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/fuzz.h $(FUZZ_SRC_$(1))
 	@mkdir -p $$(dir $$@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $$@ tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1)) $(FUZZ_LIBS_$(1))
 endef
-$(foreach t,tfrecord example npy decode namespace tar image gzindex,$(eval $(call FUZZ_TARGET_RULE,$(t))))
+$(foreach t,tfrecord example npy decode namespace tar image gzindex sidecar,$(eval $(call FUZZ_TARGET_RULE,$(t))))
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 
@@ -65,7 +68,7 @@ fuzz-deps:
 	fi
 
 # The corpus replay: the same targets, entry points renamed, $(CC) + SAN.
-FUZZ_REPLAY_OBJ := $(patsubst %,$(BUILD)/fuzz-replay/fuzz_%.o,tfrecord example npy decode namespace tar image gzindex)
+FUZZ_REPLAY_OBJ := $(patsubst %,$(BUILD)/fuzz-replay/fuzz_%.o,tfrecord example npy decode namespace tar image gzindex sidecar)
 
 $(BUILD)/fuzz-replay/fuzz_%.o: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h
 	@mkdir -p $(dir $@)

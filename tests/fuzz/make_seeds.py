@@ -236,3 +236,52 @@ put("gzindex", "cut", b"\x00" + gz(recs)[:300])
 put("gzindex", "trailing", b"\x00" + gz(recs) + b"junk")
 put("gzindex", "not-gzip", b"\x00" + small[:200])
 put("gzindex", "index-header", b"\x01BFSGZX01" + bytes(24))
+
+# ---- sidecar: byte 0 even: a sidecar file; odd: a stored shard index -------
+import binascii  # noqa: E402
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def sidecar(entries, fmt=1, label_key=b""):
+    """A sidecar file (docs/SIDECAR_INDEX.md) of (name, kind, etag, blob,
+    deflate) entries, sorted by name as a writer sorts them."""
+    strs = b""
+    if label_key:
+        strs += struct.pack("<HH", 1, len(label_key)) + label_key
+    dirs, data = b"", b""
+    for name, kind, etag, blob, deflate in sorted(entries):
+        stored = zlib.compress(blob) if deflate else blob
+        dirs += struct.pack("<QqQqQQIIHBBB3x", 1000, 5 if kind == 2 else 0, 7 if kind == 2 else 0,
+                            9 if kind == 2 else 0, len(data), len(stored), len(blob),
+                            crc32c(stored), len(name), kind, len(etag), 1 if deflate else 0)
+        dirs += name + etag
+        data += stored
+    head = b"BFSSIDEC" + struct.pack("<IIIIIIQQq", 1, 64, 0, fmt, len(entries), len(strs),
+                                     len(dirs), len(data), 42)
+    head += struct.pack("<I", crc32c(strs + dirs))
+    head += struct.pack("<I", crc32c(head))
+    return head + strs + dirs + data
+
+
+idx = b"BFSIDX03" + struct.pack("<QII", 2, 0, 0) + struct.pack("<QII", 12, 30, 0) * 2
+put("sidecar", "two-entries", b"\x00" + sidecar([(b"a.tfrecord", 1, b'"e1"', idx, 0),
+                                                 (b"b/c.tfrecord", 2, b"", idx * 3, 1)],
+                                                1, b"image/class/label"))
+put("sidecar", "empty", b"\x00" + sidecar([], 2, b"none"))
+put("sidecar", "bad-crc", b"\x00" + sidecar([(b"a", 1, b'"e"', b"x", 0)])[:-1] + b"y")
+# odd: bits 1-2 the shard kind, bit 3 replace the index (else edit it)
+for k in range(4):
+    put("sidecar", f"index-{k}", bytes([1 | k << 1]))
+    put("sidecar", f"index-{k}-edited", bytes([1 | k << 1]) + struct.pack("<HB", 8, 1) +
+        struct.pack("<HB", 24, 0x40) + struct.pack("<HB", 40, 0xff))
+put("sidecar", "index-replaced", b"\x09" + idx)
+put("sidecar", "tar-replaced", b"\x0d" + b"BFSTAR01" + struct.pack("<IIQ", 0, 8, 1) + b"cls,txt:" +
+    struct.pack("<QQqiIII", 512, 6, 1, 0, 5, 0, 0) + b"a.jpg")

@@ -31,6 +31,7 @@ int fuzz_namespace_one(const uint8_t *data, size_t size);
 int fuzz_tar_one(const uint8_t *data, size_t size);
 int fuzz_image_one(const uint8_t *data, size_t size);
 int fuzz_gzindex_one(const uint8_t *data, size_t size);
+int fuzz_sidecar_one(const uint8_t *data, size_t size);
 
 typedef int (*target_fn)(const uint8_t *, size_t);
 
@@ -112,6 +113,11 @@ static void test_gzindex_corpus_replays_cleanly(void **state)
 	assert_true(replay("gzindex", fuzz_gzindex_one) > 0);
 }
 
+static void test_sidecar_corpus_replays_cleanly(void **state)
+{
+	assert_true(replay("sidecar", fuzz_sidecar_one) > 0);
+}
+
 static uint8_t *slurp(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
@@ -189,6 +195,7 @@ int main(void)
 		cmocka_unit_test(test_tar_corpus_replays_cleanly),
 		cmocka_unit_test(test_image_corpus_replays_cleanly),
 		cmocka_unit_test(test_gzindex_corpus_replays_cleanly),
+		cmocka_unit_test(test_sidecar_corpus_replays_cleanly),
 		cmocka_unit_test(test_decoder_result_does_not_depend_on_the_previous_image),
 	};
 

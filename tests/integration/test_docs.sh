@@ -19,6 +19,8 @@ def anchors(path):
             fence = not fence
         elif not fence and line.startswith("#"):
             out.add(slug(line.lstrip("#")))
+        if not fence:  # explicit anchors: <a id="name"></a>
+            out.update(re.findall(r'<a id="([^"]+)"', line))
     return out
 bad, n = [], 0
 for f in sys.argv[1:]:
