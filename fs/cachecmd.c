@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "fs/optparse.h"
 
 static const char usage_top[] =
 	"usage: batchfs cache COMMAND [DIR] [options]\n"
@@ -393,7 +394,8 @@ int bfs_cachecmd_main(int argc, char **argv)
 	argc--;
 	argv++;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
 		switch (c) {
 		case O_FP:
 			if (!valid_fp(optarg)) {
@@ -420,9 +422,16 @@ int bfs_cachecmd_main(int argc, char **argv)
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
-		default:
+		default: {
+			char hint[96];
+
+			fprintf(stderr, "batchfs cache %s: %s '%s'%s\n\n", sub,
+				c == ':' ? "a value is needed after" : "unknown option",
+				argv[optind - 1], c == ':' ? ""
+				: bfs_opt_hint(argv[optind - 1], lo, hint, sizeof(hint)));
 			fputs(usage, stderr);
 			return 2;
+		}
 		}
 	}
 	if (argc - optind > 1) {

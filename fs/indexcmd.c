@@ -176,9 +176,13 @@ static int parse(int argc, char **argv, struct opts *o)
 			fprintf(stderr, "batchfs index: %s needs a value\n\n%s",
 				argv[optind - 1], usage);
 			return 2;
-		default:
-			fprintf(stderr, "batchfs index: unknown option '%s'\n\n%s",
-				argv[optind - 1], usage);
+		default: {
+			char hint[96];
+
+			fprintf(stderr, "batchfs index: unknown option '%s'%s\n\n%s",
+				argv[optind - 1],
+				bfs_opt_hint(argv[optind - 1], lo, hint, sizeof(hint)), usage);
+		}
 			return 2;
 		}
 	}

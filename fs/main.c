@@ -232,92 +232,21 @@ static int usage_error(const char *cmd, const char *fmt, ...)
 	return 2;
 }
 
-/* Levenshtein distance of a and b (each at most 63 bytes; longer: far). */
-static size_t edit_distance(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b), row[64];
-
-	if (la >= 64 || lb >= 64)
-		return (size_t)-1;
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		size_t diag = row[0];
-
-		row[0] = i;
-		for (size_t j = 1; j <= lb; j++) {
-			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-
-			if (up + 1 < best)
-				best = up + 1;
-			if (row[j - 1] + 1 < best)
-				best = row[j - 1] + 1;
-			diag = up;
-			row[j] = best;
-		}
-	}
-	return row[lb];
-}
-
-/* The real long option nearest to the unknown word w ("--batch-size",
- * "--batch_size=8"), as git suggests one, or NULL: the option the word
- * says in other spelling ('_' for '-', capitals), else the longest option
- * the word begins with (--batch-size, --batchsize: --batch), else the one
- * a few edits away (--suffle: --shuffle). */
-static const char *nearest_option(const char *w, const struct option *lo)
-{
-	char word[64];
-	const char *best = NULL;
-	size_t n, bestd = (size_t)-1, bestlen = 0;
-
-	if (strncmp(w, "--", 2) != 0 || !lo)
-		return NULL;
-	w += 2;
-	n = strcspn(w, "=");
-	if (n == 0 || n >= sizeof(word))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		word[i] = w[i] == '_' ? '-' : (char)tolower((unsigned char)w[i]);
-	word[n] = '\0';
-	for (const struct option *o = lo; o->name; o++)
-		if (!strcmp(word, o->name))
-			return o->name;
-	for (const struct option *o = lo; o->name; o++) {
-		size_t l = strlen(o->name);
-
-		if (l >= 3 && l > bestlen && !strncmp(word, o->name, l)) {
-			best = o->name;
-			bestlen = l;
-		}
-	}
-	if (best)
-		return best;
-	for (const struct option *o = lo; o->name; o++) {
-		size_t d = edit_distance(word, o->name);
-
-		if (d < bestd && d < n && d <= 1 + n / 4) {
-			best = o->name;
-			bestd = d;
-		}
-	}
-	return best;
-}
 
 /* getopt_long's '?' (unknown) or ':' (missing value), with opterr 0; an
  * unknown long option suggests the nearest of lo. */
 static int bad_option(const char *cmd, int c, char **argv,
 		      const struct option *lo)
 {
-	const char *arg = argv[optind - 1], *near;
+	const char *arg = argv[optind - 1];
+	char hint[96];
 
 	if (c == ':')
 		return usage_error(cmd, "%s needs a value", arg);
 	if (optopt && optopt < 256 && arg[0] == '-' && arg[1] != '-')
 		return usage_error(cmd, "unknown option '-%c'", optopt);
-	if ((near = nearest_option(arg, lo)))
-		return usage_error(cmd, "unknown option '%s' (did you mean --%s?)",
-				   arg, near);
-	return usage_error(cmd, "unknown option '%s'", arg);
+	return usage_error(cmd, "unknown option '%s'%s", arg,
+			   bfs_opt_hint(arg, lo, hint, sizeof(hint)));
 }
 
 /* Was long option o just read from an abbreviation (getopt_long takes

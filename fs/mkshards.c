@@ -15,6 +15,7 @@
 #include "engine/formats/example.h"
 #include "engine/formats/tfrecord.h"
 #include "engine/storage/storage.h"
+#include "fs/optparse.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -691,7 +692,15 @@ static int parse_args(int argc, char **argv, opts *o)
 		}
 		if (a[0] == '-' && a[1] != '\0') {
 unknown:
-			errf("unknown option '%s' (try --help)", a);
+			static const char *const names[] = { "per-shard", "prefix",
+							     "force", "quiet", "help",
+							     NULL };
+			const char *near = bfs_opt_nearest(a, names);
+
+			if (near)
+				errf("unknown option '%s' (did you mean --%s?)", a, near);
+			else
+				errf("unknown option '%s' (try --help)", a);
 			return 2;
 		}
 		if (npos == 2) {

@@ -4,7 +4,9 @@
  */
 #include "fs/optparse.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -265,4 +267,87 @@ int bfs_opt_resume_format(const bfs_layout_resume *r, char *buf, size_t cap)
 		n += (size_t)k;
 	}
 	return (int)n;
+}
+
+/* Levenshtein distance of a and b (each at most 63 bytes; longer: far). */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[64];
+
+	if (la >= 64 || lb >= 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[lb];
+}
+
+const char *bfs_opt_nearest(const char *w, const char *const *names)
+{
+	char word[64];
+	const char *best = NULL;
+	size_t n, bestd = (size_t)-1, bestlen = 0;
+
+	if (strncmp(w, "--", 2) != 0 || !names)
+		return NULL;
+	w += 2;
+	n = strcspn(w, "=");
+	if (n == 0 || n >= sizeof(word))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		word[i] = w[i] == '_' ? '-' : (char)tolower((unsigned char)w[i]);
+	word[n] = '\0';
+	for (const char *const *o = names; *o; o++)
+		if (!strcmp(word, *o))
+			return *o;
+	for (const char *const *o = names; *o; o++) {
+		size_t l = strlen(*o);
+
+		if (l >= 3 && l > bestlen && !strncmp(word, *o, l)) {
+			best = *o;
+			bestlen = l;
+		}
+	}
+	if (best)
+		return best;
+	for (const char *const *o = names; *o; o++) {
+		size_t d = edit_distance(word, *o);
+
+		if (d < bestd && d < n && d <= 1 + n / 4) {
+			best = *o;
+			bestd = d;
+		}
+	}
+	return best;
+}
+
+const char *bfs_opt_hint(const char *w, const struct option *lo, char *buf,
+			 size_t cap)
+{
+	const char *names[256], *near;
+	size_t n = 0;
+
+	for (; lo && lo->name && n + 1 < sizeof(names) / sizeof(*names); lo++)
+		names[n++] = lo->name;
+	names[n] = NULL;
+	near = bfs_opt_nearest(w, names);
+	if (cap)
+		buf[0] = '\0';
+	if (near && cap)
+		snprintf(buf, cap, " (did you mean --%s?)", near);
+	return buf;
 }

@@ -57,4 +57,19 @@ int bfs_opt_resume(const char *s, bfs_layout_resume *out);
  * its length, or -ENOSPC when cap is short. */
 int bfs_opt_resume_format(const bfs_layout_resume *r, char *buf, size_t cap);
 
+/* The real long option nearest to the unknown word w ("--batch-size",
+ * "--batch_size=8"), as git suggests one, or NULL: the option the word
+ * says in other spelling ('_' for '-', capitals), else the longest option
+ * the word begins with (--batch-size, --batchsize: --batch), else the one
+ * a few edits away (--suffle: --shuffle).  names: the options without
+ * their "--", NULL-terminated.  The answer points into names.  Pure. */
+const char *bfs_opt_nearest(const char *w, const char *const *names);
+
+/* " (did you mean --NAME?)" for the unknown word w, with NAME the nearest
+ * of getopt_long's table lo (bfs_opt_nearest), or "" when none is near,
+ * into buf (cap bytes): for a subcommand's "unknown option" message. */
+struct option;
+const char *bfs_opt_hint(const char *w, const struct option *lo, char *buf,
+			 size_t cap);
+
 #endif

@@ -22,6 +22,7 @@
 #include "fs/history.h"
 #include "fs/json.h"
 #include "fs/log.h"
+#include "fs/optparse.h"
 #include "fs/plot.h"
 
 #define LAST_ERRORS 5   /* errors shown: the last ones stats.json lists */
@@ -639,9 +640,13 @@ int bfs_status_main(int argc, char **argv)
 			fprintf(stderr, "batchfs status: %s needs a value; see 'batchfs status --help'\n",
 				argv[optind - 1]);
 			return 2;
-		default:
-			fprintf(stderr, "batchfs status: unknown option '%s'; see 'batchfs status --help'\n",
-				argv[optind - 1]);
+		default: {
+			char hint[96];
+
+			fprintf(stderr, "batchfs status: unknown option '%s'%s; see 'batchfs status --help'\n",
+				argv[optind - 1],
+				bfs_opt_hint(argv[optind - 1], lo, hint, sizeof(hint)));
+		}
 			return 2;
 		}
 	}

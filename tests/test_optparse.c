@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <getopt.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -204,6 +205,30 @@ static void test_resume_refuses_malformed_values_and_too_many_runs(void **state)
 	assert_int_equal(r.epoch, 77); /* untouched */
 }
 
+static void test_nearest_names_the_option_a_word_misspells(void **state)
+{
+	static const char *const names[] = { "batch", "shuffle", "per-shard",
+					     "quiet", NULL };
+	char hint[96];
+
+	(void)state;
+	assert_string_equal(bfs_opt_nearest("--batch-size", names), "batch");
+	assert_string_equal(bfs_opt_nearest("--per_shard=3", names), "per-shard");
+	assert_string_equal(bfs_opt_nearest("--suffle", names), "shuffle");
+	assert_string_equal(bfs_opt_nearest("--QUIET", names), "quiet");
+	assert_null(bfs_opt_nearest("--zzzz", names));
+	assert_null(bfs_opt_nearest("-q", names));
+	assert_null(bfs_opt_nearest("--batch", NULL));
+	{
+		static const struct option lo[] = { { "json", no_argument, NULL, 'j' },
+						    { NULL, 0, NULL, 0 } };
+
+		assert_string_equal(bfs_opt_hint("--jsn", lo, hint, sizeof(hint)),
+				    " (did you mean --json?)");
+		assert_string_equal(bfs_opt_hint("--zzzz", lo, hint, sizeof(hint)), "");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_doubles_are_finite_and_exactly_n),
 		cmocka_unit_test(test_resume_reads_an_epoch_and_its_runs_and_prints_them_back),
 		cmocka_unit_test(test_resume_refuses_malformed_values_and_too_many_runs),
+		cmocka_unit_test(test_nearest_names_the_option_a_word_misspells),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

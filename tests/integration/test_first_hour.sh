@@ -204,6 +204,12 @@ out=$("$BATCHFS" mount --zzzz "$D/good" "$D/never" 2>&1)
 check "an option near none: no suggestion" bash -c 'printf "%s" "$1" | grep -q "unknown option .--zzzz.;" && ! printf "%s" "$1" | grep -q "did you mean"' _ "$out"
 out=$("$BATCHFS" unmount --lazzy "$D/never" 2>&1)
 check "unmount --lazzy: did you mean --lazy?" bash -c 'printf "%s" "$1" | grep -qF "(did you mean --lazy?)"' _ "$out"
+for w in "mkshards:--per_shard:per-shard" "status:--jsn:json" "cache stats:--fingerprnt:fingerprint" "index:--quite:quiet"; do
+	IFS=: read -r cmd word near <<<"$w"
+	out=$("$BATCHFS" $cmd "$word" "$D/never" 2>&1)
+	check "batchfs $cmd $word: did you mean --$near?" \
+		bash -c 'printf "%s" "$1" | grep -qF "unknown option '"'"'$2'"'"' (did you mean --$3?)"' _ "$out" "$word" "$near"
+done
 
 mkdir -p "$D/flat"
 cp "$D/good"/class_000/img_0000[0-5].jpg "$D/flat/"
