@@ -84,6 +84,28 @@ typedef struct {
 	int64_t ctime_ns;
 } bfs_shard_stamp;
 
+/*
+ * A remote shard (an object of engine/storage/: s3://, http(s)://) is
+ * identified by (URL, ETag, size), never by the file the node-local shard
+ * cache happens to keep it in:
+ *   dir    the storage's root URL (bfs_storage_root: "s3://BUCKET/PREFIX/",
+ *          "https://HOST/PATH/"), which is what bfs_source_dir() returns for
+ *          a remote source;
+ *   shard  the object's name relative to that root (a '/'-separated key);
+ *   stamp  bfs_shard_stamp_remote(size, ETag): the size, mtime_ns 0, and
+ *          ino and ctime_ns the first 16 bytes of SHA-256 of the ETag as
+ *          the server sends it, quotes kept (an ETag of "" for a server
+ *          that sends none).
+ * Sample-cache keys (bfs_sample_identity) and stored shard indexes
+ * (index_get/index_put) of a remote shard are made from these, so they
+ * hit again after the shard cache evicted the shard and fetched it anew,
+ * on any node with the same LMDB cache, and miss once the object is
+ * replaced (a new ETag or size).  A local path never starts with a URL
+ * scheme, so the two kinds of key cannot meet.
+ */
+void bfs_shard_stamp_remote(uint64_t size, const char *etag,
+			    bfs_shard_stamp *out);
+
 /* How far indexing has come, for a progress line (bfs_source_opts). */
 typedef struct {
 	bfs_format format;      /* the layout being indexed */

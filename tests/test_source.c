@@ -2868,9 +2868,33 @@ static void test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option(void
 	bfs_source_close(s);
 }
 
+static void test_source_stamps_a_remote_shard_by_its_size_and_etag(void **state)
+{
+	bfs_shard_stamp a, b, c, d;
+
+	(void)state;
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985328\"", &a);
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985328\"", &b);
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985329\"", &c);
+	bfs_shard_stamp_remote(1235, "\"9b2cf535f27731c974343645a3985328\"", &d);
+	/* one object, one stamp, whatever file holds it */
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(a.size, 1234);
+	assert_int_equal(a.mtime_ns, 0);
+	/* another ETag or size is another shard */
+	assert_true(a.ino != c.ino || a.ctime_ns != c.ctime_ns);
+	assert_int_equal(d.size, 1235);
+	assert_true(d.ino == a.ino && d.ctime_ns == a.ctime_ns);
+	/* SHA-256("") starts e3b0c44298fc1c14 9afbf4c8996fb924 */
+	bfs_shard_stamp_remote(7, "", &a);
+	assert_true(a.ino == 0xe3b0c44298fc1c14ull);
+	assert_true((uint64_t)a.ctime_ns == 0x9afbf4c8996fb924ull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_source_stamps_a_remote_shard_by_its_size_and_etag),
 		cmocka_unit_test(test_source_identity_names_the_shard_by_size_mtime_inode_and_ctime),
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),

@@ -130,6 +130,29 @@ static void test_storage_refuses_credentials_in_a_url(void **state)
 	assert_non_null(strstr(err, "brace pattern"));
 }
 
+static void test_storage_root_is_the_url_every_name_is_relative_to(void **state)
+{
+	static const char *cases[][2] = {
+		{ "s3://bucket/set/tfr", "s3://bucket/set/tfr/" },
+		{ "s3://bucket/set/tfr/", "s3://bucket/set/tfr/" },
+		{ "s3://bucket", "s3://bucket/" },
+		{ "https://h:8443/wds/train-{000..002}.tar", "https://h:8443/wds/" },
+		{ "http://h/a/b/one.tar", "http://h/a/b/" },
+	};
+	bfs_storage_opts o = { .anonymous = 1 };
+	char err[512] = "";
+
+	(void)state;
+	bfs_http_opts_default(&o.http);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bfs_storage *st = NULL;
+
+		assert_int_equal(bfs_storage_open(cases[i][0], &o, &st, err), 0);
+		assert_string_equal(bfs_storage_root(st), cases[i][1]);
+		bfs_storage_close(st);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -138,6 +161,7 @@ int main(void)
 		cmocka_unit_test(test_storage_braces_refuse_what_is_malformed),
 		cmocka_unit_test(test_storage_backoff_is_capped_jittered_and_honours_retry_after),
 		cmocka_unit_test(test_storage_knows_a_url_from_a_directory),
+		cmocka_unit_test(test_storage_root_is_the_url_every_name_is_relative_to),
 		cmocka_unit_test(test_storage_refuses_credentials_in_a_url),
 	};
 

@@ -22,6 +22,7 @@ enum { KIND_S3, KIND_HTTP };
 struct bfs_storage {
 	int kind;
 	char *url;
+	char *root;            /* bfs_storage_root */
 	bfs_http *http;
 	/* s3 */
 	bfs_creds *creds;
@@ -178,6 +179,10 @@ static int open_s3(bfs_storage *st, const bfs_storage_opts *o, char *errmsg)
 	strcpy(st->prefix, p);
 	if (*p && p[strlen(p) - 1] != '/')
 		strcat(st->prefix, "/");
+	if (asprintf(&st->root, "s3://%s/%s", st->bucket, st->prefix) < 0) {
+		st->root = NULL;
+		return -ENOMEM;
+	}
 	if ((err = bfs_creds_open(&co, &st->creds, errmsg)))
 		return err;
 	so.creds = st->creds;
@@ -214,6 +219,8 @@ static int open_http(bfs_storage *st, char *errmsg)
 			end--;
 		st->root_len = end;
 	}
+	if (!(st->root = strndup(st->url, st->root_len)))
+		return -ENOMEM;
 	return 0;
 }
 
@@ -262,11 +269,13 @@ void bfs_storage_close(bfs_storage *st)
 	free(st->urls);
 	free(st->bucket);
 	free(st->prefix);
+	free(st->root);
 	free(st->url);
 	free(st);
 }
 
 const char *bfs_storage_url(bfs_storage *st) { return st->url; }
+const char *bfs_storage_root(bfs_storage *st) { return st->root; }
 
 void bfs_storage_describe(bfs_storage *st, char *buf, size_t n)
 {

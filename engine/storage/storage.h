@@ -50,6 +50,14 @@ void bfs_storage_close(bfs_storage *st);
 /* The URL as given (never a secret). */
 const char *bfs_storage_url(bfs_storage *st);
 
+/* The URL every object name is relative to, ending in '/': for s3://B/P
+ * (or s3://B/P/) "s3://B/P/", for s3://B "s3://B/", for an http(s) list
+ * the folder of its first brace ("https://h/wds/" for
+ * https://h/wds/train-{000..146}.tar).  Root + name is the object's URL.
+ * It names remote shards in the caches (source.h, bfs_shard_stamp_remote):
+ * two spellings of one source get one root.  Valid until close. */
+const char *bfs_storage_root(bfs_storage *st);
+
 /* The endpoint and the credentials' source, for the mount message: never
  * a secret. */
 void bfs_storage_describe(bfs_storage *st, char *buf, size_t n);
