@@ -590,6 +590,12 @@ int bfs_cache_get_ref(bfs_cache_reader *r, const bfs_cache_key *key, const void 
  * Accepts NULL and a reader that lends nothing.  The thread that got it. */
 void bfs_cache_put_ref(bfs_cache_reader *r);
 
+/* Whether an entry of key is stored: 1 or 0 (an error is 0).  Only the
+ * key is looked up: its value is not read, checked or counted (a hint, for
+ * planning what the shards will have to give).  As bfs_cache_get's
+ * threads; gives back r's lent reference first. */
+int bfs_cache_has(bfs_cache_reader *r, const bfs_cache_key *key);
+
 /*
  * Whether a submission now would be inserted rather than dropped: 0 while
  * inserts are paused because the cache is full (see DESIGN, Size limit)

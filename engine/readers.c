@@ -176,6 +176,14 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	pthread_mutex_lock(&e->lock);
 	for (;;) {
 		if ((b = bfs__find_locked(e, id))) {
+			if (b->state == SLOT_FAILED && b->transient &&
+			    !b->failed_urgent && !b->pins) {
+				/* read-ahead that failed for the moment before
+				 * anyone asked: start it again */
+				b->cancelled = 1;
+				b->consumed = 1;
+				continue;
+			}
 			if (b->state == SLOT_READY || b->state == SLOT_FAILED)
 				break;
 			if (!b->urgent) {
@@ -235,6 +243,11 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	if (b->state == SLOT_FAILED) {
 		err = b->err;
 		bfs_seterr(errmsg, "%s", b->errmsg);
+		if (b->transient && !b->pins) {
+			/* told once: the next get starts it again */
+			b->cancelled = 1;
+			b->consumed = 1;
+		}
 		goto out;
 	}
 	b->pins++; /* before read-ahead, which may evict unpinned slots */

@@ -37,19 +37,18 @@ struct index_ent {
 
 /* Fill shard `name` from a stored index.  1 if it was usable, 0 if not
  * (then nothing was added), or -ENOMEM. */
-int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_load_index(bfs_source *s, const char *name,
+			const bfs_shard_stamp *st)
 {
 	struct index_hdr h;
 	void *blob = NULL;
 	size_t len = 0, used;
 	const struct index_ent *ent;
 	const char *err;
-	bfs_shard_stamp stamp;
 	int rc = 0;
 
-	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob,
+	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob,
 			   &len) != 0)
 		return 0;
 	if (len < sizeof(h))
@@ -233,21 +232,20 @@ void bfs__src_store_gz_index(bfs_source *s, const char *errmsg)
 
 /* Fill gzip shard `name` from a stored index: 1 if it was usable, 0 if
  * not (nothing added), or -ENOMEM. */
-int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_load_gz_index(bfs_source *s, const char *name,
+			   const bfs_shard_stamp *st)
 {
 	int tar = s->format == BFS_FORMAT_TAR;
 	char labels[BFS_ERRMSG_MAX], text[BFS_ERRMSG_MAX + 1];
 	const uint8_t *p, *end;
-	bfs_shard_stamp stamp;
 	struct gzs_hdr h;
 	bfs_gzindex *gz = NULL;
 	void *blob = NULL;
 	size_t len = 0;
 	int rc = 0;
 
-	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob, &len) != 0)
+	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob, &len) != 0)
 		return 0;
 	p = blob;
 	end = p + len;
@@ -266,10 +264,10 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 	memcpy(text, p, h.errlen);
 	text[h.errlen] = '\0';
 	p += h.errlen + h.labelslen;
-	if (bfs_gzindex_load(p, (size_t)h.gzlen, (uint64_t)st->st_size, &gz, NULL))
+	if (bfs_gzindex_load(p, (size_t)h.gzlen, st->size, &gz, NULL))
 		goto out;
 	if (s->max_ratio && bfs_gzindex_size(gz) > BFS_GZ_RATIO_FLOOR &&
-	    bfs_gzindex_size(gz) / s->max_ratio > (uint64_t)st->st_size)
+	    bfs_gzindex_size(gz) / s->max_ratio > st->size)
 		goto out; /* past this mount's limit: indexing again refuses it */
 	p += h.gzlen;
 	/* the entries must fill the rest exactly, each checked before use */

@@ -60,7 +60,8 @@ void bfs_shard_stamp_remote(uint64_t size, const char *etag,
 	out->ctime_ns = (int64_t)h[1];
 }
 
-int bfs__src_add_shard(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_add_shard(bfs_source *s, const char *name,
+		       const bfs_shard_stamp *stamp)
 {
 	struct bfs_shard *sh;
 
@@ -77,7 +78,7 @@ int bfs__src_add_shard(bfs_source *s, const char *name, const struct stat *st)
 	if (!(sh->name = strdup(name)))
 		return -ENOMEM;
 	sh->first = s->nsamples;
-	bfs__src_stamp_of(st, &sh->stamp);
+	sh->stamp = *stamp;
 	s->nshards++;
 	return 0;
 }

@@ -1159,7 +1159,7 @@ static void ms_free(struct mem_store *m)
 static bfs_store copy_store(struct mem_store *m)
 {
 	return (bfs_store){ m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			    ms_flush, NULL, NULL };
+			    ms_flush, NULL, NULL, NULL };
 }
 
 /* The same store lending views (get_view/put_view): each reader lends its
@@ -1275,7 +1275,7 @@ static int msv_get_view(void *r, const bfs_sample_identity *id, const void **dat
 static bfs_store view_store(struct mem_store *m)
 {
 	return (bfs_store){ m, msv_reader_create, msv_reader_destroy, msv_get, ms_offer, ms_wants,
-			    ms_flush, msv_get_view, msv_put_view };
+			    ms_flush, msv_get_view, msv_put_view, NULL };
 }
 
 static bfs_engine *open_rrc(bfs_source *src, unsigned threads, const bfs_store *st,

@@ -143,6 +143,12 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 /* A snapshot of the counters.  Any thread. */
 void bfs_http_stats_get(bfs_http *h, bfs_http_stats *out);
 
+/* End every request now under way, and any made after, with -ECANCELED
+ * (within ~50 ms, or as soon as a stalled connection's data moves; curl
+ * asks its progress hook at least once a second): for a mount that ends
+ * while its readers and fetchers wait on the network.  Any thread. */
+void bfs_http_cancel(bfs_http *h);
+
 /* The delay before attempt `attempt` (1 = the first retry): a uniform draw
  * from [0, min(backoff_max_ms, backoff_ms << (attempt - 1))] made from
  * *seed, or retry_after_ms when that is larger.  Pure but for *seed. */

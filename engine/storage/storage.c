@@ -335,6 +335,12 @@ void bfs_storage_describe(bfs_storage *st, char *buf, size_t n)
 	}
 }
 
+void bfs_storage_cancel(bfs_storage *st)
+{
+	if (st->http)
+		bfs_http_cancel(st->http);
+}
+
 void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out)
 {
 	if (st->kind == KIND_LOCAL) {

@@ -107,6 +107,11 @@ int bfs_storage_put(bfs_storage *st, const char *name, const void *data,
 		    size_t len, char *errmsg);
 int bfs_storage_delete(bfs_storage *st, const char *name, char *errmsg);
 
+/* End every request under way and to come with -ECANCELED (http.h
+ * bfs_http_cancel; a folder's reads are not cancelled: they do not wait
+ * on a network).  For a mount that is ending.  Any thread. */
+void bfs_storage_cancel(bfs_storage *st);
+
 /* The counters of the requests made so far (a folder: its reads and
  * bytes, the rest 0). */
 void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out);
