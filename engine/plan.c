@@ -8,9 +8,11 @@
  * A position counts samples along a rank's sequence of batches: position
  * j of the rank's batch q (q = epoch * per_epoch + index) is q * B + j.
  * The ranks of an engine go in step (their readers are the one job's), so
- * one position stands for all of them: the slowest reader's.  Whenever it
- * enters another epoch, the planner walks that epoch and the next for
- * every rank (bfs__sample_of at each position -- the one map from a batch
+ * one position stands for all of them: the decode frontier, the first
+ * batch that still needs shard bytes (read-ahead decodes ahead of the
+ * readers; what lies between is spent).  Whenever the readers' epochs
+ * change (the slowest's, or the fastest's or the frontier's), the planner
+ * walks those epochs and the next for every rank (bfs__sample_of at each position -- the one map from a batch
  * to its samples -- the shard of each sample, and the store's `has`: a
  * sample the store holds needs no shard bytes) and hands the spans over;
  * in between it only moves the position on, every PLAN_TICK_MS.  No plan
@@ -24,22 +26,79 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PLAN_TICK_MS 50
+#define PLAN_TICK_MS 10 /* how often the readers' position is looked at */
+#define MAX_PLANNED 3   /* epochs in one plan at most */
 
-/* The slowest reader's batch q along its rank's sequence, or UINT64_MAX
- * when no reader has asked for a batch yet.  Lock held. */
-static uint64_t slowest_locked(const bfs_engine *e)
+/* A reader still reading: it moved on within three of its own intervals
+ * between batches (a DataLoader worker that takes every 8th batch moves
+ * slowly but surely), at least LIVE_MIN_NS, at most READER_IDLE_NS.  A
+ * reader that stopped (a process that read its epoch and ended) no longer
+ * holds the plan back. */
+#define LIVE_MIN_NS 50000000ull
+
+static int live(const struct reader *rd, uint64_t now)
 {
-	uint64_t q = UINT64_MAX;
+	uint64_t span = (uint64_t)(3 * rd->interval_ns);
+
+	if (span < LIVE_MIN_NS)
+		span = LIVE_MIN_NS;
+	if (span > READER_IDLE_NS)
+		span = READER_IDLE_NS;
+	return now - rd->last_ns < span;
+}
+
+/* Where the readers and the workers are, along a rank's sequence of
+ * batches: the slowest and fastest live readers' batches (lo, hi), and the
+ * decode frontier: the first batch whose samples still need shard bytes
+ * -- the lowest batch being decoded, or when none is, the one after the
+ * last batch decoded ahead of the slowest reader.  Batches between the
+ * slowest reader and the frontier are decoded already: their shards are
+ * spent, and what they take in the shard cache is the read-ahead's to
+ * use.  1, or 0 when no reader reads now (or none has asked for a batch
+ * yet).  Lock held. */
+static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
+			    uint64_t *front)
+{
+	uint64_t now = bfs__now_ns(), fill = UINT64_MAX, done = 0;
+	int any = 0;
 
 	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
 		const struct reader *rd = &e->readers[r];
+		uint64_t q;
 
-		if (rd->key && rd->last_id != UINT64_MAX &&
-		    rd->last_id % e->per_rank < q)
-			q = rd->last_id % e->per_rank;
+		if (!rd->key || rd->last_id == UINT64_MAX || !live(rd, now))
+			continue;
+		q = rd->last_id % e->per_rank;
+		if (!any || q < *lo)
+			*lo = q;
+		if (!any || q > *hi)
+			*hi = q;
+		any = 1;
 	}
-	return q;
+	if (!any)
+		return 0;
+	for (unsigned s = 0; s < e->nslots; s++) {
+		const struct bfs_batch *b = &e->slots[s];
+		uint64_t q = b->id % e->per_rank;
+
+		if (b->state == SLOT_FREE || b->cancelled || q < *lo)
+			continue;
+		if (b->state == SLOT_FILLING && q < fill)
+			fill = q;
+		else if (b->state != SLOT_FILLING && q + 1 > done)
+			done = q + 1;
+	}
+	*front = fill != UINT64_MAX ? fill : done > *lo ? done : *lo;
+	return 1;
+}
+
+/* The epoch the bytes fetched now count towards: the frontier's (past the
+ * last epoch, where read-ahead wraps to the first, the last's). */
+static uint64_t epoch_of_front(const bfs_engine *e, uint64_t front)
+{
+	uint64_t ep = front / e->per_epoch;
+
+	return ep < e->o.epochs ? ep : e->o.epochs - 1;
 }
 
 struct acc {
@@ -81,9 +140,10 @@ static void walk_epoch(bfs_engine *e, void *sr, unsigned epoch, struct acc *a)
 	}
 }
 
-/* The spans of epochs `epoch` and the one after (if any), handed to the
- * source with the reader at pos.  0 or -ENOMEM. */
-static int plan_epochs(bfs_engine *e, void *sr, unsigned epoch, uint64_t pos)
+/* The spans of epochs from..to (those that exist), handed to the source
+ * with the reader at pos.  0 or -ENOMEM. */
+static int plan_epochs(bfs_engine *e, void *sr, unsigned from, unsigned to,
+		       uint64_t pos)
 {
 	size_t S = bfs_source_nshards(e->src), n = 0;
 	struct acc a;
@@ -93,10 +153,10 @@ static int plan_epochs(bfs_engine *e, void *sr, unsigned epoch, uint64_t pos)
 	a.first = malloc(S * sizeof(uint64_t));
 	a.last = malloc(S * sizeof(uint64_t));
 	a.bytes = malloc(S * sizeof(uint64_t));
-	spans = malloc(2 * S * sizeof(*spans));
+	spans = malloc((size_t)(to - from + 1) * S * sizeof(*spans));
 	if (!a.first || !a.last || !a.bytes || !spans)
 		goto out;
-	for (unsigned ep = epoch; ep < epoch + 2 && ep < e->o.epochs; ep++) {
+	for (unsigned ep = from; ep <= to && ep < e->o.epochs; ep++) {
 		for (size_t k = 0; k < S; k++) {
 			a.first[k] = UINT64_MAX;
 			a.last[k] = 0;
@@ -108,7 +168,8 @@ static int plan_epochs(bfs_engine *e, void *sr, unsigned epoch, uint64_t pos)
 				spans[n++] = (bfs_span){ (uint32_t)k, a.first[k],
 							 a.last[k], a.bytes[k] };
 	}
-	err = bfs_source_plan(e->src, spans, n, pos, epoch);
+	err = bfs_source_plan(e->src, spans, n, pos,
+			      (int64_t)epoch_of_front(e, pos / e->o.batch));
 out:
 	free(a.first);
 	free(a.last);
@@ -121,23 +182,33 @@ static void *planner_main(void *arg)
 {
 	bfs_engine *e = arg;
 	void *sr = NULL;
-	uint64_t planned = UINT64_MAX; /* the epoch planned last */
+	uint64_t from = UINT64_MAX, to = 0; /* the epochs planned last */
 
 	if (e->o.store && e->store.has && e->store.reader_create(e->store.ctx, &sr))
 		sr = NULL;
 	pthread_mutex_lock(&e->lock);
 	while (!e->plan_stop) {
 		struct timespec until;
-		uint64_t q = slowest_locked(e), epoch;
+		uint64_t lo, hi, front;
 
-		if (q != UINT64_MAX) {
-			epoch = q / e->per_epoch;
+		if (positions_locked(e, &lo, &hi, &front)) {
+			/* the epochs the readers and the workers are in, and the
+			 * next one */
+			uint64_t a = lo / e->per_epoch, b = (hi > front ? hi : front) /
+							    e->per_epoch + 1;
+
+			if (b > a + MAX_PLANNED - 1)
+				b = a + MAX_PLANNED - 1;
 			pthread_mutex_unlock(&e->lock);
-			if (epoch != planned) {
-				if (plan_epochs(e, sr, (unsigned)epoch, q * e->o.batch) == 0)
-					planned = epoch;
+			if (a != from || b != to) {
+				if (plan_epochs(e, sr, (unsigned)a, (unsigned)b,
+						front * e->o.batch) == 0) {
+					from = a;
+					to = b;
+				}
 			} else {
-				bfs_source_advance(e->src, q * e->o.batch, (int64_t)epoch);
+				bfs_source_advance(e->src, front * e->o.batch,
+						   (int64_t)epoch_of_front(e, front));
 			}
 			pthread_mutex_lock(&e->lock);
 			if (e->plan_stop)

@@ -102,7 +102,11 @@ static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
 		uint64_t next = bfs__ahead_of(e, id, d);
 		struct bfs_batch *b;
 
-		if (next == id)
+		/* a remote source is not read ahead past the last epoch
+		 * into the first (what a reader that loops would read
+		 * next): that would fetch shards nobody may want; the
+		 * reader's own hint starts it when it comes */
+		if (next == id || (next < id && bfs_source_is_remote(e->src)))
 			break;
 		if (bfs__find_locked(e, next))
 			continue;

@@ -256,12 +256,15 @@ static int stored(bfs_source *s, const char *name, const bfs_shard_stamp *st)
  * them (no byte of the shard fetched), else scanned once their object is
  * whole in the shard cache.  The shard cache is told first which ones
  * will be scanned, in order, so that it fetches them ahead, in parallel,
- * while each is scanned; what the cache cannot keep goes as the scan
- * moves on.  A shard that cannot be fetched fails the open. */
+ * while each is scanned; and that each is needed again after the scan, in
+ * the same order (what a first epoch in file order would do), so that
+ * what the cache cannot keep is the last shards scanned, and the first
+ * stay for the first batches.  A shard that cannot be fetched fails the
+ * open. */
 static int index_remote(bfs_source *s, char **files, size_t n, bfs__scan_fn scan,
 			int cache_index, char *errmsg)
 {
-	bfs_span *spans = calloc(n ? n : 1, sizeof(*spans));
+	bfs_span *spans = calloc(2 * n + 1, sizeof(*spans));
 	uint64_t scanned = 0;
 	size_t m = 0;
 	int err = 0;
@@ -279,7 +282,9 @@ static int index_remote(bfs_source *s, char **files, size_t n, bfs__scan_fn scan
 			m++;
 		}
 	}
-	err = bfs_shardcache_plan(s->sc, spans, m, 0, -1);
+	for (size_t j = 0; j < m; j++)
+		spans[m + j] = (bfs_span){ spans[j].obj, m + j, m + j, spans[j].bytes };
+	err = bfs_shardcache_plan(s->sc, spans, 2 * m, 0, -1);
 	free(spans);
 	if (err)
 		return err;

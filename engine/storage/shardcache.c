@@ -57,6 +57,8 @@ enum { ABSENT, FETCHING, HELD };
 #define SKIP_S 0.25          /* an object another process fetches or
 			      * holds is passed over this long */
 #define FAILED_S 1.0         /* and one whose fetch failed */
+#define START_WAIT_S 0.25    /* a read waits this long at most for a fetch
+			      * it asked for to start (room made) */
 
 struct fetch {
 	bfs_shardfolder_tmp tmp;
@@ -652,6 +654,8 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 		c->o.lock_wait_s = 30;
 	if (!c->o.whole_percent || c->o.whole_percent > 100)
 		c->o.whole_percent = 50;
+	if (!c->o.wait_percent)
+		c->o.wait_percent = 50;
 	c->part = c->o.part_bytes ? c->o.part_bytes : BFS_SHARDCACHE_PART_DEFAULT;
 	c->epoch = -1;
 	c->s.epoch_first = c->s.epoch_last = -1;
@@ -998,13 +1002,25 @@ static void wait_done_locked(bfs_shardcache *c, double seconds)
 	pthread_cond_timedwait(&c->done, &c->lock, &until);
 }
 
+/* Does waiting for object k whole pay, rather than reading its records by
+ * range: the plan keeps its span whole, and what the span still needs of
+ * it is at least opts.wait_percent of the object (a whole fetch then
+ * costs fewer bytes and requests than the range reads, and brings the
+ * rest of its records at once). */
+static int wants_whole_locked(const bfs_shardcache *c, size_t k)
+{
+	return bfs_shardplan_whole(c->plan, k, c->pos) &&
+	       bfs_shardplan_bytes_ahead(c->plan, k, c->pos) * 100 >=
+	       c->objs[k].size * c->o.wait_percent;
+}
+
 int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			size_t len, char *errmsg)
 {
 	const bfs_storage_object *o;
 	struct obj *ob;
-	double waited = 0, since = 0, deadline = 0;
-	int err;
+	double since = 0, deadline = 0;
+	int err = 0, urgent = 0;
 
 	if (k >= c->n)
 		return -EINVAL;
@@ -1023,10 +1039,10 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 		int due;
 
 		if (c->stop) {
-			pthread_mutex_unlock(&c->lock);
+			err = -ECANCELED;
 			bfs_seterr(errmsg, "%s%s: the mount is ending",
 				   bfs_storage_root(c->st), o->name);
-			return -ECANCELED;
+			break;
 		}
 		if (ob->state == HELD) {
 			int fd = ob->fd;
@@ -1042,6 +1058,9 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			ob->pins--;
 			if (!ob->pins)
 				pthread_cond_broadcast(&c->work);
+			if (err)
+				bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
+					   bfs_shardcache_path(c), o->name, strerror(-err));
 			break;
 		}
 		if (ob->state == ABSENT &&
@@ -1051,58 +1070,73 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			pthread_mutex_lock(&c->lock);
 			continue;
 		}
-		if (ob->state == FETCHING && (due = parts_due_locked(c, k, off, len))) {
+		if (!since)
+			since = now_s();
+		if (ob->state == FETCHING) {
+			due = parts_due_locked(c, k, off, len);
 			if (due == 2) { /* its parts are written: read them there */
 				struct fetch *fx = ob->fx;
 				int fd = fx->tmp.fd;
 
 				fx->readers++;
-				if (since)
-					c->s.misses++;
-				else
-					c->s.hits++;
+				c->s.misses++;
 				pthread_mutex_unlock(&c->lock);
 				err = pread_all(fd, buf, len, off);
 				pthread_mutex_lock(&c->lock);
 				fx->readers--;
 				pthread_cond_broadcast(&c->done);
+				if (err)
+					bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
+						   bfs_shardcache_path(c), o->name,
+						   strerror(-err));
 				break;
 			}
-			if (!since)
-				since = now_s();
-			wait_done_locked(c, 0.05);
-			continue;
-		}
-		if (ob->state == ABSENT && bfs_shardplan_whole(c->plan, k, c->pos) &&
-		    bfs_shardfolder_busy(c->folder, o->name) == 1) {
-			/* another process fetches it: wait for its commit, up
-			 * to lock_wait_s (then read by range) */
-			if (!since)
-				since = now_s();
+			/* the part is due sooner than a range read, or the rest
+			 * of the object is worth waiting for: its parts first */
+			if (due == 1 || !ob->fx || /* starting: parts soon */
+			    (!ob->fx->err && wants_whole_locked(c, k))) {
+				if (!urgent) {
+					ob->urgent++;
+					urgent = 1;
+				}
+				wait_done_locked(c, 0.05);
+				continue;
+			}
+		} else if (wants_whole_locked(c, k)) {
+			/* due now and worth its whole: fetch it first of all and
+			 * wait (another process's fetch: wait for its commit) --
+			 * unless it cannot start (no room, a fetch that just
+			 * failed), or another process holds it past the wait */
 			if (!deadline)
-				deadline = since + c->o.lock_wait_s;
-			if (now_s() < deadline) {
+				deadline = since + (bfs_shardfolder_busy(c->folder, o->name) == 1
+						    ? c->o.lock_wait_s : START_WAIT_S);
+			if (now_s() < deadline && !(ob->err && now_s() < ob->skip_until)) {
+				if (!urgent) {
+					ob->urgent++;
+					urgent = 1;
+					pthread_cond_broadcast(&c->work);
+				}
 				ob->looked = 0; /* look in data/ next time */
 				wait_done_locked(c, 0.02);
 				continue;
 			}
 		}
-		if (since) {
-			waited = now_s() - since;
-			c->s.waits++;
-			c->wait_s += waited;
-			since = 0;
+		/* read the record alone */
+		if (urgent) {
+			ob->urgent--;
+			urgent = 0;
 		}
+		c->s.waits += now_s() - since > 0.001;
+		c->wait_s += now_s() - since;
 		return range_read_locked(c, k, off, buf, len, errmsg);
 	}
+	if (urgent)
+		ob->urgent--;
 	if (since) {
 		c->s.waits++;
 		c->wait_s += now_s() - since;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (err)
-		bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
-			   bfs_shardcache_path(c), o->name, strerror(-err));
 	return err;
 }
 

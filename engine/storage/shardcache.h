@@ -11,13 +11,18 @@
  *   held here      the object's file is open in this process: pread
  *   in data/       another process (or an earlier mount) keeps it: it is
  *                  opened, checked against its (size, ETag), held, pread
- *   being fetched  here: the part holding the record is awaited when it is
- *                  under way and due sooner than a range GET would take
- *                  (both measured as the cache runs), else read by range;
- *                  by another process: awaited, up to opts.lock_wait_s
- *   not local      read by range (a GET of the record alone, If-Match),
- *                  and when the plan keeps its span whole the object's
- *                  fetch starts now
+ *   being fetched  here: the part holding the record is read as soon as it
+ *                  is written; it is awaited when it is under way and due
+ *                  sooner than a range GET would take (both measured as
+ *                  the cache runs), or when the plan still needs most of
+ *                  the object (opts.wait_percent: one whole fetch then
+ *                  costs fewer bytes and requests than reading its
+ *                  records one by one), its parts put first
+ *   not local      likewise: when the plan keeps its span whole and still
+ *                  needs most of it, its fetch starts first of all and the
+ *                  read waits for it (another process's fetch: for its
+ *                  commit, up to opts.lock_wait_s); else the record is
+ *                  read by range (a GET of the record alone, If-Match)
  * bfs_shardcache_pin waits for the whole object instead (a shard to scan,
  * a gzip shard to inflate): it is fetched now if need be, ahead of the
  * plan.
@@ -70,6 +75,12 @@ typedef struct {
 	 * when the plan does not fit at once (shardplan.h room), the rest
 	 * being what fetching ahead fills: percent, 0: 50. */
 	unsigned whole_percent;
+	/* A record whose object is not local, and whose span is kept whole:
+	 * its read waits for the object's fetch (started first of all) when
+	 * the span still needs at least this share of the object, else it
+	 * is read by range: percent, 0: 50; 101: never wait (a bench's
+	 * comparison). */
+	unsigned wait_percent;
 } bfs_shardcache_opts;
 
 #define BFS_SHARDCACHE_EPOCHS 64 /* per-epoch bytes kept in the stats */
