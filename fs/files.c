@@ -625,6 +625,7 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 			bfs_json_u64(&j, cause[c], io.net.retries[c]);
 		bfs_json_close(&j, '}');
 		bfs_json_f64(&j, "link_mb_per_second", io.shards.link_mb_s);
+		bfs_json_f64(&j, "link_bytes_per_second", io.shards.link_mb_s * 1e6);
 		bfs_json_str(&j, "shard_cache", io.shard_cache);
 		bfs_json_u64(&j, "objects", io.shards.objects);
 		bfs_json_u64(&j, "bytes_total", io.shards.bytes_total);
