@@ -655,7 +655,7 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 	if (!c->o.whole_percent || c->o.whole_percent > 100)
 		c->o.whole_percent = 50;
 	if (!c->o.wait_percent)
-		c->o.wait_percent = 50;
+		c->o.wait_percent = 10;
 	c->part = c->o.part_bytes ? c->o.part_bytes : BFS_SHARDCACHE_PART_DEFAULT;
 	c->epoch = -1;
 	c->s.epoch_first = c->s.epoch_last = -1;
@@ -753,8 +753,11 @@ void bfs_shardcache_close(bfs_shardcache *c)
 {
 	if (!c)
 		return;
-	if (c->nthreads)
-		bfs_shardcache_cancel(c);
+	pthread_mutex_lock(&c->lock);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work);
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
 	for (unsigned i = 0; i < c->nthreads; i++)
 		pthread_join(c->tids[i], NULL);
 	for (size_t i = 0; c->ob && i < c->n; i++) {
@@ -1002,7 +1005,7 @@ static void wait_done_locked(bfs_shardcache *c, double seconds)
 	pthread_cond_timedwait(&c->done, &c->lock, &until);
 }
 
-/* Does waiting for object k whole pay, rather than reading its records by
+/* Is object k worth waiting for whole, rather than reading its records by
  * range: the plan keeps its span whole, and what the span still needs of
  * it is at least opts.wait_percent of the object (a whole fetch then
  * costs fewer bytes and requests than the range reads, and brings the
@@ -1103,10 +1106,11 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 				continue;
 			}
 		} else if (wants_whole_locked(c, k)) {
-			/* due now and worth its whole: fetch it first of all and
-			 * wait (another process's fetch: wait for its commit) --
-			 * unless it cannot start (no room, a fetch that just
-			 * failed), or another process holds it past the wait */
+			/* due now and worth its whole: its fetch first of all,
+			 * and wait for it -- unless it cannot start (no room, a
+			 * fetch that just failed).  Another process's fetch: wait
+			 * for its commit (up to lock_wait_s), so that the node
+			 * fetches no byte twice. */
 			if (!deadline)
 				deadline = since + (bfs_shardfolder_busy(c->folder, o->name) == 1
 						    ? c->o.lock_wait_s : START_WAIT_S);

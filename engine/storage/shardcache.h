@@ -78,8 +78,12 @@ typedef struct {
 	/* A record whose object is not local, and whose span is kept whole:
 	 * its read waits for the object's fetch (started first of all) when
 	 * the span still needs at least this share of the object, else it
-	 * is read by range: percent, 0: 50; 101: never wait (a bench's
-	 * comparison). */
+	 * is read by range: percent, 0: 10; 101: never wait (a bench's
+	 * comparison).  Measured (bench_shardfetch, docs/OBJECT_STORAGE.md):
+	 * a 110 KB record alone takes a round trip, a 28 MB shard whole two
+	 * at 8 MiB parts, so with T decode threads waiting pays once the
+	 * reader needs more than about 2 T / 250 of the shard's records --
+	 * 10% covers 16 threads. */
 	unsigned wait_percent;
 } bfs_shardcache_opts;
 
@@ -137,8 +141,10 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
  * made after.  For a mount that is ending, before it joins the threads
  * that read (the engine's workers).  Any thread. */
 void bfs_shardcache_cancel(bfs_shardcache *c);
-/* Cancel (once open), join the fetchers and close every file.  NULL is
- * fine; no read or pin may be under way. */
+/* Stop the fetchers (each ends the part it is fetching; cancel first to
+ * end them at once), abandon what is under way and close every file.
+ * NULL is fine; no read or pin may be under way.  st may be used again
+ * (another cache over it) unless it was cancelled. */
 void bfs_shardcache_close(bfs_shardcache *c);
 
 /* The listing, sorted by name: count, and object k (valid until close). */

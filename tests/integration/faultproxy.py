@@ -2,7 +2,7 @@
 GETs it forwards, for the object-storage tests.
 
     faultproxy.py UPSTREAM_PORT PORTFILE MODE COUNT [--down-seconds S]
-                  [--after K]
+                  [--after K] [--delay-ms D]
 
 Listens on an ephemeral 127.0.0.1 port (written to PORTFILE), forwards
 every request verbatim (the Host header too, so a Signature V4 made for
@@ -28,7 +28,9 @@ and spoils the first COUNT GETs that carry a Range header:
                Range and the status and bytes of the answer (COUNT ignored)
 
 With --after K the first K ranged GETs pass unspoiled (a fault in the
-middle of an epoch rather than at its start).
+middle of an epoch rather than at its start).  With --delay-ms D every
+request waits D ms before it is forwarded: a link with a round trip of D ms
+more (for the benchmarks; the machine has no netem).
 
 Every spoiled request adds a line to PORTFILE.log.  Runs until killed;
 each request is answered or dropped, so it loops no longer than its
@@ -50,6 +52,7 @@ DOWN = float(OPTS[OPTS.index("--down-seconds") + 1]) if "--down-seconds" in OPTS
 REPLACE = ((int(OPTS[OPTS.index("--replace") + 1]), OPTS[OPTS.index("--replace") + 2])
            if "--replace" in OPTS else None)
 AFTER = int(OPTS[OPTS.index("--after") + 1]) if "--after" in OPTS else 0
+DELAY = float(OPTS[OPTS.index("--delay-ms") + 1]) / 1e3 if "--delay-ms" in OPTS else 0.0
 lock = threading.Lock()
 state = {"spoiled": 0, "down_until": None, "ranged": 0}
 
@@ -124,6 +127,8 @@ class Handler(socketserver.StreamRequestHandler):
             f.getresponse().read()
             log("replace %s" % path)
             spoil = None
+        if DELAY:
+            time.sleep(DELAY)
         up = http.client.HTTPConnection("127.0.0.1", UP, timeout=30)
         up.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for k, v in headers:
