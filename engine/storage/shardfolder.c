@@ -49,10 +49,13 @@ struct bfs_shardfolder {
 	_Atomic uint64_t seq;  /* tmp/ names */
 };
 
-/* What a file of n bytes takes, in 4 KiB blocks. */
+/* What a file of n bytes takes on disk: its 4 KiB blocks, and one more
+ * for what the file system keeps of it besides (ext4 counts an extent
+ * tree's block in the file's blocks once it has more than four extents),
+ * so that the blocks on disk never pass what the ledger counts. */
 static uint64_t file_cost(uint64_t n)
 {
-	return (n + 4095) / 4096 * 4096;
+	return (n + 4095) / 4096 * 4096 + 4096;
 }
 
 uint64_t bfs_shardfolder_cost(uint64_t size, size_t etag_len)

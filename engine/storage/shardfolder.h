@@ -57,7 +57,8 @@ typedef struct {
 } bfs_shardfolder_tmp;
 
 /* Bytes an object of `size` bytes whose ETag is etag_len long takes in the
- * cache: with its trailer, rounded up to 4 KiB blocks. */
+ * cache: with its trailer, rounded up to 4 KiB blocks, and a block more for
+ * the file system's own (an extent tree's). */
 uint64_t bfs_shardfolder_cost(uint64_t size, size_t etag_len);
 
 /*
