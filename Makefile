@@ -1,5 +1,6 @@
 # batchfs - see README.md.  `make` builds build/batchfs, `make test` runs
-# every test, `make demo` installs, builds and shows a mount on sample data.
+# every test, `make demo` installs the packages, builds, installs batchfs (as
+# root, or into a PREFIX of your own) and shows a mount on sample data.
 
 CC      ?= cc
 BUILD   ?= build
@@ -98,8 +99,13 @@ test: tests check-layers
 unit: $(TEST_BIN)
 	BUILD=$(BUILD) bash tests/run.sh unit
 
+# Nothing to do (and no apt-get update, no root needed) when dpkg says every
+# package is installed already.
 deps:
-	@if [ "$$(id -u)" = 0 ]; then \
+	@if [ "$$(dpkg-query -W -f='$${db:Status-Status}\n' $(DEPS) 2>/dev/null | \
+		grep -cx installed)" = "$(words $(DEPS))" ]; then \
+		echo "make deps: every package is installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq --no-install-recommends $(DEPS); \
 	else \
@@ -122,9 +128,18 @@ test-deps: deps package-deps wheel-deps
 		echo "  sudo apt-get install -y $(TEST_DEPS)"; \
 	fi
 
+# make demo: the packages, the build, then `make install`, so that `batchfs`
+# is a command after it: as root into the system PREFIX (/usr/local), and
+# by anyone into a PREFIX of their own (make demo PREFIX=$$HOME/.local);
+# otherwise it runs build/batchfs and says the command that installs it.
+# tools/demo.sh says at its end where `batchfs` is, or how to get it.
+DEMO_INSTALL = $(if $(filter /usr /usr/local,$(PREFIX)),$(filter 0,$(shell id -u)),yes)
+
 demo: deps
 	$(MAKE) $(BUILD)/batchfs $(BUILD)/tests/mkjpeg
-	BUILD=$(BUILD) bash tools/demo.sh
+	$(if $(DEMO_INSTALL),$(MAKE) --no-print-directory install DESTDIR=)
+	BUILD=$(BUILD) $(if $(DEMO_INSTALL),DEMO_INSTALLED="$(BINDIR)/batchfs") \
+		DEMO_PREFIX="$(PREFIX)" bash tools/demo.sh
 
 clean:
 	rm -rf $(BUILD)

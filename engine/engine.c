@@ -116,20 +116,38 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e)
 unsigned bfs_engine_epochs(const bfs_engine *e) { return e->o.epochs; }
 unsigned bfs_engine_ranks(const bfs_engine *e) { return e->nranks; }
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e) { return e->epoch_n; }
+const bfs_layout *bfs_engine_layout(const bfs_engine *e) { return e->layout; }
+
+uint64_t bfs_engine_epoch_samples_of(const bfs_engine *e, unsigned epoch)
+{
+	if (epoch >= e->o.epochs)
+		return 0;
+	return e->partial && epoch == e->partial_epoch ? e->partial_n : e->epoch_n;
+}
+
+uint64_t bfs_engine_epoch_batches(const bfs_engine *e, unsigned epoch)
+{
+	if (epoch >= e->o.epochs)
+		return 0;
+	return e->partial && epoch == e->partial_epoch ? e->partial_batches : e->per_epoch;
+}
 size_t bfs_engine_sample_bytes(const bfs_engine *e) { return e->sample_bytes; }
 const bfs_engine_opts *bfs_engine_options(const bfs_engine *e) { return &e->o; }
 
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id)
 {
-	uint64_t k, first;
+	uint64_t k, first, n;
 
 	if (id >= e->total)
 		return 0;
 	k = id % e->per_epoch;
 	first = k * e->o.batch;
-	if (first + e->o.batch <= e->epoch_n)
+	n = bfs_engine_epoch_samples_of(e, (unsigned)bfs__epoch_of(e, id));
+	if (first >= n)
+		return 0; /* past the resumed epoch's batches */
+	if (first + e->o.batch <= n)
 		return e->o.batch;
-	return (unsigned)(e->epoch_n - first);
+	return (unsigned)(n - first);
 }
 
 uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id)
@@ -137,23 +155,35 @@ uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id)
 	return (id / e->per_epoch) % e->o.epochs;
 }
 
-/* Source index of position j of batch id: the epoch's order (file order,
- * or the stateless permutation of (seed, epoch)), sliced for its rank:
- * id = (r * epochs + epoch) * per_epoch + index (engine.h). */
+/* Source index of position j of batch id: its rank's k-th sample of its
+ * epoch's layout, id = (r * epochs + epoch) * per_epoch + index
+ * (engine.h), k = index * batch + j. */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j)
 {
 	uint64_t k = (id % e->per_epoch) * e->o.batch + j;
 	unsigned r = (unsigned)(id / e->per_rank);
 
-	return bfs_order_sample_rank(&e->orders[bfs__epoch_of(e, id)],
-				     e->o.rank + r, k);
+	return bfs__order_sample(e, bfs__epoch_of(e, id), e->o.rank + r, k);
 }
 
 uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d)
 {
-	uint64_t base = id / e->per_rank * e->per_rank;
+	uint64_t base = id / e->per_rank * e->per_rank, s = id - base;
+	uint64_t hole, p0, end, count;
 
-	return base + (id - base + d) % e->per_rank;
+	if (!e->partial)
+		return base + (s + d) % e->per_rank;
+	/* the rank's batches without the resumed epoch's holes [end, p0 +
+	 * per_epoch): count them, step, and map back */
+	hole = e->per_epoch - e->partial_batches;
+	p0 = (uint64_t)e->partial_epoch * e->per_epoch;
+	end = p0 + e->partial_batches;
+	count = e->per_rank - hole;
+	if (!count)
+		return id;
+	s = s < end ? s : s < p0 + e->per_epoch ? end : s - hole;
+	s = (s + d) % count;
+	return base + (s < end ? s : s + hole);
 }
 
 uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id, unsigned j)

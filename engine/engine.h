@@ -8,10 +8,14 @@
  *
  * Batch ids are global: id = epoch * batches_per_epoch + index.  Epoch e
  * serves the samples in file order, or with shuffle in the order of a
- * stateless permutation of (seed, e), so any batch of any epoch can be
- * produced first.  With world > 1 a rank takes positions rank, rank+world,
- * ... of that order, floor(N / world) of them (PyTorch's
- * DistributedSampler with drop_last=True).
+ * stateless permutation of (seed, e) (or with shuffle_block a block order
+ * over shards), so any batch of any epoch can be produced first.  With
+ * world > 1 a rank takes positions rank, rank+world, ... of that order,
+ * floor(N / world) of them (PyTorch's DistributedSampler with
+ * drop_last=True), or with split shards its node's span of it: engine/
+ * layout.h says exactly which sample each rank serves where.  An epoch
+ * that starts part way (opts.resume, an elastic resume) has fewer
+ * batches: its batch ids past bfs_engine_epoch_batches do not exist.
  *
  * One engine may serve several consecutive ranks (opts.ranks, for the
  * local ranks of a node): then id = (r * epochs + epoch) *
@@ -38,6 +42,7 @@
 #include <stdint.h>
 
 #include "engine/base/error.h"
+#include "engine/layout.h"
 #include "engine/pixels/rrc.h"
 #include "engine/source.h"
 #include "engine/store.h"
@@ -95,6 +100,14 @@ typedef struct {
 	unsigned epochs;         /* epochs in the namespace; 0 = 1 */
 	int shuffle;             /* each epoch a permutation of (seed, epoch) */
 	uint64_t seed;
+	uint64_t shuffle_block;  /* with shuffle: blocks of this many shards,
+				  * each block's samples permuted (layout.h);
+				  * 0: a global shuffle */
+	bfs_split split;         /* how the world divides an epoch (layout.h) */
+	unsigned node_ranks;     /* split shards: ranks a node; 0: opts.ranks
+				  * (a mount of a node's ranks), else 1 */
+	bfs_layout_resume resume;/* an epoch that starts part way: what runs
+				  * of a job already served of it (layout.h) */
 	int64_t label_offset;    /* added to every label */
 	/* Stage 1 (cached): decode, then resize.  resize_crop 0: stretch to
 	 * the size (tf.image.resize); 1: shorter side to crop_from (0 = 256),
@@ -319,7 +332,8 @@ int bfs_engine_dir_fits(const bfs_mem_room *r, uint64_t budget);
 /* Start the worker pool over src, which must outlive the engine.  With
  * lend_dir, a budget the directory has no room for (bfs_engine_dir_fits)
  * leaves lending off: bfs_engine_lend_note says why.
- * Errors: -EINVAL (bad options, or a memory budget too small for two
+ * Errors: -EINVAL (bad options -- the layout's among them, layout.h --, or
+ * a memory budget too small for two
  * batches plus decoder scratch: errmsg says how much is needed; a default
  * budget that would need more than bfs_engine_mem_cap, or an explicit one
  * above bfs_engine_mem_max: errmsg names the budget and the room),
@@ -339,7 +353,9 @@ uint64_t bfs_engine_batches_per_epoch(const bfs_engine *e);
 unsigned bfs_engine_epochs(const bfs_engine *e);
 /* Ranks served (opts.ranks, at least 1); ids run over all of them. */
 unsigned bfs_engine_ranks(const bfs_engine *e);
-/* Samples in batch id (B, or fewer for the last one of an epoch). */
+/* Samples in batch id (B, or fewer for the last one of an epoch); 0 for
+ * an id that does not exist (out of range, or past the resumed epoch's
+ * batches). */
 unsigned bfs_engine_batch_count(const bfs_engine *e, uint64_t id);
 /* Height and width of the cached (stage-1) form of a sample; 0 x 0 with
  * rrc, whose stage-1 samples each have their image's own size. */
@@ -360,6 +376,13 @@ uint64_t bfs_engine_sample_index(const bfs_engine *e, uint64_t id,
 				 unsigned j);
 /* Samples one epoch serves (one rank's share, after drop_remainder). */
 uint64_t bfs_engine_epoch_samples(const bfs_engine *e);
+/* The same for epoch `epoch` (the resumed epoch has fewer), and its
+ * batches (<= bfs_engine_batches_per_epoch; 0 past the epochs). */
+uint64_t bfs_engine_epoch_samples_of(const bfs_engine *e, unsigned epoch);
+uint64_t bfs_engine_epoch_batches(const bfs_engine *e, unsigned epoch);
+/* The epochs' layout (which sample each rank serves where; its options
+ * with every default filled in).  Owned by e. */
+const bfs_layout *bfs_engine_layout(const bfs_engine *e);
 /* Bytes of one image in the output: H * W * 3 * sizeof(dtype), of the
  * largest size of the schedule (what a slot holds per sample). */
 size_t bfs_engine_sample_bytes(const bfs_engine *e);
@@ -375,7 +398,8 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id);
  * its memory stays valid and unchanged until bfs_engine_put(e, *out).
  * Errors: the first bad sample's code (BFS_E_*, -EIO, ...) with errmsg
  * naming the shard and record, when on_error is fail; -EINVAL for an id
- * out of range; -ENOMEM.  Nothing is pinned on error. */
+ * that does not exist (bfs_engine_batch_count 0); -ENOMEM.  Nothing is
+ * pinned on error. */
 int bfs_engine_get(bfs_engine *e, uint64_t reader, uint64_t id,
 		   bfs_batch **out, char *errmsg);
 /* bfs_engine_get, but with BFS_GET_ALONE it starts only batch id, no

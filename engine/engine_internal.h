@@ -50,7 +50,7 @@
 #include "engine/badset.h"
 #include "engine/pixels/decode.h"
 #include "engine/engine.h"
-#include "engine/permute.h"
+#include "engine/layout.h"
 #include "engine/pixels/rrc.h"
 
 #define MAX_ERRORS BFS_ENGINE_MAX_ERRORS /* bad samples whose records are kept */
@@ -180,10 +180,17 @@ struct bfs_engine {
 	bfs_store store;      /* a copy of *o.store, when there is one */
 	uint64_t nsamples;    /* in the source */
 	uint64_t epoch_n;     /* samples one epoch of this rank serves */
-	bfs_order *orders;    /* one per epoch, for every rank served
-			       * (bfs_order_sample_rank): shuffle and slicing */
+	bfs_layout *layout;   /* which sample each rank serves where, for
+			       * every epoch and rank (orders.c) */
+	struct order_cache *oc; /* the tables of the epochs in use (a block
+			       * order's); NULL when epochs need none */
 	unsigned nranks;      /* ranks served, opts.ranks or 1 */
-	uint64_t per_epoch;   /* batches per epoch */
+	uint64_t per_epoch;   /* batches per epoch (the resumed one: fewer) */
+	int partial;          /* opts.resume: epoch partial_epoch has only
+			       * partial_batches batches, of partial_n
+			       * samples; its ids past those are holes */
+	unsigned partial_epoch;
+	uint64_t partial_n, partial_batches;
 	uint64_t per_rank;    /* per_epoch * epochs: one rank's batch ids */
 	uint64_t total;       /* per_rank * nranks */
 	size_t sample_bytes;
@@ -306,14 +313,17 @@ static inline uint64_t bfs__held_bytes_locked(const bfs_engine *e)
 void bfs__stage1_of(const bfs_engine_opts *o, int *h, int *w, bfs_dtype *dt,
 		    int *post);
 
-/* Source index of position j of batch id: the epoch's order (file order,
- * or the stateless permutation of (seed, epoch)), sliced for its rank. */
+/* Source index of position j of batch id: its rank's k-th sample of its
+ * epoch's layout (layout.h: the order, the split, a resume), k = index *
+ * batch + j.  The one place that maps a position to a sample; cheap
+ * (O(log shards), a block order's table from the cache), any thread,
+ * with or without e->lock. */
 uint64_t bfs__sample_of(const bfs_engine *e, uint64_t id, unsigned j);
 /* The epoch batch id belongs to (whatever its rank). */
 uint64_t bfs__epoch_of(const bfs_engine *e, uint64_t id);
 /* The batch d after id in its reader's sequence: the same rank's next
  * batch, past the end of an epoch into the next, after the last epoch
- * back to the rank's first. */
+ * back to the rank's first; the resumed epoch's holes are passed over. */
 uint64_t bfs__ahead_of(const bfs_engine *e, uint64_t id, unsigned d);
 
 /* How stage 2 makes an output sample of epoch `epoch` (its size from the
@@ -365,6 +375,19 @@ unsigned bfs__probe_held(bfs_engine *e);
 void bfs__prepare(bfs_engine *e, struct bfs_batch *b);
 /* Free every slot's memory and the held files (destroy). */
 void bfs__slots_free(bfs_engine *e);
+
+/* ---- orders.c ---------------------------------------------------------- */
+
+/* Set up e->layout from e->o and the source (the shard table of a block
+ * order), and the cache of epoch tables if it needs one.  0, -EINVAL
+ * (errmsg says why) or -ENOMEM. */
+int bfs__orders_create(bfs_engine *e, char *errmsg);
+void bfs__orders_destroy(bfs_engine *e);
+/* Rank rank's k-th sample of epoch `epoch` (bfs_layout_sample), or
+ * BFS_ORDER_NONE.  Any thread, with or without e->lock (the cache has a
+ * lock of its own, taken after e->lock, never before). */
+uint64_t bfs__order_sample(const bfs_engine *e, uint64_t epoch, unsigned rank,
+			   uint64_t k);
 
 /* ---- readers.c --------------------------------------------------------- */
 

@@ -20,6 +20,7 @@ _Static_assert(BFS_PERM_ROUNDS % 2 == 0, "widths return to (lbits, rbits)");
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 #define DOMAIN_PERM 0x7065726d75746521ULL /* "permute!": keys differ from augment's */
+#define DOMAIN_PART 0x7061727473686466ULL /* "partshdf": bfs_perm_init_part's */
 
 /* splitmix64's finalizer (Stafford's Mix13): a bijection of 64 bits with
  * full avalanche. */
@@ -30,10 +31,10 @@ static uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch)
+/* The network over [0, n) with round keys from k. */
+static void perm_setup(bfs_perm *p, uint64_t n, uint64_t k)
 {
 	unsigned b = 8; /* see permute.h: quality floor for tiny n */
-	uint64_t k;
 
 	if (n == 0)
 		n = 1;
@@ -43,9 +44,22 @@ void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch)
 	p->n = n;
 	p->lbits = (b + 1) / 2;
 	p->rbits = b / 2;
-	k = mix64(mix64(seed ^ DOMAIN_PERM) + epoch * GOLDEN);
 	for (int i = 0; i < BFS_PERM_ROUNDS; i++)
 		p->key[i] = mix64(k + (uint64_t)(i + 1) * GOLDEN);
+}
+
+void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch)
+{
+	perm_setup(p, n, mix64(mix64(seed ^ DOMAIN_PERM) + epoch * GOLDEN));
+}
+
+void bfs_perm_init_part(bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch,
+			uint64_t domain, uint64_t index)
+{
+	uint64_t k = mix64(mix64(seed ^ DOMAIN_PART) + epoch * GOLDEN);
+
+	k = mix64(k ^ mix64(domain + GOLDEN));
+	perm_setup(p, n, mix64(k + index * GOLDEN));
 }
 
 /* Round function: `bits` (1..32) pseudorandom bits of (key, r). */

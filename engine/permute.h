@@ -56,6 +56,17 @@ uint64_t bfs_perm_apply(const bfs_perm *p, uint64_t pos);
 uint64_t bfs_perm_invert(const bfs_perm *p, uint64_t sample);
 
 /*
+ * A permutation of [0, n) of its own for one part of epoch `epoch` under
+ * `seed`: part `index` of kind `domain` (engine/layout.h numbers the
+ * shards' order and each block's samples).  Keyed by (seed, epoch,
+ * domain, index) through another domain constant than bfs_perm_init's, so
+ * it is never the epoch's own order; the same rounds and cycle walking.
+ * Never fails; allocates nothing.  Pure; any thread.
+ */
+void bfs_perm_init_part(bfs_perm *p, uint64_t n, uint64_t seed, uint64_t epoch,
+			uint64_t domain, uint64_t index);
+
+/*
  * One rank's slice of one epoch, with the semantics of PyTorch's
  * DistributedSampler(num_replicas=world, rank=rank, shuffle, drop_last=True):
  *   per_rank = floor(n / world)   (PyTorch: ceil((n - world) / world) when

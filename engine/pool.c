@@ -86,7 +86,7 @@ void *bfs__worker_main(void *arg)
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
 		struct bfs_batch *b = next_work_locked(e);
-		uint64_t id;
+		uint64_t id, bad = 0;
 		unsigned j;
 		int err;
 
@@ -115,8 +115,10 @@ void *bfs__worker_main(void *arg)
 		pthread_mutex_unlock(&e->lock);
 
 		err = bfs__produce(w, b, j, msg);
-		if (err)
+		if (err) {
 			b->rec[j].decoded = 0;
+			bad = bfs__sample_of(e, id, j); /* before the lock */
+		}
 
 		pthread_mutex_lock(&e->lock);
 		w->slot = NULL;
@@ -125,8 +127,7 @@ void *bfs__worker_main(void *arg)
 		if (err && !b->cancelled && (!b->err || j < b->err_at)) {
 			char where[160];
 
-			bfs_source_describe(e->src, bfs__sample_of(e, id, j), where,
-					    sizeof(where));
+			bfs_source_describe(e->src, bad, where, sizeof(where));
 			b->err = err;
 			b->err_at = j;
 			snprintf(b->errmsg, sizeof(b->errmsg), "%s: %s", where,
@@ -577,14 +578,11 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		free(e);
 		return -EINVAL;
 	}
-	if (!(e->orders = calloc(e->o.epochs, sizeof(*e->orders)))) {
+	if ((err = bfs__orders_create(e, errmsg))) {
 		free(e);
-		return -ENOMEM;
+		return err;
 	}
-	for (unsigned ep = 0; ep < e->o.epochs; ep++)
-		bfs_order_init(&e->orders[ep], e->nsamples, e->o.shuffle,
-			       e->o.seed, ep, e->o.rank, e->o.world);
-	e->epoch_n = e->orders[0].per_rank;
+	e->epoch_n = e->nsamples / e->o.world; /* bfs_layout_per_rank of a whole epoch */
 	e->per_epoch = e->o.drop_remainder
 		? e->epoch_n / e->o.batch
 		: (e->epoch_n + e->o.batch - 1) / e->o.batch;
@@ -592,12 +590,22 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		bfs_seterr(errmsg,
 			   "%llu samples make no full batch of %u (--drop-remainder)",
 			   (unsigned long long)e->epoch_n, e->o.batch);
-		free(e->orders);
+		bfs__orders_destroy(e);
 		free(e);
 		return BFS_E_EMPTY;
 	}
 	if (e->o.drop_remainder)
 		e->epoch_n = e->per_epoch * e->o.batch;
+	if (e->o.resume.on) { /* a resumed epoch: its rest, in fewer batches */
+		e->partial = 1;
+		e->partial_epoch = e->o.resume.epoch;
+		e->partial_n = bfs_layout_per_rank(e->layout, e->partial_epoch);
+		e->partial_batches = e->o.drop_remainder
+			? e->partial_n / e->o.batch
+			: (e->partial_n + e->o.batch - 1) / e->o.batch;
+		if (e->o.drop_remainder)
+			e->partial_n = e->partial_batches * e->o.batch;
+	}
 	e->per_rank = e->per_epoch * e->o.epochs;
 	e->total = e->per_rank * e->nranks;
 	e->sample_bytes = (size_t)e->o.height * e->o.width * 3 *
@@ -619,7 +627,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		bfs_seterr(errmsg,
 			   "--crop-from %d is smaller than the %dx%d window it must hold",
 			   e->o.crop_from, e->s1_h, e->s1_w);
-		free(e->orders);
+		bfs__orders_destroy(e);
 		free(e);
 		return -EINVAL;
 	}
@@ -636,7 +644,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		bfs__post_of(e, 0, e->s1_dtype, &e->post_o);
 		if (bfs_post_check(&e->post_o, why)) {
 			bfs_seterr(errmsg, "%s", why);
-			free(e->orders);
+			bfs__orders_destroy(e);
 			free(e);
 			return -EINVAL;
 		}
@@ -651,7 +659,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 			     &po);
 		if (bfs_post_check(&po, why)) {
 			bfs_seterr(errmsg, "%s", why);
-			free(e->orders);
+			bfs__orders_destroy(e);
 			free(e);
 			return -EINVAL;
 		}
@@ -667,7 +675,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	}
 
 	if ((err = fit_budget(e, mem_default, errmsg))) {
-		free(e->orders);
+		bfs__orders_destroy(e);
 		free(e);
 		return err;
 	}
@@ -797,7 +805,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	free(e->workers);
 	free(e->errors);
 	free(e->slots);
-	free(e->orders);
+	bfs__orders_destroy(e);
 	free(e);
 }
 

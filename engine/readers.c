@@ -121,7 +121,7 @@ void bfs_engine_hint(bfs_engine *e, uint64_t reader, uint64_t id)
 	struct reader *rd;
 	struct bfs_batch *b;
 
-	if (id >= e->total)
+	if (!bfs_engine_batch_count(e, id)) /* out of range, or a hole */
 		return;
 	pthread_mutex_lock(&e->lock);
 	rd = reader_locked(e, reader, now);
@@ -175,7 +175,7 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	int err = 0, waited = 0;
 
 	*out = NULL;
-	if (id >= e->total)
+	if (!bfs_engine_batch_count(e, id)) /* out of range, or a hole */
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	for (;;) {

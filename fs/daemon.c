@@ -673,7 +673,9 @@ int bfs_daemon_probe(const char *path, int timeout_ms,
 		out->state = BFS_DAEMON_SERVING;
 		out->pid = ask->pid;
 		out->proc_state = proc_state(ask->pid);
-	} else if (ask->err == ENOTCONN) {
+	} else if (ask->err == ENOTCONN || ask->err == ECONNABORTED) {
+		/* ECONNABORTED: the ask raced the end of the connection of a
+		 * daemon that just died (seen under load after a kill -9) */
 		out->state = BFS_DAEMON_DEAD;
 		out->pid = 0;
 	} else {

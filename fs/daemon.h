@@ -78,7 +78,8 @@ typedef enum {
 	BFS_DAEMON_NOT_MOUNTED, /* nothing is mounted on the path */
 	BFS_DAEMON_OTHER_FS,    /* a mount of another type (fstype says) */
 	BFS_DAEMON_DEAD,        /* fuse.batchfs whose daemon is gone
-				 * (ENOTCONN) */
+				 * (ENOTCONN, or ECONNABORTED for an ask
+				 * that raced its end) */
 	BFS_DAEMON_STOPPED,     /* its daemon is stopped (SIGSTOP: state T,
 				 * or t under a tracer) */
 	BFS_DAEMON_SILENT,      /* no answer within the deadline */

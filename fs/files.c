@@ -20,6 +20,7 @@
 #include "engine/pixels/preview.h"
 #include "engine/version.h"
 #include "fs/json.h"
+#include "fs/optparse.h"
 
 /* opts.warn, formatted; a no-op without one. */
 static void files_warn(const bfs_files *f, const char *fmt, ...)
@@ -162,6 +163,73 @@ static void rrc_json(const bfs_files *f, const bfs_engine_opts *eo, bfs_json *j)
 	bfs_json_close(j, ']');
 }
 
+/* dataset.json's split: which, and with shards the nodes and this
+ * mount's. */
+static void split_json(const bfs_files *f, const bfs_engine_opts *eo, bfs_json *j)
+{
+	const bfs_layout *l = bfs_engine_layout(f->eng);
+
+	if (eo->split != BFS_SPLIT_SHARDS) {
+		bfs_json_str(j, "split", "samples");
+		bfs_json_str(j, "split_rule",
+			     "rank r serves places r, r + world, r + 2 world, ... of the epoch's order, "
+			     "floor(samples / world) of them (DistributedSampler, drop_last)");
+		return;
+	}
+	bfs_json_str(j, "split", "shards");
+	bfs_json_u64(j, "node_ranks", eo->node_ranks);
+	bfs_json_u64(j, "nodes", bfs_layout_nodes(l));
+	bfs_json_u64(j, "node", bfs_layout_node_of(l, eo->rank));
+	bfs_json_str(j, "split_rule",
+		     "ranks i*node_ranks .. i*node_ranks+node_ranks-1 are node i; the epoch's order is "
+		     "cut into nodes spans of node_ranks * floor(samples / world) places (the rest is "
+		     "not served); node i takes span (i + epoch) mod nodes, its ranks its places in "
+		     "turn");
+}
+
+/* dataset.json's resume: null, or the epoch that starts part way, what
+ * was served of it before, and its batches here. */
+static void resume_json(const bfs_files *f, const bfs_engine_opts *eo, bfs_json *j)
+{
+	const bfs_layout *l = bfs_engine_layout(f->eng);
+	const bfs_layout_resume *r = &eo->resume;
+	unsigned e = r->epoch;
+	uint64_t nb = bfs_engine_epoch_batches(f->eng, e);
+	char opt[1024];
+
+	if (!r->on) {
+		bfs_json_null(j, "resume");
+		return;
+	}
+	bfs_json_open(j, "resume", '{');
+	bfs_json_u64(j, "epoch", e);
+	if (bfs_opt_resume_format(r, opt, sizeof(opt)) > 0)
+		bfs_json_str(j, "option", opt);
+	bfs_json_open(j, "runs", '[');
+	for (unsigned i = 0; i < r->nruns; i++) {
+		bfs_json_open(j, NULL, '{');
+		bfs_json_u64(j, "samples", r->runs[i].consumed);
+		bfs_json_u64(j, "world", r->runs[i].world);
+		bfs_json_str(j, "split", r->runs[i].node_ranks ? "shards" : "samples");
+		if (r->runs[i].node_ranks)
+			bfs_json_u64(j, "node_ranks", r->runs[i].node_ranks);
+		bfs_json_close(j, '}');
+	}
+	bfs_json_close(j, ']');
+	bfs_json_u64(j, "samples_before", bfs_layout_resumed_before(l));
+	bfs_json_u64(j, "samples_left", bfs_layout_resumed_left(l));
+	bfs_json_u64(j, "samples_per_epoch", bfs_engine_epoch_samples_of(f->eng, e));
+	bfs_json_u64(j, "batches", nb);
+	bfs_json_u64(j, "last_batch_size",
+		     nb ? bfs_engine_batch_count(f->eng, (uint64_t)e * bfs_engine_batches_per_epoch(f->eng) + nb - 1)
+			: 0);
+	bfs_json_str(j, "rule",
+		     "each run laid its world over what was left of the epoch and its ranks consumed "
+		     "their first samples; this world lays out the rest, in the epoch's order: every "
+		     "sample of the epoch once over all runs, but the last samples_left mod world");
+	bfs_json_close(j, '}');
+}
+
 int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 {
 	const bfs_engine_opts *eo = bfs_engine_options(f->eng);
@@ -258,10 +326,20 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_bool(&j, "shuffle", eo->shuffle);
 	if (eo->shuffle) {
 		bfs_json_u64(&j, "seed", eo->seed);
-		bfs_json_str(&j, "shuffle_rule",
-			     "epoch e is a stateless permutation of (seed, e)");
+		if (eo->shuffle_block) {
+			bfs_json_u64(&j, "shuffle_block", eo->shuffle_block);
+			bfs_json_str(&j, "shuffle_rule",
+				     "epoch e: the shards in the order of their own stateless permutation of "
+				     "(seed, e), taken shuffle_block at a time; the samples of each block "
+				     "together, in the order of a stateless permutation of (seed, e, block)");
+		} else {
+			bfs_json_str(&j, "shuffle_block", "global");
+			bfs_json_str(&j, "shuffle_rule",
+				     "epoch e is a stateless permutation of (seed, e)");
+		}
 	} else {
 		bfs_json_null(&j, "seed");
+		bfs_json_null(&j, "shuffle_block");
 	}
 	if (f->shape->ranks) { /* --ranks: rank-R/ for each of them */
 		bfs_json_open(&j, "ranks", '[');
@@ -272,6 +350,8 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_u64(&j, "rank", eo->rank);
 	}
 	bfs_json_u64(&j, "world", eo->world ? eo->world : 1);
+	split_json(f, eo, &j);
+	resume_json(f, eo, &j);
 	bfs_json_str(&j, "image_key",
 		     f->image_key ? f->image_key : "image/encoded");
 	bfs_json_str(&j, "label_key",
@@ -388,6 +468,9 @@ int bfs_files_index_json(const bfs_files *f, uint64_t reader, const bfs_node *n,
 	bfs_json_open(&j, NULL, '{');
 	if (f->shape->ranks)
 		bfs_json_u64(&j, "rank", n->rank);
+	if (eo->split == BFS_SPLIT_SHARDS)
+		bfs_json_u64(&j, "node", bfs_layout_node_of(bfs_engine_layout(f->eng),
+							    f->shape->ranks ? n->rank : eo->rank));
 	bfs_json_u64(&j, "epoch", n->epoch);
 	bfs_json_u64(&j, "batch", n->batch);
 	bfs_json_u64(&j, "count", count);

@@ -123,12 +123,30 @@ static const char usage_mount[] =
 	"  --epochs N           epoch-0000 .. epoch-(N-1) folders (1)\n"
 	"  --shuffle SEED       epoch e is a permutation of (SEED, e); without\n"
 	"                       it every epoch is in file order\n"
+	"  --shuffle-block N|global\n"
+	"                       with --shuffle: permute the shards, take them N\n"
+	"                       at a time and permute each block's samples, so\n"
+	"                       one block at a time need be local (default:\n"
+	"                       global for a local source; 1/32 of the shards,\n"
+	"                       1..64, for s3:// and http(s):// ones and with\n"
+	"                       --split shards)\n"
 	"  --rank R --world W   this rank's slice, as PyTorch's\n"
 	"                       DistributedSampler(drop_last=True)\n"
 	"  --ranks A-B          with --world W: one mount for ranks A..B (a\n"
 	"                       node's local ranks), each in MNT/rank-R/, the\n"
 	"                       same bytes as --rank R; one set of threads,\n"
 	"                       memory and cache for all of them\n"
+	"  --split samples|shards\n"
+	"                       samples: every rank a stride of the epoch\n"
+	"                       (default); shards: each node a span of its\n"
+	"                       block order, so it reads ~1/nodes of the shards\n"
+	"  --node-ranks K       with --split shards and --rank: ranks a node\n"
+	"                       (1; a --ranks A-B mount is one node)\n"
+	"  --resume E:C@W[/K][+...]\n"
+	"                       epoch E starts part way: a job of world W (K\n"
+	"                       ranks a node if it split shards) consumed C\n"
+	"                       samples of it; serve the rest over this world\n"
+	"                       (see batchfs(1), RESUMING ON ANOTHER WORLD)\n"
 	"  --hold SECONDS       MNT/hold exists; the mount unmounts itself once\n"
 	"                       the last open of it is closed (a process that\n"
 	"                       exits or is killed closes its files), or when\n"
@@ -400,7 +418,7 @@ static int cmd_mount(int argc, char **argv)
 	       O_SHARD_CACHE,
 	       O_SHARD_CACHE_SIZE, O_S3_CONN, O_S3_TIMEOUT, O_S3_GIVEUP,
 	       O_S3_ANON, O_S3_ADDR, O_S3_ENDPOINT, O_S3_REGION, O_INSECURE,
-	       O_RESIZE_FILTER };
+	       O_RESIZE_FILTER, O_SHUFFLE_BLOCK, O_SPLIT, O_NODE_RANKS, O_RESUME };
 	static const struct option lo[] = {
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "size", required_argument, 0, O_SIZE },
@@ -422,6 +440,10 @@ static int cmd_mount(int argc, char **argv)
 		{ "slot-dir", required_argument, 0, O_SLOT_DIR },
 		{ "mem", required_argument, 0, O_MEM },
 		{ "shuffle", required_argument, 0, O_SHUFFLE },
+		{ "shuffle-block", required_argument, 0, O_SHUFFLE_BLOCK },
+		{ "split", required_argument, 0, O_SPLIT },
+		{ "node-ranks", required_argument, 0, O_NODE_RANKS },
+		{ "resume", required_argument, 0, O_RESUME },
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "rank", required_argument, 0, O_RANK },
 		{ "world", required_argument, 0, O_WORLD },
@@ -519,6 +541,32 @@ static int cmd_mount(int argc, char **argv)
 			if (bfs_opt_seed(optarg, &o.engine.seed))
 				return bad("--shuffle", optarg, "a seed, 0..2^64-1");
 			o.engine.shuffle = 1;
+			break;
+		case O_SHUFFLE_BLOCK:
+			if (!strcmp(optarg, "global"))
+				o.engine.shuffle_block = 0;
+			else if (bfs_opt_u64(optarg, 1, UINT32_MAX, &o.engine.shuffle_block))
+				return bad("--shuffle-block", optarg, "shards a block, 1 or more, or global");
+			o.shuffle_block_given = 1;
+			break;
+		case O_SPLIT:
+			if (!strcmp(optarg, "samples"))
+				o.engine.split = BFS_SPLIT_SAMPLES;
+			else if (!strcmp(optarg, "shards"))
+				o.engine.split = BFS_SPLIT_SHARDS;
+			else
+				return bad("--split", optarg, "samples or shards");
+			break;
+		case O_NODE_RANKS:
+			if (parse_uint(optarg, 1, 1u << 20, &o.engine.node_ranks))
+				return bad("--node-ranks", optarg, "ranks a node, 1 or more");
+			break;
+		case O_RESUME:
+			if (bfs_opt_resume(optarg, &o.engine.resume))
+				return bad("--resume", optarg,
+					   "EPOCH:CONSUMED@WORLD, with /K for a run that split shards "
+					   "with K ranks a node, and +RUN for each later run, e.g. "
+					   "3:1024@4/2+512@2");
 			break;
 		case O_RESIZE:
 			if (!strcmp(optarg, "stretch"))

@@ -506,6 +506,39 @@ static int start_metrics(struct mnt *m, char *msg, size_t cap)
 
 /* The mount itself; runs in the daemon (or in the foreground).  Reports to
  * notify_fd (-1 in the foreground) and returns the exit status. */
+/* The mount message's words on the epoch order, when it is not plain:
+ * the block shuffle (and whose default it is), the shards split and
+ * this mount's node, a resumed epoch. */
+static void order_words(const struct mnt *m, const bfs_mount_opts *o, char *msg, size_t cap)
+{
+	const bfs_engine_opts *e = bfs_engine_options(m->eng);
+	const bfs_layout *l = bfs_engine_layout(m->eng);
+	size_t n = strlen(msg);
+
+	if (e->shuffle && e->shuffle_block && n < cap) {
+		snprintf(msg + n, cap - n, "; shuffled in blocks of %llu shard%s%s",
+			 (unsigned long long)e->shuffle_block, e->shuffle_block > 1 ? "s" : "",
+			 o->shuffle_block_given ? ""
+			 : e->split == BFS_SPLIT_SHARDS ? " (--split shards' default)"
+							: " (a remote source's default)");
+		n = strlen(msg);
+	}
+	if (e->split == BFS_SPLIT_SHARDS && n < cap) {
+		snprintf(msg + n, cap - n, "; split by shards: node %u of %u (%u rank%s a node)",
+			 bfs_layout_node_of(l, e->rank), bfs_layout_nodes(l), e->node_ranks,
+			 e->node_ranks == 1 ? "" : "s");
+		n = strlen(msg);
+	}
+	if (e->resume.on && n < cap)
+		snprintf(msg + n, cap - n,
+			 "; epoch %u resumes: %llu of %llu samples were served before, the other %llu go to this world: %llu a rank in %llu batches",
+			 e->resume.epoch, (unsigned long long)bfs_layout_resumed_before(l),
+			 (unsigned long long)bfs_source_count(m->src),
+			 (unsigned long long)bfs_layout_resumed_left(l),
+			 (unsigned long long)bfs_engine_epoch_samples_of(m->eng, e->resume.epoch),
+			 (unsigned long long)bfs_engine_epoch_batches(m->eng, e->resume.epoch));
+}
+
 static int serve(void *ctx, int notify_fd)
 {
 	const bfs_mount_opts *o = ctx;
@@ -566,6 +599,17 @@ static int serve(void *ctx, int notify_fd)
 	if ((err = bfs_ll_create(&m.ll))) {
 		snprintf(msg, sizeof(msg), "batchfs: out of memory");
 		goto fail;
+	}
+	if (!o->shuffle_block_given) { /* the source's default (layout.h) */
+		unsigned w = eo.world ? eo.world : 1;
+		unsigned k = eo.node_ranks ? eo.node_ranks : eo.ranks ? eo.ranks : 1;
+
+		eo.shuffle_block = eo.shuffle
+			? bfs_layout_default_block(m.storage != NULL,
+						   bfs_source_format(m.src) == BFS_FORMAT_FOLDER,
+						   eo.split, bfs_source_nshards(m.src),
+						   w >= k ? w / k : 1)
+			: 0;
 	}
 	eo.on_sample_error = on_sample_error;
 	if (!o->no_push)
@@ -727,6 +771,7 @@ static int serve(void *ctx, int notify_fd)
 
 			snprintf(msg + n, sizeof(msg) - n, "; each rank in rank-R/");
 		}
+		order_words(&m, o, msg, sizeof(msg));
 		if (bfs_source_format(m.src) == BFS_FORMAT_FOLDER &&
 		    !bfs_source_nclasses(m.src) && bfs_source_classes_note(m.src)) {
 			size_t n = strlen(msg);

@@ -20,6 +20,9 @@ typedef struct {
 	const char *mountpoint;
 	bfs_source_opts source;
 	bfs_engine_opts engine;
+	int shuffle_block_given;  /* --shuffle-block: engine.shuffle_block as
+				   * given; else the source's default
+				   * (bfs_layout_default_block) */
 	const char *cache;        /* cache directory; NULL = the default
 				   ($XDG_CACHE_HOME/batchfs); "none" = off */
 	uint64_t cache_size;      /* --cache-size; 0 = the cache's default */

@@ -7,6 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
+uint64_t bfs_ns_epoch_batches(const bfs_ns_shape *shape, uint32_t epoch)
+{
+	if (shape->partial && epoch == shape->partial_epoch &&
+	    shape->partial_batches < shape->batches)
+		return shape->partial_batches;
+	return shape->batches;
+}
+
 static int digits(uint64_t v, int min)
 {
 	int d = 1;
@@ -142,7 +150,7 @@ static int parse_batch(const bfs_ns_shape *shape, const char *name,
 	}
 	if (!end)
 		return -ENOENT;
-	if (parse_u64(name + 6, end - 6, &b) || b >= shape->batches)
+	if (parse_u64(name + 6, end - 6, &b) || b >= bfs_ns_epoch_batches(shape, node->epoch))
 		return -ENOENT;
 	node->batch = b;
 	return canonical(shape, node, name, len) ? 0 : -ENOENT;
@@ -341,6 +349,8 @@ int bfs_ns_from_ino(const bfs_ns_shape *shape, uint64_t ino, bfs_node *node)
 	} else if (ino >= files && (ino - files) / 4 < nbatch) {
 		bfs_ns_batch_node(shape, (ino - files) / 4, &n);
 		n.kind = (bfs_node_kind)(BFS_NODE_BATCH + (ino - files) % 4);
+		if (n.batch >= bfs_ns_epoch_batches(shape, n.epoch))
+			return -ENOENT;
 	} else if (shape->hold && ino == files + 4 * nbatch) {
 		n.kind = BFS_NODE_HOLD;
 	} else {

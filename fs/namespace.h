@@ -14,6 +14,10 @@
  * /rank-R/epoch-NNNN/... as above.  A mount with --hold also has /hold, a
  * file that the processes using the mount keep open.
  *
+ * An epoch that resumes part way (--resume) has fewer batches than the
+ * others: its names past them do not exist (numbers keep the others'
+ * width).
+ *
  * Only canonical names exist: a name parses when printing the parsed node
  * gives back exactly the same string, so "batch-0001.npy", "batch-+00001.npy",
  * "../x" or a name with odd bytes never map onto anything.  Numbers are
@@ -55,7 +59,15 @@ typedef struct {
 			   * level (the epochs sit in the root) */
 	uint32_t rank0;
 	int hold;         /* /hold exists */
+	int partial;      /* epoch partial_epoch has partial_batches only
+			   * (<= batches); inode numbers keep the stride */
+	uint32_t partial_epoch;
+	uint64_t partial_batches;
 } bfs_ns_shape;
+
+/* The batches epoch `epoch` has: batches, or partial_batches for the
+ * resumed one.  Pure. */
+uint64_t bfs_ns_epoch_batches(const bfs_ns_shape *shape, uint32_t epoch);
 
 /* Parse an absolute path ("/epoch-0000/batch-000001.npy").  Returns 0 and
  * fills *node, or -ENOENT for any name that does not exist, -ENAMETOOLONG
@@ -96,7 +108,8 @@ int bfs_ns_child(const bfs_ns_shape *shape, const bfs_node *parent,
  *                   hold
  *
  * (R ranks, 0 without a rank level, when r is always 0; E epochs, B
- * batches per epoch).  Without ranks these are the numbers of a mount of
+ * batches per epoch; the resumed epoch's numbers past its batches are
+ * no node's).  Without ranks these are the numbers of a mount of
  * one rank, whatever its rank.  Every node has its own number;
  * bfs_ns_ino never returns 0; bfs_ns_from_ino returns 0 or -ENOENT for a
  * number no node has.  Pure. */

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int is_digit(char c)
 {
@@ -180,4 +182,87 @@ int bfs_opt_doubles(const char *s, double *v, int n)
 	for (int i = 0; i < n; i++)
 		v[i] = tmp[i];
 	return 0;
+}
+
+/* The digits of s up to the first of stop (or its end), read by
+ * bfs_opt_u64 within [min, max]; *next after them (and the stop). */
+static int field(const char *s, const char *stop, uint64_t min, uint64_t max,
+		 uint64_t *out, const char **next)
+{
+	size_t n = strcspn(s, stop);
+	char buf[24];
+
+	if (n == 0 || n >= sizeof(buf))
+		return n ? -ERANGE : -EINVAL;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	*next = s + n;
+	return bfs_opt_u64(buf, min, max, out);
+}
+
+int bfs_opt_resume(const char *s, bfs_layout_resume *out)
+{
+	bfs_layout_resume r = { .on = 1 };
+	const char *p;
+	uint64_t v;
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	if ((err = field(s, ":", 0, 99999, &v, &p)))
+		return err;
+	if (*p != ':')
+		return -EINVAL;
+	r.epoch = (unsigned)v;
+	p++;
+	for (;;) {
+		bfs_layout_run *u;
+
+		if (r.nruns == BFS_LAYOUT_MAX_RUNS)
+			return -ERANGE;
+		u = &r.runs[r.nruns++];
+		if ((err = field(p, "@", 0, UINT64_MAX, &u->consumed, &p)))
+			return err;
+		if (*p++ != '@')
+			return -EINVAL;
+		if ((err = field(p, "/+", 1, 1u << 20, &v, &p)))
+			return err;
+		u->world = (unsigned)v;
+		if (*p == '/') {
+			if ((err = field(p + 1, "+", 1, 1u << 20, &v, &p)))
+				return err;
+			u->node_ranks = (unsigned)v;
+		}
+		if (!*p)
+			break;
+		if (*p++ != '+')
+			return -EINVAL;
+	}
+	*out = r;
+	return 0;
+}
+
+int bfs_opt_resume_format(const bfs_layout_resume *r, char *buf, size_t cap)
+{
+	size_t n;
+	int k;
+
+	k = snprintf(buf, cap, "%u:", r->epoch);
+	if (k < 0 || (size_t)k >= cap)
+		return -ENOSPC;
+	n = (size_t)k;
+	for (unsigned i = 0; i < r->nruns; i++) {
+		const bfs_layout_run *u = &r->runs[i];
+
+		if (u->node_ranks)
+			k = snprintf(buf + n, cap - n, "%s%llu@%u/%u", i ? "+" : "",
+				     (unsigned long long)u->consumed, u->world, u->node_ranks);
+		else
+			k = snprintf(buf + n, cap - n, "%s%llu@%u", i ? "+" : "",
+				     (unsigned long long)u->consumed, u->world);
+		if (k < 0 || (size_t)k >= cap - n)
+			return -ENOSPC;
+		n += (size_t)k;
+	}
+	return (int)n;
 }

@@ -13,7 +13,10 @@
 #ifndef BFS_FS_OPTPARSE_H
 #define BFS_FS_OPTPARSE_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "engine/layout.h"
 
 /* Decimal digits only ("0" .. "18446744073709551615"), no sign or space,
  * min <= value <= max. */
@@ -42,5 +45,16 @@ int bfs_opt_hw(const char *s, int max_side, int *h, int *w);
  * "0.485,0.456,0.406"); no spaces, nothing after the last.  "nan", "inf"
  * and a number too large for a double (1e999) are -ERANGE. */
 int bfs_opt_doubles(const char *s, double *v, int n);
+
+/* --resume EPOCH:RUN[+RUN...]: RUN = CONSUMED@WORLD for a run that split
+ * by samples, CONSUMED@WORLD/K for one that split by shards with K ranks
+ * a node (engine/layout.h), oldest first, at most BFS_LAYOUT_MAX_RUNS;
+ * EPOCH 0..99999, CONSUMED 0..2^64-1, WORLD and K 1..2^20 ("3:1024@4/2",
+ * "0:96@3+60@2").  Fills *out (on set); -ERANGE also for too many runs. */
+int bfs_opt_resume(const char *s, bfs_layout_resume *out);
+
+/* The --resume value of r (the form bfs_opt_resume reads) into buf:
+ * its length, or -ENOSPC when cap is short. */
+int bfs_opt_resume_format(const bfs_layout_resume *r, char *buf, size_t cap);
 
 #endif

@@ -107,6 +107,12 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 	v->o = *o;
 	v->shape.epochs = bfs_engine_epochs(o->eng);
 	v->shape.batches = bfs_engine_batches_per_epoch(o->eng);
+	if (bfs_engine_options(o->eng)->resume.on) {
+		v->shape.partial = 1;
+		v->shape.partial_epoch = bfs_engine_options(o->eng)->resume.epoch;
+		v->shape.partial_batches = bfs_engine_epoch_batches(
+			o->eng, v->shape.partial_epoch);
+	}
 	if (bfs_engine_options(o->eng)->ranks) {
 		v->shape.ranks = bfs_engine_ranks(o->eng);
 		v->shape.rank0 = bfs_engine_options(o->eng)->rank;
@@ -426,7 +432,7 @@ int bfs_view_dirent(const bfs_view *v, const bfs_node *dir, uint64_t k,
 	} else {
 		/* .index.json and .preview.jpg exist but are not listed: their
 		 * size needs the batch decoded, and `ls -l` would decode all */
-		if (k / 2 >= v->shape.batches)
+		if (k / 2 >= bfs_ns_epoch_batches(&v->shape, dir->epoch))
 			return -ENOENT;
 		c.kind = k % 2 ? BFS_NODE_LABELS : BFS_NODE_BATCH;
 		c.batch = k / 2;

@@ -1043,6 +1043,215 @@ static void test_engine_reads_ahead_within_the_reader_s_rank(void **state)
 	bfs_source_close(src);
 }
 
+/* ---- epoch layouts --------------------------------------------------------- */
+
+/* The shard table of dir_good: 8, 8 and 5 samples. */
+static const uint64_t good_first[] = { 0, 8, 16, 21 };
+
+/* bfs_layout_sample of a layout built from o alone, for rank r, epoch ep. */
+static uint64_t layout_sample(const bfs_layout_opts *lo, uint64_t ep, unsigned r, uint64_t k)
+{
+	char msg[BFS_ERRMSG_MAX];
+	bfs_layout *l = NULL;
+	bfs_layout_epoch e;
+	uint64_t table[4], s;
+
+	if (bfs_layout_create(lo, &l, msg))
+		fail_msg("layout: %s", msg);
+	bfs_layout_epoch_init(&e, l, ep, bfs_layout_table_len(l) ? table : NULL);
+	s = bfs_layout_sample(&e, r, k);
+	bfs_layout_destroy(l);
+	return s;
+}
+
+static void test_engine_serves_the_layout_of_a_block_order_and_a_shards_split(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	static const struct { bfs_split split; unsigned rank, ranks, world, node_ranks; } c[] = {
+		{ BFS_SPLIT_SAMPLES, 1, 2, 3, 0 },
+		{ BFS_SPLIT_SHARDS, 2, 2, 4, 0 },  /* node 1 of 2: node_ranks from --ranks */
+		{ BFS_SPLIT_SHARDS, 3, 0, 6, 3 },  /* one rank, on node 1 of 2 */
+	};
+	char msg[BFS_ERRMSG_MAX];
+
+	for (size_t t = 0; t < sizeof(c) / sizeof(c[0]); t++) {
+		bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32, .threads = 2,
+				      .epochs = 3, .shuffle = 1, .seed = 5, .shuffle_block = 2,
+				      .split = c[t].split, .rank = c[t].rank, .ranks = c[t].ranks,
+				      .world = c[t].world, .node_ranks = c[t].node_ranks };
+		unsigned nr = c[t].ranks ? c[t].ranks : 1;
+		bfs_layout_opts lo = { .n = 21, .first = good_first, .nshards = 3, .shuffle = 1,
+				       .seed = 5, .block = 2, .split = c[t].split,
+				       .world = c[t].world, .node_ranks = c[t].node_ranks
+				       ? c[t].node_ranks : nr };
+		bfs_engine *e = NULL;
+		uint64_t nb;
+
+		assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+		assert_int_equal(bfs_engine_options(e)->node_ranks,
+				 c[t].split == BFS_SPLIT_SHARDS ? lo.node_ranks : c[t].node_ranks);
+		nb = bfs_engine_batches_per_epoch(e);
+		for (unsigned r = 0; r < nr; r++)
+			for (unsigned ep = 0; ep < 3; ep++)
+				for (uint64_t b = 0; b < nb; b++) {
+					uint64_t id = ((uint64_t)r * 3 + ep) * nb + b;
+					unsigned n = bfs_engine_batch_count(e, id);
+					bfs_batch *bt;
+
+					assert_true(n > 0);
+					assert_int_equal(bfs_engine_get(e, 1, id, &bt, msg), 0);
+					for (unsigned j = 0; j < n; j++) {
+						uint64_t want = layout_sample(&lo, ep, c[t].rank + r,
+									      b * 2 + j);
+
+						assert_true(bfs_engine_sample_index(e, id, j) == want);
+						/* the label says which sample it holds */
+						assert_true(bfs_batch_labels(bt)[j] == 100 + (int64_t)want);
+					}
+					bfs_engine_put(e, bt);
+				}
+		bfs_engine_destroy(e);
+	}
+	bfs_source_close(src);
+}
+
+struct lookups {
+	bfs_engine *e;
+	const uint64_t *want;
+	uint64_t ids;
+	unsigned stride, start;
+	int bad;
+};
+
+static void *lookup_thread(void *arg)
+{
+	struct lookups *lk = arg;
+
+	for (uint64_t i = 0; i < lk->ids; i++) {
+		uint64_t id = (lk->start + i * lk->stride) % lk->ids;
+
+		for (unsigned j = 0; j < 2; j++)
+			if (bfs_engine_sample_index(lk->e, id, j) != lk->want[id * 2 + j])
+				lk->bad++;
+	}
+	return NULL;
+}
+
+/* 100,000 epochs of a block order: tables only for the epochs in use;
+ * threads that look up far apart epochs at once agree with one that
+ * looked them up alone. */
+static void test_engine_block_order_lookups_from_many_threads_and_epochs_agree(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 2, .height = 8, .width = 8, .threads = 1,
+			      .epochs = 100000, .shuffle = 1, .seed = 9, .shuffle_block = 1,
+			      .drop_remainder = 1 };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+	struct lookups lk[6];
+	pthread_t th[6];
+	uint64_t ids = 10 * 200, *want; /* the first 200 epochs */
+
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	assert_int_equal(bfs_engine_batches_per_epoch(e), 10);
+	want = malloc(ids * 2 * sizeof(*want));
+	assert_non_null(want);
+	for (uint64_t id = 0; id < ids; id++)
+		for (unsigned j = 0; j < 2; j++)
+			want[id * 2 + j] = bfs_engine_sample_index(e, id, j);
+	/* the last epoch too */
+	assert_true(bfs_engine_sample_index(e, 99999ull * 10 + 9, 1) < 21);
+	for (int t = 0; t < 6; t++) {
+		lk[t] = (struct lookups){ e, want, ids, 7 + 10 * (unsigned)t, (unsigned)t * 333, 0 };
+		assert_int_equal(pthread_create(&th[t], NULL, lookup_thread, &lk[t]), 0);
+	}
+	for (int t = 0; t < 6; t++) {
+		pthread_join(th[t], NULL);
+		assert_int_equal(lk[t].bad, 0);
+	}
+	free(want);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+/* Epoch 1 resumes after a world of 3 consumed 2 samples a rank: this
+ * world of 2 serves the other 15, 7 a rank (one left over), in 4 batches
+ * of 2 (the last of 1) where the other epochs have 5. */
+static void test_engine_resumed_epoch_has_fewer_batches_and_no_more(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	uint64_t handed = 0;
+	bfs_engine_opts o = { .batch = 2, .height = 24, .width = 32, .threads = 1,
+			      .prefetch = 2, .epochs = 3, .shuffle = 1, .seed = 2, .world = 2,
+			      .ranks = 2, .deliver_ahead = record_id, .ctx = &handed };
+	bfs_layout_opts lo = { .n = 21, .shuffle = 1, .seed = 2, .world = 2 };
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+	bfs_batch *b;
+	uint64_t nb;
+
+	o.resume = (bfs_layout_resume){ .on = 1, .epoch = 1, .nruns = 1,
+					.runs = { { 6, 3, 0 } } };
+	lo.resume = o.resume;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), 0);
+	nb = bfs_engine_batches_per_epoch(e);
+	assert_int_equal(nb, 5);
+	assert_int_equal(bfs_engine_epoch_batches(e, 0), 5);
+	assert_int_equal(bfs_engine_epoch_batches(e, 1), 4);
+	assert_int_equal(bfs_engine_epoch_samples_of(e, 1), 7);
+	assert_int_equal(bfs_engine_epoch_samples_of(e, 2), 10);
+	assert_int_equal(bfs_engine_batch_count(e, nb + 3), 1);
+	/* the resumed epoch's ids past its batches do not exist, for either rank */
+	for (unsigned r = 0; r < 2; r++) {
+		uint64_t hole = (r * 3 + 1) * nb + 4;
+
+		assert_int_equal(bfs_engine_batch_count(e, hole), 0);
+		assert_true(bfs_engine_sample_index(e, hole, 0) == UINT64_MAX);
+		assert_int_equal(bfs_engine_get(e, 1, hole, &b, msg), -EINVAL);
+		bfs_engine_hint(e, 1, hole); /* nothing */
+		for (uint64_t k = 0; k < 7; k++)
+			assert_true(bfs_engine_sample_index(e, (r * 3 + 1) * nb + k / 2, k % 2) ==
+				    layout_sample(&lo, 1, r, k));
+	}
+	/* read-ahead from the resumed epoch's last batch passes over its
+	 * holes: d=1 is epoch 2's batch 0, d=2 (handed on) its batch 1 */
+	bfs_engine_hint(e, 1, nb + 3);
+	wait_pushed(e, 1);
+	assert_int_equal(__atomic_load_n(&handed, __ATOMIC_ACQUIRE), 2 * nb + 1 + 1);
+	bfs_engine_destroy(e);
+	bfs_source_close(src);
+}
+
+static void test_engine_refuses_layouts_that_cannot_work(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts base = { .batch = 2, .height = 8, .width = 8, .threads = 1, .epochs = 2,
+				 .shuffle = 1, .seed = 1, .shuffle_block = 1,
+				 .split = BFS_SPLIT_SHARDS, .world = 4 };
+	bfs_engine_opts o;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e = NULL;
+
+	o = base, o.rank = 1, o.ranks = 2;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "start at a multiple of its 2 ranks, not at 1"));
+	o = base, o.rank = 0, o.ranks = 2, o.node_ranks = 4;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "one node of 2 ranks, not --node-ranks 4"));
+	o = base, o.split = BFS_SPLIT_SAMPLES, o.node_ranks = 2;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "only --split shards"));
+	o = base, o.resume = (bfs_layout_resume){ .on = 1, .epoch = 2, .nruns = 1,
+						  .runs = { { 4, 4, 0 } } };
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "epoch 2 is past the mount's 2 epochs"));
+	o = base, o.shuffle_block = 0;
+	assert_int_equal(bfs_engine_create(src, &o, &e, msg), -EINVAL);
+	assert_non_null(strstr(msg, "needs --shuffle-block N"));
+	assert_null(e);
+	bfs_source_close(src);
+}
+
 /* ---- RandomResizedCrop and the store -------------------------------------- */
 
 /* An in-memory store: one copy per (shard, offset), kept as offered. */
@@ -1825,6 +2034,10 @@ int main(void)
 		cmocka_unit_test(test_engine_big_image_borrows_from_the_budget),
 		cmocka_unit_test(test_engine_serves_several_ranks_as_engines_of_their_own),
 		cmocka_unit_test(test_engine_reads_ahead_within_the_reader_s_rank),
+		cmocka_unit_test(test_engine_serves_the_layout_of_a_block_order_and_a_shards_split),
+		cmocka_unit_test(test_engine_block_order_lookups_from_many_threads_and_epochs_agree),
+		cmocka_unit_test(test_engine_resumed_epoch_has_fewer_batches_and_no_more),
+		cmocka_unit_test(test_engine_refuses_layouts_that_cannot_work),
 		cmocka_unit_test(test_engine_rrc_caches_one_copy_a_sample_and_warm_equals_cold),
 		cmocka_unit_test(test_engine_rrc_stops_after_the_box_once_a_jpeg_decoded_whole),
 		cmocka_unit_test(test_engine_rrc_decodes_only_boxes_while_the_store_is_full),

@@ -134,6 +134,15 @@ static void test_mounthelper_takes_options_in_every_form_mount_passes(void **sta
 	expect(ARGS("mount.batchfs", "/d", "/m"), "mount -- /d /m");
 }
 
+static void test_mounthelper_passes_the_order_options_with_their_punctuation(void **state)
+{
+	/* fstab for a node of a shards split resuming on another world */
+	expect(ARGS("mount.fuse.batchfs", "s3://bucket/train", "/mnt/train", "-o",
+		    "shuffle=1,shuffle_block=16,split=shards,node_ranks=2,resume=3:1024@4/2+512@2"),
+	       "mount --shuffle=1 --shuffle-block=16 --split=shards --node-ranks=2 "
+	       "--resume=3:1024@4/2+512@2 -- s3://bucket/train /mnt/train");
+}
+
 static void test_mounthelper_refuses_what_is_not_a_helper_call(void **state)
 {
 	expect_refused(ARGS("mount.batchfs", "/d"), "needs SHARD_DIR and MOUNTPOINT");
@@ -208,6 +217,7 @@ int main(void)
 		cmocka_unit_test(test_mounthelper_reads_underscores_in_names_as_dashes_but_not_in_values),
 		cmocka_unit_test(test_mounthelper_joins_lists_that_mount_split_at_commas),
 		cmocka_unit_test(test_mounthelper_takes_options_in_every_form_mount_passes),
+		cmocka_unit_test(test_mounthelper_passes_the_order_options_with_their_punctuation),
 		cmocka_unit_test(test_mounthelper_refuses_what_is_not_a_helper_call),
 		cmocka_unit_test(test_mounthelper_runs_batchfs_mount_unless_faked),
 		cmocka_unit_test(test_mounthelper_refuses_help_as_an_option),

@@ -344,6 +344,41 @@ static void test_namespace_inode_numbers_without_ranks_are_unchanged(void **stat
 	assert_true(bfs_ns_ino(&s, &n) == 4 + 3 + 4 * (1 * 7 + 5) + 1);
 }
 
+/* A resumed epoch's batches past its own count do not exist, by name or
+ * by number, in every rank; the others keep theirs and their numbers. */
+static void test_namespace_resumed_epoch_has_only_its_batches(void **state)
+{
+	bfs_ns_shape s = { .epochs = 3, .batches = 10, .ranks = 2, .rank0 = 4,
+			   .partial = 1, .partial_epoch = 1, .partial_batches = 4 };
+	bfs_ns_shape whole = s;
+	bfs_node n;
+
+	whole.partial = 0;
+	assert_true(bfs_ns_epoch_batches(&s, 1) == 4);
+	assert_true(bfs_ns_epoch_batches(&s, 0) == 10 && bfs_ns_epoch_batches(&s, 2) == 10);
+	assert_int_equal(bfs_ns_parse(&s, "/rank-5/epoch-0001/batch-000003.npy", &n), 0);
+	assert_int_equal(bfs_ns_parse(&s, "/rank-5/epoch-0001/batch-000004.npy", &n), -ENOENT);
+	assert_int_equal(bfs_ns_parse(&s, "/rank-4/epoch-0001/batch-000009.index.json", &n), -ENOENT);
+	assert_int_equal(bfs_ns_parse(&s, "/rank-4/epoch-0002/batch-000009.npy", &n), 0);
+	for (uint32_t r = 4; r < 6; r++)
+		for (uint32_t e = 0; e < 3; e++)
+			for (uint64_t b = 0; b < 10; b++)
+				for (int k = 0; k < 4; k++) {
+					bfs_node x = { .kind = (bfs_node_kind)(BFS_NODE_BATCH + k),
+						       .rank = r, .epoch = e, .batch = b }, y;
+					uint64_t ino = bfs_ns_ino(&whole, &x);
+
+					/* the same numbers as without the resume */
+					assert_true(bfs_ns_ino(&s, &x) == ino);
+					if (e == 1 && b >= 4) {
+						assert_int_equal(bfs_ns_from_ino(&s, ino, &y), -ENOENT);
+					} else {
+						assert_int_equal(bfs_ns_from_ino(&s, ino, &y), 0);
+						assert_true(y.batch == b && y.epoch == e && y.rank == r);
+					}
+				}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_namespace_rejects_ranks_it_does_not_serve),
 		cmocka_unit_test(test_namespace_inode_numbers_stay_unique_with_ranks),
 		cmocka_unit_test(test_namespace_inode_numbers_without_ranks_are_unchanged),
+		cmocka_unit_test(test_namespace_resumed_epoch_has_only_its_batches),
 		cmocka_unit_test(test_namespace_parses_root_and_json_files),
 		cmocka_unit_test(test_namespace_parses_batch_and_label_files),
 		cmocka_unit_test(test_namespace_rejects_names_that_are_not_canonical),

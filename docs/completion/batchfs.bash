@@ -40,6 +40,8 @@ _batchfs()
 		--resize) _batchfs_set -W "stretch crop" -- "$cur"; return ;;
 		--layout) _batchfs_set -W "nhwc nchw" -- "$cur"; return ;;
 		--format) _batchfs_set -W "auto tfrecord tar folder" -- "$cur"; return ;;
+		--split) _batchfs_set -W "samples shards" -- "$cur"; return ;;
+		--shuffle-block) _batchfs_set -W "global" -- "$cur"; return ;;
 		--on-error) _batchfs_set -W "fail skip" -- "$cur"; return ;;
 		--augment) _batchfs_set -W "flip crop flip,crop none" -- "$cur"; return ;;
 		--threads|--prefetch) _batchfs_set -W "auto" -- "$cur"; return ;;
@@ -47,15 +49,16 @@ _batchfs()
 		--slot-dir|--shard-cache) _batchfs_set -d -- "$cur"; return ;;
 		--s3-addressing) _batchfs_set -W "auto path virtual" -- "$cur"; return ;;
 		--log|--metrics-file) _batchfs_set -f -- "$cur"; return ;;
-		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--crop-from|--mean|--std|--metrics-interval|--history-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
+		--batch|--size|--mem|--cache-size|--image-key|--label-key|--label-offset|--max-pixels|--max-inflate-ratio|--epochs|--shuffle|--rank|--world|--node-ranks|--resume|--crop-from|--mean|--std|--metrics-interval|--history-interval|--metrics-port|--metrics-addr|--shard-cache-size|--s3-connections|--s3-timeout|--s3-giveup|--s3-endpoint|--s3-region|-o)
 			return ;;
 		esac
 		if [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "--batch --size --dtype --resize --crop-from
 				--augment --layout --mean --std --label-offset --threads
 				--prefetch --mem --cache --cache-size --format --image-key
-				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle --rank
-				--world --drop-remainder --log --allow-other --slot-dir
+				--label-key --on-error --max-pixels --max-inflate-ratio --epochs --shuffle
+				--shuffle-block --rank --world --split --node-ranks --resume
+				--drop-remainder --log --allow-other --slot-dir
 				--no-passthrough --no-push --metrics-file --metrics-interval
 				--metrics-port --metrics-addr --metrics-public --history-interval
 				--shard-cache

@@ -8,6 +8,11 @@
 # test, and which serves plain http:// GETs with Range), and exports the
 # test identity: S3_KEY, S3_SECRET (it holds '+' and '/': a signature that
 # encodes it wrongly is refused).
+#
+# Elsewhere than loopback: S3_ADDR (an address of a network namespace the
+# test made) and S3_EXEC (the command prefix that runs a command there,
+# e.g. (nsenter --net=/run/netns/NAME --)) before s3_start; weed, its
+# readiness checks and s3_upload then run there, bound to S3_ADDR.
 
 S3_KEY=BFSTESTACCESSKEY01
 S3_SECRET='bfs+Test/Secret~Key=0123456789abcdef'
@@ -21,7 +26,7 @@ s3_pick_ports() {
 		base=$((20000 + RANDOM % 9000))
 		ok=1
 		for p in $base $((base + 1)) $((base + 2)) $((base + 3)) $((base + 4)); do
-			if ss -ltn "( sport = :$p or sport = :$((p + 10000)) )" 2>/dev/null | grep -q LISTEN; then
+			if "${S3_EXEC[@]+"${S3_EXEC[@]}"}" ss -ltn "( sport = :$p or sport = :$((p + 10000)) )" 2>/dev/null | grep -q LISTEN; then
 				ok=0
 			fi
 		done
@@ -47,8 +52,9 @@ s3_start() {
   "actions": ["Read", "List"]}
 ]}
 JSON
-	# -ip and -ip.bind keep every port on loopback.
-	weed mini -dir="$T_DIR/weed/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+	# -ip and -ip.bind keep every port on loopback (or on S3_ADDR).
+	local a=${S3_ADDR:-127.0.0.1}
+	"${S3_EXEC[@]+"${S3_EXEC[@]}"}" weed mini -dir="$T_DIR/weed/data" -ip="$a" -ip.bind="$a" \
 		-s3.config="$T_DIR/weed/s3.json" -s3.port=$S3_PORT -filer.port=$FILER_PORT \
 		-master.port=$((base + 2)) -volume.port=$((base + 3)) -admin.port=$((base + 4)) \
 		-admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
@@ -57,15 +63,15 @@ JSON
 	T_PIDS+=("$S3_PID")
 	local i
 	for i in $(seq 1 600); do
-		if curl -s -o /dev/null "http://127.0.0.1:$S3_PORT/" &&
-			curl -s -o /dev/null "http://127.0.0.1:$FILER_PORT/"; then
+		if "${S3_EXEC[@]+"${S3_EXEC[@]}"}" curl -s -o /dev/null "http://$a:$S3_PORT/" &&
+			"${S3_EXEC[@]+"${S3_EXEC[@]}"}" curl -s -o /dev/null "http://$a:$FILER_PORT/"; then
 			break
 		fi
 		kill -0 "$S3_PID" 2>/dev/null || { not_ok "SeaweedFS exited: $(tail -3 "$T_DIR/weed/log")"; t_end; }
 		sleep 0.1
 	done
 	[ "$i" -lt 600 ] || { not_ok "SeaweedFS not ready after 60 s"; t_end; }
-	export AWS_ENDPOINT_URL="http://127.0.0.1:$S3_PORT" AWS_REGION=us-east-1
+	export AWS_ENDPOINT_URL="http://$a:$S3_PORT" AWS_REGION=us-east-1
 	export AWS_ACCESS_KEY_ID=$S3_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET
 	# Never ask 169.254.169.254: tests send traffic to loopback only.
 	export AWS_EC2_METADATA_DISABLED=true
@@ -80,6 +86,7 @@ s3_upload() {
 	while IFS= read -r -d '' f; do
 		rel=${f#"$dir"/}
 		url=$($PY -c 'import sys, urllib.parse as u; print(u.quote(sys.argv[1]))' "buckets/$bucket/$prefix/$rel")
-		curl -sf -X PUT -T "$f" "http://127.0.0.1:$FILER_PORT/$url" >/dev/null || return 1
+		"${S3_EXEC[@]+"${S3_EXEC[@]}"}" curl -sf -X PUT -T "$f" \
+			"http://${S3_ADDR:-127.0.0.1}:$FILER_PORT/$url" >/dev/null || return 1
 	done < <(find "$dir" -type f -print0)
 }

@@ -297,6 +297,51 @@ finally:
 assert wait_gone(live_pid, live_path)
 assert not os.path.exists(live_path), "the live Mount's close left its mount point"
 PY
+check "a killed job's per_node mount point is swept by the node's next Mount; a live job's, locked or mounted, stays" \
+	$PY - "$D" <<'PY'
+import fcntl, json, os, signal, subprocess, sys, tempfile
+import batchfs
+from bfstest import wait_gone
+D = sys.argv[1]
+tmp = tempfile.gettempdir()
+assert tmp.startswith(D), tmp          # the test's own temp folder
+code = ("import batchfs, json, os, signal, sys\n"
+        "m = batchfs.Mount(sys.argv[1], per_node=True, batch=4, size=(8, 8), cache='none')\n"
+        "print(json.dumps([m.path, m.pid]), flush=True)\n"
+        "if sys.argv[2] == 'kill': os.kill(os.getpid(), signal.SIGKILL)\n"
+        "sys.stdin.read(); m.close()\n")
+env = {k: v for k, v in os.environ.items()
+       if not k.startswith(("RANK", "WORLD_SIZE", "LOCAL_", "SLURM_", "MASTER_", "TORCHELASTIC"))}
+def job(n, what, **kw):   # a job of its own: Slurm's job id tells them apart
+    return subprocess.Popen([sys.executable, "-c", code, D + "/good", what],
+                            env=dict(env, SLURM_JOB_ID=str(n)), text=True,
+                            stdout=subprocess.PIPE, **kw)
+p = job(1, "kill", stderr=subprocess.PIPE)
+left, pid = json.loads(p.stdout.readline())
+assert p.wait() == -9, p.stderr.read()
+assert os.path.basename(left).startswith("batchfs-%d-" % os.getuid()), left
+assert wait_gone(pid, left), "daemon still running, or still mounted"
+assert os.path.isdir(left) and os.listdir(left) == [], left   # what a kill leaves
+live = job(2, "hold", stdin=subprocess.PIPE)
+live_path, live_pid = json.loads(live.stdout.readline())
+# a job's local rank 0 between its lock and its mount: an empty folder, locked
+early = os.path.join(tmp, "batchfs-%d-%s" % (os.getuid(), "0123456789abcdef"))
+os.mkdir(early)
+lock = os.open(early, os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(lock, fcntl.LOCK_SH)
+try:
+    with batchfs.Mount(D + "/good", per_node=True, batch=4, size=(8, 8), cache="none") as m:
+        assert not os.path.exists(left), "the killed job's mount point is still there"
+        assert os.path.ismount(live_path), "swept a live job's mount"
+        assert os.path.isdir(early), "swept a live job's mount point before its mount"
+finally:
+    live.stdin.close()
+    live.wait()
+    os.close(lock)
+    os.rmdir(early)
+assert wait_gone(live_pid, live_path)
+assert not os.path.exists(live_path), "the live job's close left its mount point"
+PY
 check "a missing mount point: Python refuses it as the CLI does, with the hint, and makes nothing" \
 	$PY - "$D" <<'PY'
 import os, subprocess, sys

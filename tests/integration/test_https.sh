@@ -71,7 +71,8 @@ done
 URL="https://127.0.0.1:$port/wds/train-{000000..$last}.tar"
 every_batch() { (cd "$1" && cat epoch-0000/*); }
 
-mount_fg "$D/www/wds" "$D/local" --batch 8 --size 40x48 --shuffle 5 --cache none ||
+# (a remote source's default order: blocks of 1/32 of its shards, at least 1)
+mount_fg "$D/www/wds" "$D/local" --batch 8 --size 40x48 --shuffle 5 --shuffle-block 1 --cache none ||
 	{ not_ok "local mount"; t_end; }
 if AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$URL" "$D/https" "${COMMON[@]}"; then
 	check "https:// with braces and AWS_CA_BUNDLE: every batch equals the local mount's" \

@@ -12,6 +12,10 @@ s3_start
 D=$T_DIR
 TOOLS=$(cd "$HERE/../tools" && pwd)
 COMMON=(--batch 8 --size 40x48 --shuffle 3 --epochs 2 --threads 2)
+# A local source's default order is the global shuffle; a remote one's
+# (shards) blocks of 1/32 of its shards, at least 1: local mounts ask for
+# that order to be compared with the remote ones (a folder's stays global).
+BLOCK=(--shuffle-block 1)
 
 "$MKJPEG" "$D/jpegs" --classes 3 --per-class 13 --seed 5 --min-size 30 \
 	--max-size 90 >/dev/null || { not_ok mkjpeg; t_end; }
@@ -34,13 +38,17 @@ done
 every_batch() { (cd "$1" && cat epoch-0000/* epoch-0001/*); }
 
 for p in tfr wds gz odd; do
-	mount_fg "$D/$p" "$D/local-$p" "${COMMON[@]}" --cache none || { not_ok "local mount $p"; continue; }
+	blk=("${BLOCK[@]}")
+	[ "$p" = odd ] && blk=()
+	mount_fg "$D/$p" "$D/local-$p" "${COMMON[@]}" "${blk[@]}" --cache none || { not_ok "local mount $p"; continue; }
 	mount_fg "s3://train/set/$p" "$D/s3-$p" "${COMMON[@]}" --cache "$D/lmdb" \
 		--shard-cache "$D/shards" || { not_ok "s3 mount $p"; continue; }
 	check "s3://: every batch of $p equals the local mount's, cold" \
 		cmp <(every_batch "$D/local-$p") <(every_batch "$D/s3-$p")
 	check "s3://: $p's dataset.json names the URL" \
 		grep -q "\"source\": \"s3://train/set/$p\"" "$D/s3-$p/dataset.json"
+	check "s3://: $p's default order is $([ $p = odd ] && echo 'the global shuffle (a folder)' || echo 'a block shuffle')" \
+		grep -q "\"shuffle_block\": $([ $p = odd ] && echo '"global"' || echo 1)," "$D/s3-$p/dataset.json"
 	check "s3://: batchfs status of $p shows the requests and the shard cache" \
 		bash -c "'$BATCHFS' status '$D/s3-$p' | grep -q '^remote .* requests' &&
 			'$BATCHFS' status '$D/s3-$p' | grep -q '^shard cache .* objects' &&
@@ -66,7 +74,7 @@ n=$(ls "$D/wds" | wc -l)
 last=$(printf '%06d' $((n - 1)))
 mount_fg "http://127.0.0.1:$FILER_PORT/buckets/train/set/wds/train-{000000..$last}.tar" \
 	"$D/http" "${COMMON[@]}" --cache none --shard-cache "$D/shards" &&
-	mount_fg "$D/wds" "$D/local-wds2" "${COMMON[@]}" --cache none &&
+	mount_fg "$D/wds" "$D/local-wds2" "${COMMON[@]}" "${BLOCK[@]}" --cache none &&
 	check "http:// with braces: every batch equals the local mount's" \
 		cmp <(every_batch "$D/local-wds2") <(every_batch "$D/http") ||
 	not_ok "http:// mount"
@@ -104,7 +112,7 @@ head -c 4096 /dev/urandom >"$sc/data/$second"         # no trailer of its identi
 dd if=/dev/urandom of="$sc/tmp/0" bs=1k count=8 2>/dev/null   # a fetch in flight
 mount_fg "s3://train/set/tfr" "$D/s3-again" "${COMMON[@]}" --cache none \
 	--shard-cache "$D/shards" || not_ok "remount after damage"
-mount_fg "$D/tfr" "$D/local-again" "${COMMON[@]}" --cache none || not_ok "local remount"
+mount_fg "$D/tfr" "$D/local-again" "${COMMON[@]}" "${BLOCK[@]}" --cache none || not_ok "local remount"
 check "a cut object and one without its meta are fetched again: the bytes are right" \
 	cmp <(every_batch "$D/local-again") <(every_batch "$D/s3-again")
 check "a fetch in flight is not left in tmp/" bash -c "[ -z \"\$(ls '$sc/tmp')\" ]"
@@ -190,7 +198,7 @@ refused "an object replaced mid-fetch fails with 412, named, and nothing of it i
 	--s3-endpoint "http://127.0.0.1:$PROXY_PORT" --shard-cache "$D/repl-shards" --s3-connections 1
 kill "$PROXY_PID" 2>/dev/null
 cp "$D/repl/$second" "$D/repl/$first"
-mount_fg "$D/repl" "$D/repl-local" "${COMMON[@]}" --cache none || not_ok "local mount of repl"
+mount_fg "$D/repl" "$D/repl-local" "${COMMON[@]}" "${BLOCK[@]}" --cache none || not_ok "local mount of repl"
 if mount_fg s3://train/repl "$D/repl-s3" "${COMMON[@]}" --cache none --shard-cache "$D/repl-shards"; then
 	check "...and a remount indexes the new object: the bytes of the replaced shards" \
 		cmp <(every_batch "$D/repl-local") <(every_batch "$D/repl-s3")

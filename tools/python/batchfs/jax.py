@@ -7,6 +7,12 @@
             "/mnt/train", epoch=0, sharding=NamedSharding(mesh, P("data"))):
         ...
 
+A run resumes where it stopped, on this world or another one, with the
+state batchfs.torch keeps: state_dict(m, epoch, batches_taken) to save,
+and after a mount made with batchfs.Mount(..., resume=state),
+load_state_dict(m, state) gives (epoch, start) for batches(m, epoch,
+start=start).
+
 JAX is imported when this module is: `import batchfs` alone needs only
 NumPy.
 """
@@ -14,10 +20,11 @@ NumPy.
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from . import _state
 from .loader import GpuLoader
 from .mount import open_source
 
-__all__ = ["batches"]
+__all__ = ["batches", "state_dict", "load_state_dict"]
 
 
 def _label_sharding(s):
@@ -31,7 +38,7 @@ def _label_sharding(s):
                      "a %s" % type(s).__name__)
 
 
-def batches(mount_or_path, epoch=0, sharding=None, depth=2):
+def batches(mount_or_path, epoch=0, sharding=None, depth=2, start=0):
     """Yield (images, labels) jax.Arrays for each batch of epoch `epoch`,
     in order: images as the mount stores them (its dtype and layout),
     labels int64 (with jax_enable_x64; else JAX's int32), each equal to
@@ -44,6 +51,7 @@ def batches(mount_or_path, epoch=0, sharding=None, depth=2):
               with drop_remainder=True or a batch that divides the epoch.
     depth     batches read ahead by a background thread (GpuLoader's CPU
               mode)
+    start     the first batch (a resumed run: load_state_dict)
     """
     src = open_source(mount_or_path)
     if sharding is None:
@@ -52,7 +60,22 @@ def batches(mount_or_path, epoch=0, sharding=None, depth=2):
         put_img, put_lbl = sharding
     else:
         put_img, put_lbl = sharding, _label_sharding(sharding)
-    with GpuLoader(src.epoch_dir(epoch), device="cpu", depth=depth) as ld:
+    with GpuLoader(src.epoch_dir(epoch), device="cpu", depth=depth,
+                   start=start) as ld:
         for images, labels in ld:
             yield (jax.device_put(images, put_img),
                    jax.device_put(labels, put_lbl))
+
+
+def state_dict(mount_or_path, epoch, batch):
+    """The state of a run that took `batch` batches of `epoch` from this
+    mount: the dict batchfs.torch.BatchDataset.state_dict() makes."""
+    src = open_source(mount_or_path)
+    return _state.make_state(src.info, src.rank, epoch, batch)
+
+
+def load_state_dict(mount_or_path, state, allow=()):
+    """(epoch, start): where `state` resumes on this mount, for
+    batches(mount, epoch, start=start); refuses as BatchDataset's."""
+    src = open_source(mount_or_path)
+    return _state.position(src.info, src.rank, state, allow)

@@ -31,8 +31,24 @@ the last local rank has left or died.  The mount point, unless given, is a
 folder in the temporary directory named after the job (torchrun's
 TORCHELASTIC_RUN_ID, restart count, MASTER_ADDR and MASTER_PORT; Slurm's
 job and step), the source and the options, so the ranks of one job find
-it and two jobs never share one.  A node's ranks must be consecutive
-(always with torchrun; Slurm's default block distribution).
+it and two jobs never share one.  Local rank 0 holds a lock on that
+folder from before it mounts; a job killed whole (SIGKILL, a node's job
+cancelled) leaves the folder empty and unlocked once its mount ended, and
+the next Mount on the node removes it (sweep_private_mountpoints).  A
+node's ranks must be consecutive (always with torchrun; Slurm's default
+block distribution).
+
+split="shards" (`--split shards`) gives each node a span of the epoch's
+block order, so that it reads about 1/nodes of the shards.  A node is one
+per-node mount, so per_node=True says how many ranks a node has
+(LOCAL_WORLD_SIZE); a mount of one rank says it with node_ranks= (by
+default LOCAL_WORLD_SIZE, or Slurm's tasks on this node, else 1).
+
+resume=state (a state_dict() of batchfs.torch.BatchDataset, batchfs.tf or
+batchfs.jax, saved by a job of any world) mounts with `--resume`: the
+state's epoch serves only what that job had not consumed, divided over
+this world, and the shuffle block is the state's.  The loader's
+load_state_dict(state) then starts there (see batchfs._state).
 """
 
 import errno
@@ -46,7 +62,7 @@ import subprocess
 import tempfile
 import time
 
-from . import _where
+from . import _state, _where
 from ._npy import BatchfsError
 
 __all__ = ["Mount", "open_source", "HOLD_WAIT"]
@@ -55,6 +71,8 @@ HOLD_WAIT = 60   # seconds a fresh mount waits for its first holder
 
 # Options a Mount sets itself.
 _OWN = {"rank", "world", "ranks", "hold", "f", "d", "foreground", "debug"}
+# ...and those it sets unless given (node_ranks, shuffle_block) or takes
+# as resume= (the state's).
 
 
 
@@ -161,8 +179,8 @@ def _local(world):
         return 0, 1
     if lr is None or lw is None:
         raise BatchfsError("per_node=True needs LOCAL_RANK and "
-                           "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID and "
-                           "SLURM_TASKS_PER_NODE (srun)")
+                           "LOCAL_WORLD_SIZE (torchrun) or SLURM_LOCALID, "
+                           "SLURM_TASKS_PER_NODE and SLURM_NODEID (srun)")
     if not 0 <= lr < lw:
         raise BatchfsError("LOCAL_RANK %d is not in 0..%d" % (lr, lw - 1))
     return lr, lw
@@ -223,6 +241,14 @@ def _wait_pid_exit(pid, timeout):
 _PRIVATE = re.compile(r"batchfs-[a-z0-9_]{8}\Z")
 
 
+def _node_name(uid):
+    """A per_node mount point's name: batchfs-UID-KEY (KEY: 16 hex digits
+    of the job, source and options), in the temp folder; locked (flock,
+    shared) by the node's local rank 0 from before it mounts until its
+    Mount ends, so that a sweep never takes it from a live job."""
+    return re.compile(r"batchfs-%d-[0-9a-f]{16}\Z" % uid)
+
+
 def _private_mountpoint():
     """A fresh private mount point, and the open, flock'ed descriptor that
     says it is in use (the kernel drops the lock when the process dies,
@@ -239,22 +265,62 @@ def _private_mountpoint():
         os.close(fd)
 
 
+def _mount_points():
+    """The mount points of this mount namespace (/proc/self/mountinfo; no
+    file system is asked anything)."""
+    out = set()
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                out.add(re.sub(r"\\([0-7]{3})",
+                               lambda m: chr(int(m.group(1), 8)),
+                               line.split()[4]))
+    except OSError:
+        pass
+    return out
+
+
+def _node_mountpoint(path):
+    """The per_node mount point path, made if missing, and the open,
+    flock'ed (shared) descriptor that says a live job's local rank 0 is
+    about to mount it (or has)."""
+    while True:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a sweep holds it only briefly
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass  # swept between mkdir and the lock: make it again
+        os.close(fd)
+
+
 def sweep_private_mountpoints(program=None, tmpdir=None):
     """Remove this user's private mount points (temp/batchfs-XXXXXXXX)
     that a killed process left: empty, unlocked (no live Mount holds
     them) and no mount, or a dead batchfs mount (its daemon gone), which
-    `batchfs unmount` detaches first.  Anything else (a live mount, a
-    folder with files, another user's, a per_node folder) is left alone.
-    Returns the paths removed.  Every Mount without a mount point of its
-    own calls it first."""
+    `batchfs unmount` detaches first; and the per_node ones
+    (temp/batchfs-UID-KEY) that a killed job left: empty, unlocked and no
+    mount (any mount there, live, stopped or dead, is left alone, and
+    nothing is asked of it).  Anything else (a live mount, a folder with
+    files, another user's) is left alone.  Returns the paths removed.
+    Every Mount without a mount point of its own (per_node: local rank
+    0's) calls it first."""
     tmpdir = tmpdir or tempfile.gettempdir()
     removed = []
+    node = _node_name(os.getuid())
     try:
         names = os.listdir(tmpdir)
     except OSError:
         return removed
+    mounted = None
     for name in names:
-        if not _PRIVATE.match(name):
+        per_node = bool(node.match(name))
+        if not _PRIVATE.match(name) and not per_node:
             continue
         path = os.path.join(tmpdir, name)
         try:
@@ -264,6 +330,14 @@ def sweep_private_mountpoints(program=None, tmpdir=None):
         if st.st_uid != os.getuid() or not os.path.isdir(path) or \
                 os.path.islink(path):
             continue
+        if per_node:
+            # Ask nothing of a per_node mount, live or not: its daemon may
+            # be stopped (a suspended Slurm job), and a call into it would
+            # wait for as long.  Only an empty folder is removed.
+            if mounted is None:
+                mounted = _mount_points()
+            if os.path.realpath(path) in mounted:
+                continue
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -306,6 +380,9 @@ class Mount:
                 SLURM_NTASKS (srun), 0 / 1 when neither is set
     per_node    one mount for the node's local ranks (module doc): this
                 process reads its own MNT/rank-R/
+    resume      a state_dict() of a run (of any world) stopped part way
+                through an epoch, or a `--resume` value: this mount serves
+                the rest of that epoch over this world (module doc)
     program     the batchfs program (default: found as _where.py says)
     timeout     seconds to wait for the mount, or for the other local ranks
     **options   `batchfs mount` options by their Python names: batch=32,
@@ -322,7 +399,8 @@ class Mount:
     """
 
     def __init__(self, source, mountpoint=None, *, rank=None, world=None,
-                 per_node=False, program=None, timeout=120.0, **options):
+                 per_node=False, program=None, timeout=120.0, resume=None,
+                 **options):
         source = os.fspath(source)
         self.source = (source if _is_url(source)
                        else os.path.abspath(source))
@@ -338,6 +416,7 @@ class Mount:
         why = _where.missing_system_parts(self.program)
         if why:
             raise BatchfsError(why)
+        options = self._order_options(options, resume)
         self._args = _cli_args(options)
         self._hold = None
         self._made_dir = False
@@ -364,10 +443,9 @@ class Mount:
                 mountpoint = os.path.join(tempfile.gettempdir(),
                                           "batchfs-%d-%s" % (os.getuid(), key))
                 if self._owner:
-                    try:
-                        os.mkdir(mountpoint, 0o700)
-                    except FileExistsError:
-                        pass
+                    # what killed jobs left on this node; the folder
+                    # itself is made (and locked) just before mounting
+                    sweep_private_mountpoints(self.program)
                 # the job's own folder: whichever rank leaves last removes it
                 self._made_dir = True
             else:
@@ -393,6 +471,28 @@ class Mount:
             self._cleanup_dir()
             raise
 
+    def _order_options(self, options, resume):
+        """options with what the order needs: the state's --resume and
+        shuffle block, and the ranks a node for a one-rank mount of a
+        shards split."""
+        options = dict(options)
+        if resume is not None:
+            opt = _state.resume_option(resume)
+            if opt:
+                options["resume"] = opt
+            g = resume.get("global") if isinstance(resume, dict) else None
+            if g and options.get("shuffle_block") is None and \
+                    g.get("shuffle_block") is not None:
+                # the state's order, whatever this world's default
+                options["shuffle_block"] = g["shuffle_block"]
+        if options.get("split") == "shards" and not self.per_node and \
+                options.get("node_ranks") is None and self.world is not None:
+            lw = _env_int("LOCAL_WORLD_SIZE")
+            if lw is None and os.environ.get("SLURM_LOCALID") is not None:
+                lw = _slurm_local_world()
+            options["node_ranks"] = lw or 1
+        return options
+
     # -- starting ----------------------------------------------------------
 
     def _cmd(self):
@@ -413,6 +513,8 @@ class Mount:
         # the mount of an earlier run that is ending (its holders are gone)
         while os.path.ismount(self.path) and time.monotonic() < end:
             time.sleep(0.1)
+        if self.per_node and self._made_dir and self._dir_lock is None:
+            self._dir_lock = _node_mountpoint(self.path)
         try:
             p = subprocess.run(self._cmd(), stdin=subprocess.DEVNULL,
                                capture_output=True, text=True,
@@ -572,8 +674,10 @@ class Mount:
             try:
                 os.rmdir(self.path)
                 self._made_dir = False
+            except FileNotFoundError:
+                self._made_dir = False  # another local rank removed it
             except OSError as e:
-                if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EBUSY):
+                if e.errno not in (errno.ENOTEMPTY, errno.EBUSY):
                     raise
         if not self._made_dir and self._dir_lock is not None:
             os.close(self._dir_lock)
@@ -613,7 +717,19 @@ class _Source:
 
     @property
     def batches(self):
+        """Batches of a whole epoch (the resumed one: batches_of)."""
         return int(self.info["batches_per_epoch"])
+
+    def batches_of(self, e):
+        """Batches of epoch e (an epoch resumed part way has fewer)."""
+        return _state.epoch_batches(self.info, e)
+
+    @property
+    def rank(self):
+        base = os.path.basename(os.path.normpath(self.base))
+        if base.startswith("rank-") and base[5:].isdigit():
+            return int(base[5:])
+        return self.info.get("rank")
 
     def epoch_dir(self, e):
         e = int(e)

@@ -15,8 +15,6 @@ PyTorch is imported when this module is: `import batchfs` alone needs only
 NumPy.
 """
 
-import json
-import operator
 import os
 import shutil
 import warnings
@@ -24,41 +22,13 @@ import warnings
 import torch
 import torch.utils.data
 
+from . import _state
 from ._npy import list_batches
+from ._state import STATE_KEYS
 from .loader import GpuLoader, link_folder
 from .mount import open_source
 
 __all__ = ["BatchDataset", "STATE_KEYS"]
-
-# dataset.json's settings that the order and the bytes of the batches
-# depend on: a state_dict carries them (with the rank served), and
-# load_state_dict refuses a mount where one differs.  (Not "ranks": which
-# ranks one daemon serves changes no rank's bytes.)
-STATE_KEYS = ("source", "format", "shards", "samples", "samples_per_epoch",
-              "batch_size", "batches_per_epoch", "last_batch_size",
-              "drop_remainder", "epochs", "shape", "dtype", "layout",
-              "resize_mode", "crop_from", "resize_filter", "resize",
-              "decode", "augment", "rrc", "size_schedule", "cached_shape",
-              "mean", "std", "normalization", "label_offset", "label_key",
-              "image_key", "classes", "shuffle", "seed", "world",
-              "on_error", "max_pixels", "fingerprint")
-
-
-def _integer(state, key):
-    v = state[key]
-    if isinstance(v, bool):
-        v = None
-    try:
-        return operator.index(v)
-    except TypeError:
-        raise ValueError("state[%r] is %r: it must be an integer (a "
-                         "state_dict() writes one)" % (key, v)) from None
-
-
-def _norm(v):
-    """A value as JSON has it (tuples are lists), for comparing."""
-    return json.loads(json.dumps(v))
-
 
 class BatchDataset(torch.utils.data.IterableDataset):
     """The batches of one epoch of a batchfs mount, as (images, labels).
@@ -96,7 +66,19 @@ class BatchDataset(torch.utils.data.IterableDataset):
     state carries the mount's settings; load_state_dict refuses a state of
     another mount, naming each setting that differs.
 
-    len(ds) is the number of batches in an epoch.  Iterating again starts
+    On another world (elastic resume: a node lost, or added): the state
+    also says what the whole job consumed of the epoch ("global": seed,
+    epoch, samples consumed, world, global batch, split, ranks a node).
+    Mount with batchfs.Mount(..., resume=state): the mount then serves
+    the rest of that epoch over the new world (fewer batches: len(ds)
+    says how many), and load_state_dict starts there, so that over both
+    runs every sample of the epoch is served once (but the last few that
+    do not divide by the new world); later epochs are whole on the new
+    world.  The batch size may change too.  A mount of another world not
+    made for the state is refused, saying so.
+
+    len(ds) is the number of batches of the epoch set (an epoch that
+    resumes part way has fewer).  Iterating again starts
     the epoch over (unless a resume position is pending): call
     set_epoch(e) before each epoch, as with DistributedSampler.  An epoch
     iterated again after its end without set_epoch warns once
@@ -122,7 +104,7 @@ class BatchDataset(torch.utils.data.IterableDataset):
         self.set_epoch(epoch)
 
     def __len__(self):
-        return self.source.batches
+        return _state.epoch_batches(self.info, self.epoch)
 
     def set_epoch(self, epoch):
         """Serve epoch `epoch` from its first batch (or, for the epoch a
@@ -135,13 +117,6 @@ class BatchDataset(torch.utils.data.IterableDataset):
             self._start = 0
             self._pos = 0
 
-    def _mount_state(self):
-        """What the order and the bytes of this dataset's batches depend
-        on: dataset.json's settings (STATE_KEYS) and the rank served."""
-        out = {k: self.info.get(k) for k in STATE_KEYS}
-        out["rank"] = self._rank()
-        return out
-
     def _rank(self):
         base = os.path.basename(os.path.normpath(self.source.base))
         if base.startswith("rank-") and base[5:].isdigit():
@@ -150,66 +125,30 @@ class BatchDataset(torch.utils.data.IterableDataset):
 
     def state_dict(self):
         """Where iteration stands: the epoch and the batches of it taken
-        so far, and the mount's settings that the order and bytes depend
-        on (under "mount"), which load_state_dict compares (a plain dict;
-        save it with the model's)."""
-        return {"epoch": self.epoch, "batch": self._pos,
-                "batches": len(self), "fingerprint": self.info.get(
-                    "fingerprint"), "mount": self._mount_state()}
+        so far; what the whole job consumed of the epoch ("global", see
+        batchfs._state); and the mount's settings that the order and
+        bytes depend on ("mount"), which load_state_dict compares (a
+        plain dict; save it with the model's)."""
+        return _state.make_state(self.info, self._rank(), self.epoch,
+                                 self._pos)
 
     def load_state_dict(self, state, allow=()):
-        """Resume at state["batch"] of state["epoch"].
+        """Resume where `state` stands.
 
-        Refuses (ValueError) a state of another mount, naming each setting
-        that differs (batch size, seed, epochs, rank, world, augmentation,
-        sizes, dtype, layout, mean/std, drop_remainder, on_error, the
-        source and its shards and samples, ...): resumed there, the run
-        would see other samples or other bytes.  ``allow`` names settings
-        that may differ (e.g. allow=("source",) for the same shards moved
+        On a mount of the same settings: batch state["batch"] of
+        state["epoch"].  On a mount made with batchfs.Mount(...,
+        resume=state), of another world, batch size or split: the first
+        batch of the rest of that epoch.  Refuses (ValueError) a state of
+        another mount, naming each setting that differs (batch size, seed,
+        epochs, rank, world, augmentation, sizes, dtype, layout, mean/std,
+        drop_remainder, on_error, the shuffle block, the source and its
+        shards and samples, ...), and a state that stopped part way
+        through an epoch on another world when this mount was not made
+        for it (saying how to mount).  ``allow`` names settings that may
+        differ (e.g. allow=("source",) for the same shards moved
         elsewhere); that is on the caller.  epoch and batch must be
         integers."""
-        epoch = _integer(state, "epoch")
-        k = _integer(state, "batch")
-        allow = set(allow)
-        unknown = allow - set(STATE_KEYS) - {"rank"}
-        if unknown:
-            raise ValueError("allow=%r: not a mount setting (they are %s)" %
-                             (sorted(unknown),
-                              ", ".join(sorted(STATE_KEYS + ("rank",)))))
-        diff = []
-        saved = state.get("mount")
-        if saved is not None:
-            if not isinstance(saved, dict):
-                raise ValueError('the state\'s "mount" is %r, not a dict' %
-                                 (saved,))
-            here = self._mount_state()
-            for key in sorted(set(saved) | set(here)):
-                if key in allow:
-                    continue
-                a, b = saved.get(key), here.get(key)
-                if _norm(a) != _norm(b):
-                    diff.append("%s %s (this mount: %s)" % (
-                        key, json.dumps(a), json.dumps(b)))
-        else:  # a state saved before the settings were
-            fp = state.get("fingerprint")
-            if fp is not None and fp != self.info.get("fingerprint") \
-                    and "fingerprint" not in allow:
-                diff.append("fingerprint %s (this mount: %s)" %
-                            (fp, self.info.get("fingerprint")))
-            nb = state.get("batches")
-            if nb is not None and nb != len(self) and \
-                    "batches_per_epoch" not in allow:
-                diff.append("batches %s (this mount: %d)" % (nb, len(self)))
-        if diff:
-            raise ValueError(
-                "the state is of another mount; resumed here, the run would "
-                "see other samples or bytes.  It differs in: %s.  Mount with "
-                "the state's settings (or pass allow=(...) for a difference "
-                "you mean)" % "; ".join(diff))
-        if not 0 <= k <= len(self):
-            raise ValueError("batch %d: an epoch has %d batches" %
-                             (k, len(self)))
-        self.source.epoch_dir(epoch)
+        epoch, k = _state.position(self.info, self._rank(), state, allow)
         self.epoch = epoch
         self._start = k
         self._pos = k
