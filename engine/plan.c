@@ -54,12 +54,13 @@ static int live(const struct reader *rd, uint64_t now)
  * last batch decoded ahead of the slowest reader.  Batches between the
  * slowest reader and the frontier are decoded already: their shards are
  * spent, and what they take in the shard cache is the read-ahead's to
- * use.  1, or 0 when no reader reads now (or none has asked for a batch
- * yet).  Lock held. */
+ * use.  *end: one past the last batch being decoded (the batches from the
+ * frontier to it are read at once).  1, or 0 when no reader reads now (or
+ * none has asked for a batch yet).  Lock held. */
 static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
-			    uint64_t *front)
+			    uint64_t *front, uint64_t *end)
 {
-	uint64_t now = bfs__now_ns(), fill = UINT64_MAX, done = 0;
+	uint64_t now = bfs__now_ns(), fill = UINT64_MAX, fill_hi = 0, done = 0;
 	int any = 0;
 
 	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
@@ -83,12 +84,17 @@ static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
 
 		if (b->state == SLOT_FREE || b->cancelled || q < *lo)
 			continue;
-		if (b->state == SLOT_FILLING && q < fill)
-			fill = q;
-		else if (b->state != SLOT_FILLING && q + 1 > done)
+		if (b->state == SLOT_FILLING) {
+			if (q < fill)
+				fill = q;
+			if (q + 1 > fill_hi)
+				fill_hi = q + 1;
+		} else if (q + 1 > done) {
 			done = q + 1;
+		}
 	}
 	*front = fill != UINT64_MAX ? fill : done > *lo ? done : *lo;
+	*end = fill_hi > *front ? fill_hi : *front + 1;
 	return 1;
 }
 
@@ -140,41 +146,51 @@ static void walk_epoch(bfs_engine *e, void *sr, unsigned epoch, struct acc *a)
 	}
 }
 
-/* The spans of epochs from..to (those that exist), handed to the source
- * with the reader at pos.  0 or -ENOMEM. */
-static int plan_epochs(bfs_engine *e, void *sr, unsigned from, unsigned to,
-		       uint64_t pos)
-{
-	size_t S = bfs_source_nshards(e->src), n = 0;
-	struct acc a;
+/* The spans of epochs from..to (those that exist). */
+struct walked {
 	bfs_span *spans;
+	size_t n;
+	uint64_t from, to;   /* UINT64_MAX from: none */
+};
+
+static int walk_epochs(bfs_engine *e, void *sr, uint64_t from, uint64_t to,
+		       struct walked *w)
+{
+	size_t S = bfs_source_nshards(e->src);
+	struct acc a;
 	int err = -ENOMEM;
 
+	w->n = 0;
+	w->from = from;
+	w->to = to;
 	a.first = malloc(S * sizeof(uint64_t));
 	a.last = malloc(S * sizeof(uint64_t));
 	a.bytes = malloc(S * sizeof(uint64_t));
-	spans = malloc((size_t)(to - from + 1) * S * sizeof(*spans));
-	if (!a.first || !a.last || !a.bytes || !spans)
+	w->spans = malloc((size_t)(to - from + 1) * S * sizeof(*w->spans));
+	if (!a.first || !a.last || !a.bytes || !w->spans)
 		goto out;
-	for (unsigned ep = from; ep <= to && ep < e->o.epochs; ep++) {
+	for (uint64_t ep = from; ep <= to && ep < e->o.epochs; ep++) {
 		for (size_t k = 0; k < S; k++) {
 			a.first[k] = UINT64_MAX;
 			a.last[k] = 0;
 			a.bytes[k] = 0;
 		}
-		walk_epoch(e, sr, ep, &a);
+		walk_epoch(e, sr, (unsigned)ep, &a);
 		for (size_t k = 0; k < S; k++)
 			if (a.first[k] != UINT64_MAX)
-				spans[n++] = (bfs_span){ (uint32_t)k, a.first[k],
-							 a.last[k], a.bytes[k] };
+				w->spans[w->n++] = (bfs_span){ (uint32_t)k, a.first[k],
+							       a.last[k], a.bytes[k] };
 	}
-	err = bfs_source_plan(e->src, spans, n, pos,
-			      (int64_t)epoch_of_front(e, pos / e->o.batch));
+	err = 0;
 out:
 	free(a.first);
 	free(a.last);
 	free(a.bytes);
-	free(spans);
+	if (err) {
+		free(w->spans);
+		w->spans = NULL;
+		w->from = UINT64_MAX;
+	}
 	return err;
 }
 
@@ -183,32 +199,52 @@ static void *planner_main(void *arg)
 	bfs_engine *e = arg;
 	void *sr = NULL;
 	uint64_t from = UINT64_MAX, to = 0; /* the epochs planned last */
+	struct walked ahead = { NULL, 0, UINT64_MAX, 0 };
 
 	if (e->o.store && e->store.has && e->store.reader_create(e->store.ctx, &sr))
 		sr = NULL;
+	/* The first readers most likely start at the first epoch: its plan is
+	 * walked now, while nobody reads, and handed over the moment they
+	 * come (fetching nothing before: a plan is what starts fetches). */
+	walk_epochs(e, sr, 0, e->o.epochs > 1 ? 1 : 0, &ahead);
 	pthread_mutex_lock(&e->lock);
 	while (!e->plan_stop) {
 		struct timespec until;
-		uint64_t lo, hi, front;
+		uint64_t lo, hi, front, end;
 
-		if (positions_locked(e, &lo, &hi, &front)) {
+		if (positions_locked(e, &lo, &hi, &front, &end)) {
 			/* the epochs the readers and the workers are in, and the
 			 * next one */
 			uint64_t a = lo / e->per_epoch, b = (hi > front ? hi : front) /
 							    e->per_epoch + 1;
+			int64_t ep = (int64_t)epoch_of_front(e, front);
 
 			if (b > a + MAX_PLANNED - 1)
 				b = a + MAX_PLANNED - 1;
+			if (b >= e->o.epochs)
+				b = e->o.epochs - 1 > a ? e->o.epochs - 1 : a;
 			pthread_mutex_unlock(&e->lock);
+			bfs_source_window(e->src, end * e->o.batch);
 			if (a != from || b != to) {
-				if (plan_epochs(e, sr, (unsigned)a, (unsigned)b,
-						front * e->o.batch) == 0) {
+				struct walked w = { NULL, 0, UINT64_MAX, 0 };
+
+				if (ahead.from == a && ahead.to == b) {
+					w = ahead;
+					ahead.spans = NULL;
+				} else {
+					walk_epochs(e, sr, a, b, &w);
+				}
+				free(ahead.spans);
+				ahead.spans = NULL;
+				ahead.from = UINT64_MAX;
+				if (w.spans && bfs_source_plan(e->src, w.spans, w.n,
+							       front * e->o.batch, ep) == 0) {
 					from = a;
 					to = b;
 				}
+				free(w.spans);
 			} else {
-				bfs_source_advance(e->src, front * e->o.batch,
-						   (int64_t)epoch_of_front(e, front));
+				bfs_source_advance(e->src, front * e->o.batch, ep);
 			}
 			pthread_mutex_lock(&e->lock);
 			if (e->plan_stop)
@@ -223,6 +259,7 @@ static void *planner_main(void *arg)
 		pthread_cond_timedwait(&e->plan_cv, &e->lock, &until);
 	}
 	pthread_mutex_unlock(&e->lock);
+	free(ahead.spans);
 	if (sr)
 		e->store.reader_destroy(sr);
 	return NULL;
@@ -232,6 +269,8 @@ int bfs__plan_start(bfs_engine *e)
 {
 	if (!bfs_source_is_remote(e->src))
 		return 0;
+	/* reads wait for the first plan rather than guess without one */
+	bfs_source_expect_plan(e->src);
 	if (pthread_create(&e->planner, NULL, planner_main, e))
 		return -EAGAIN;
 	e->planner_on = 1;

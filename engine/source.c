@@ -385,6 +385,18 @@ void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch)
 		bfs_shardcache_advance(s->sc, pos, epoch);
 }
 
+void bfs_source_window(bfs_source *s, uint64_t end)
+{
+	if (s->sc)
+		bfs_shardcache_window(s->sc, end);
+}
+
+void bfs_source_expect_plan(bfs_source *s)
+{
+	if (s->sc)
+		bfs_shardcache_expect_plan(s->sc);
+}
+
 void bfs_buf_free(bfs_buf *b)
 {
 	free(b->data);

@@ -293,5 +293,11 @@ size_t bfs_source_shard_of(const bfs_source *s, uint64_t i);
 int bfs_source_plan(bfs_source *s, const bfs_span *spans, size_t n,
 		    uint64_t pos, int64_t epoch);
 void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch);
+/* Positions [pos, end) of the plan are being read now (shardcache.h). */
+void bfs_source_window(bfs_source *s, uint64_t end);
+/* A plan will come (the engine's planner runs): until the first one, a
+ * read of a remote shard that is not local waits for it (a while) rather
+ * than read by range what the plan may keep whole. */
+void bfs_source_expect_plan(bfs_source *s);
 
 #endif

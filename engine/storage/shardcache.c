@@ -59,6 +59,7 @@ enum { ABSENT, FETCHING, HELD };
 #define FAILED_S 1.0         /* and one whose fetch failed */
 #define START_WAIT_S 0.25    /* a read waits this long at most for a fetch
 			      * it asked for to start (room made) */
+#define PLAN_WAIT_S 5.0      /* and for the first plan, when one is due */
 
 struct fetch {
 	bfs_shardfolder_tmp tmp;
@@ -76,7 +77,8 @@ struct fetch {
 struct obj {
 	uint8_t state;            /* ABSENT, FETCHING, HELD */
 	uint8_t present;          /* ABSENT: data/ had it whole when last seen */
-	uint32_t urgent;          /* pins waiting for it */
+	uint32_t urgent;          /* reads waiting for its fetch */
+	uint32_t must;            /* pins waiting for it */
 	int fd;                   /* HELD: its open file */
 	uint32_t pins;            /* HELD: reads and pins using fd now */
 	uint32_t gen;             /* fetches of it that ended */
@@ -98,6 +100,10 @@ struct bfs_shardcache {
 	bfs_shardcache_opts o;
 	uint64_t part;
 	uint64_t limit;
+	uint64_t room;            /* what shards kept whole may take at once:
+				   * the limit less the largest shard (room to
+				   * fetch the next one while they are read),
+				   * at least the largest */
 	size_t max_held;          /* descriptors this process keeps at most */
 
 	pthread_mutex_t lock;
@@ -107,7 +113,11 @@ struct bfs_shardcache {
 	uint8_t *flags;           /* scratch for the plan's choices */
 	bfs_shardplan *plan;
 	uint64_t pos;             /* where the plan's reader is */
+	uint64_t window_end;      /* positions [pos, window_end) are being read
+				   * now (bfs_shardcache_window) */
 	int64_t epoch;            /* what fetched bytes count towards */
+	int planned;              /* a plan of an epoch has come */
+	int expect_plan;          /* one will (bfs_shardcache_expect_plan) */
 	size_t *active;           /* objects FETCHING here */
 	size_t nactive;
 	size_t nheld;
@@ -265,10 +275,11 @@ static int part_sink(void *ctx, uint64_t off, const void *buf, size_t n)
 	return 0;
 }
 
-/* The plan's next use of object k now (urgent objects first). */
+/* The plan's next use of object k now (those waited for first). */
 static uint64_t need_of_locked(const bfs_shardcache *c, size_t k)
 {
-	return c->ob[k].urgent ? 0 : bfs_shardplan_next(c->plan, k, c->pos);
+	return c->ob[k].urgent || c->ob[k].must ? 0
+	     : bfs_shardplan_next(c->plan, k, c->pos);
 }
 
 /* The next part to fetch: of the object under way needed soonest (a pin
@@ -407,19 +418,26 @@ static void run_part_locked(bfs_shardcache *c, size_t k, uint32_t p)
 }
 
 /* Make room for `cost` bytes to fetch object k, needed at distance need:
- * evict what the plan needs later than that (anything not in use, for a
- * pin).  1 when an eviction was made (try the reservation again), 0 when
- * nothing can go.  Lock held; dropped inside. */
+ * evict what the plan needs later than that and later than the window
+ * being read now (what the decode threads read at once is all in use: a
+ * read that waits may not take another's shard, or two would take turns
+ * fetching each other's); for a pin, anything not in use.  1 when an
+ * eviction was made (try the reservation again), 0 when nothing can go.
+ * Lock held; dropped inside. */
 static int evict_one_locked(bfs_shardcache *c, size_t k, uint64_t need)
 {
 	double now = now_s();
+	uint64_t window = c->window_end > c->pos ? c->window_end - c->pos : 0;
 	ssize_t v;
 	int fd = -1, rc;
 
+	if (!c->ob[k].must && window > need)
+		need = window;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct obj *ob = &c->ob[i];
 
 		c->flags[i] = i != k && now >= ob->skip_until && !ob->urgent &&
+			      !ob->must &&
 			      ((ob->state == HELD && !ob->pins) ||
 			       (ob->state == ABSENT && ob->present));
 	}
@@ -489,6 +507,10 @@ static int start_next_locked(bfs_shardcache *c)
 
 	if (c->nactive >= c->o.fetchers || c->starting)
 		return 0;
+	/* a pin first, then a read that waits, then the plan */
+	for (size_t i = 0; i < c->n && k < 0; i++)
+		if (c->ob[i].must && c->ob[i].state == ABSENT && now >= c->ob[i].skip_until)
+			k = (ssize_t)i;
 	for (size_t i = 0; i < c->n && k < 0; i++)
 		if (c->ob[i].urgent && c->ob[i].state == ABSENT && now >= c->ob[i].skip_until)
 			k = (ssize_t)i;
@@ -652,8 +674,6 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 		c->o.fetchers = MAX_FETCHERS;
 	if (!c->o.lock_wait_s)
 		c->o.lock_wait_s = 30;
-	if (!c->o.whole_percent || c->o.whole_percent > 100)
-		c->o.whole_percent = 50;
 	if (!c->o.wait_percent)
 		c->o.wait_percent = 10;
 	c->part = c->o.part_bytes ? c->o.part_bytes : BFS_SHARDCACHE_PART_DEFAULT;
@@ -717,6 +737,7 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 			   c->objs[big].name, largest / 1048576.0);
 		goto fail;
 	}
+	c->room = c->limit - largest > largest ? c->limit - largest : largest;
 	for (size_t i = 0; i < c->n; i++)
 		c->ob[i].present = present[i];
 	c->s.objects = c->n;
@@ -842,7 +863,7 @@ static void let_go_unneeded_locked(bfs_shardcache *c)
 	for (size_t i = 0; i < c->n; i++) {
 		struct obj *ob = &c->ob[i];
 
-		if (ob->state != HELD || ob->pins || ob->urgent ||
+		if (ob->state != HELD || ob->pins || ob->urgent || ob->must ||
 		    bfs_shardplan_next(c->plan, i, c->pos) != UINT64_MAX)
 			continue;
 		if (!fds && !(fds = malloc(c->nheld * sizeof(*fds))))
@@ -854,7 +875,7 @@ static void let_go_unneeded_locked(bfs_shardcache *c)
 
 		for (size_t i = 0; i < c->n; i++)
 			c->flags[i] = c->ob[i].state == HELD && !c->ob[i].pins &&
-				      !c->ob[i].urgent;
+				      !c->ob[i].urgent && !c->ob[i].must;
 		if ((v = bfs_shardplan_victim(c->plan, c->pos, c->flags, 0)) < 0)
 			break;
 		if (!fds && !(fds = malloc(c->nheld * sizeof(*fds))))
@@ -878,17 +899,32 @@ int bfs_shardcache_plan(bfs_shardcache *c, const bfs_span *spans, size_t n,
 	int err;
 
 	pthread_mutex_lock(&c->lock);
-	err = bfs_shardplan_set(c->plan, spans, n,
-				c->limit / 100 * c->o.whole_percent, c->limit);
+	err = bfs_shardplan_set(c->plan, spans, n, c->room, c->limit);
 	if (!err) {
 		c->pos = pos;
 		set_epoch_locked(c, epoch);
+		c->planned |= epoch >= 0;
 		c->stalled = 0;
 		let_go_unneeded_locked(c);
 		pthread_cond_broadcast(&c->work);
+		pthread_cond_broadcast(&c->done);
 	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+void bfs_shardcache_window(bfs_shardcache *c, uint64_t end)
+{
+	pthread_mutex_lock(&c->lock);
+	c->window_end = end;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_shardcache_expect_plan(bfs_shardcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->expect_plan = 1;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch)
@@ -1075,6 +1111,10 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 		}
 		if (!since)
 			since = now_s();
+		if (c->expect_plan && !c->planned && now_s() < since + PLAN_WAIT_S) {
+			wait_done_locked(c, 0.01); /* the plan first */
+			continue;
+		}
 		if (ob->state == FETCHING) {
 			due = parts_due_locked(c, k, off, len);
 			if (due == 2) { /* its parts are written: read them there */
@@ -1156,7 +1196,7 @@ int bfs_shardcache_pin(bfs_shardcache *c, size_t k, int *fd, char *errmsg)
 		return -EINVAL;
 	ob = &c->ob[k];
 	pthread_mutex_lock(&c->lock);
-	ob->urgent++;
+	ob->must++;
 	gen = ob->gen;
 	pthread_cond_broadcast(&c->work);
 	for (;;) {
@@ -1204,7 +1244,7 @@ int bfs_shardcache_pin(bfs_shardcache *c, size_t k, int *fd, char *errmsg)
 		}
 		wait_done_locked(c, 0.05);
 	}
-	ob->urgent--;
+	ob->must--;
 	if (since) {
 		c->s.waits++;
 		c->wait_s += now_s() - since;

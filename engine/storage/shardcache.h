@@ -71,10 +71,6 @@ typedef struct {
 	unsigned lock_wait_s;  /* the longest a read waits on another
 				* process's fetch, or a pin on the folder's
 				* ledger; 0: 30 */
-	/* The share of the limit that spans kept whole may take together
-	 * when the plan does not fit at once (shardplan.h room), the rest
-	 * being what fetching ahead fills: percent, 0: 50. */
-	unsigned whole_percent;
 	/* A record whose object is not local, and whose span is kept whole:
 	 * its read waits for the object's fetch (started first of all) when
 	 * the span still needs at least this share of the object, else it
@@ -169,6 +165,15 @@ int bfs_shardcache_plan(bfs_shardcache *c, const bfs_span *spans, size_t n,
 /* The reader is at position pos now (positions as the plan's) and in
  * `epoch`.  Cheap: no call to the plan's whole sweep; never blocks. */
 void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch);
+/* Positions [pos, end) are being read now (the decode threads work on
+ * several batches at once): what they need is in use, and a read that
+ * waits for its shard may not evict it.  0 (the default): pos alone. */
+void bfs_shardcache_window(bfs_shardcache *c, uint64_t end);
+/* A plan of an epoch (epoch >= 0) will come: until it does, a read of an
+ * object that is not local waits for it, up to a few seconds (the first
+ * reads of a mount would otherwise go by range, and their objects then be
+ * fetched whole as well). */
+void bfs_shardcache_expect_plan(bfs_shardcache *c);
 
 /*
  * Bytes [off, off + len) of object k into buf, from wherever they are

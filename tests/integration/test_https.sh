@@ -93,11 +93,12 @@ nb=$(ls "$D/www/big" | wc -l)
 SIZE=$(cat "$D"/www/big/* | wc -c)
 LIM=$((SIZE / 4))
 BIG="https://127.0.0.1:$port/big/train-{000000..$(printf '%06d' $((nb - 1)))}.tar"
-mount_fg "$D/www/big" "$D/local-big" --batch 8 --size 40x48 --shuffle 5 --cache none ||
+mount_fg "$D/www/big" "$D/local-big" --batch 8 --size 40x48 --shuffle 5 --shuffle-block 2 --cache none ||
 	not_ok "local mount of the big set"
 if [ "$LIM" -ge 1048576 ] && AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$BIG" "$D/https-big" --batch 8 \
-	--size 40x48 --shuffle 5 --cache none --shard-cache "$D/big-shards" --shard-cache-size "$LIM"; then
-	check "https:// with braces through a shard cache a quarter of the source: every batch equals the local mount's" \
+	--size 40x48 --shuffle 5 --shuffle-block 2 --cache none --shard-cache "$D/big-shards" \
+	--shard-cache-size "$LIM"; then
+	check "https:// with braces through a shard cache a quarter of the source, blocks of 2 shards: every batch equals the local mount's" \
 		cmp <(every_batch "$D/local-big") <(every_batch "$D/https-big")
 	check "...and the cache holds no more than its limit" \
 		$PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["remote"]; sys.exit(0 if 0 < r["bytes_on_disk"] <= r["limit"] == int(sys.argv[2]) else 1)' \

@@ -79,10 +79,38 @@ else
 	not_ok "s3 mount in file order: $(tail -2 "$D/mount.log")"
 fi
 
-# ---- shuffled, cold then warm --------------------------------------------------
-mount_fg "$D/tfr" "$D/local-sh" "${COMMON[@]}" --size 32x32 --shuffle 5 --cache none ||
+# ---- a block order through the same cache ---------------------------------------
+# Blocks of 2 shards: the one served and the next fetched fit in the
+# quarter cache (4 shards).
+mount_fg "$D/tfr" "$D/local-bl" "${COMMON[@]}" --size 32x32 --shuffle 7 --shuffle-block 2 \
+	--cache none || { not_ok "local block-shuffled mount"; t_end; }
+if mount_fg s3://train/tfr "$D/bl" "${COMMON[@]}" --size 32x32 --shuffle 7 --shuffle-block 2 \
+	--cache none --shard-cache "$D/sc-bl" --shard-cache-size "$LIM"; then
+	sample "$D/bl" "$D/sc-bl" "$D/bl.disk"
+	check "a block order (2 shards a block) through the quarter cache: every batch equals the local mount's" \
+		cmp <(every_batch "$D/local-bl") <(every_batch "$D/bl")
+	check "...each epoch fetched at most 1.05 times the dataset's bytes" \
+		$PY - "$D/bl/stats.json" "$SIZE" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["remote"]
+size = int(sys.argv[2])
+epochs = {e["epoch"]: e["bytes"] for e in r["bytes_by_epoch"]}
+assert sorted(epochs) == [0, 1], epochs
+for e, b in epochs.items():
+    assert b <= 1.05 * size, (e, b, size)
+PY
+	unmount_wait "$D/bl"
+	wait "$SAMPLER" 2>/dev/null
+	check "...and the cache was never above its limit on disk ($(sort -n "$D/bl.disk" | tail -1) of $LIM bytes at most)" \
+		bash -c "[ \$(sort -n '$D/bl.disk' | tail -1) -le $LIM ]"
+else
+	not_ok "s3 mount in a block order: $(tail -2 "$D/mount.log")"
+fi
+
+# ---- globally shuffled, cold then warm --------------------------------------------
+mount_fg "$D/tfr" "$D/local-sh" "${COMMON[@]}" --size 32x32 --shuffle 5 --shuffle-block global --cache none ||
 	{ not_ok "local shuffled mount"; t_end; }
-if mount_fg s3://train/tfr "$D/sh" "${COMMON[@]}" --size 32x32 --shuffle 5 --cache "$D/lmdb" \
+if mount_fg s3://train/tfr "$D/sh" "${COMMON[@]}" --size 32x32 --shuffle 5 --shuffle-block global --cache "$D/lmdb" \
 	--shard-cache "$D/sc-sh" --shard-cache-size "$LIM"; then
 	sample "$D/sh" "$D/sc-sh" "$D/sh.disk"
 	check "a global shuffle through the quarter cache: every batch equals the local mount's, cold" \
@@ -98,7 +126,7 @@ else
 fi
 # The LMDB cache has every index now: an empty shard cache, and not a
 # byte of a shard is fetched until a batch is asked for.
-if mount_fg s3://train/tfr "$D/warm" "${COMMON[@]}" --size 32x32 --shuffle 5 --cache "$D/lmdb" \
+if mount_fg s3://train/tfr "$D/warm" "${COMMON[@]}" --size 32x32 --shuffle 5 --shuffle-block global --cache "$D/lmdb" \
 	--shard-cache "$D/sc-warm" --shard-cache-size "$LIM"; then
 	sleep 0.3
 	check "a remount with every index stored fetches no shard byte before a batch is asked for (one LIST)" \
