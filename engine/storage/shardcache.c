@@ -63,6 +63,7 @@ enum { ABSENT, FETCHING, HELD };
 
 struct fetch {
 	bfs_shardfolder_tmp tmp;
+	uint64_t part;            /* bytes of its parts (part_of) */
 	uint32_t nparts;
 	uint32_t done, running;   /* parts done, under way */
 	uint8_t *state;           /* per part: 0 queued, 1 under way, 2 done */
@@ -275,6 +276,20 @@ static int part_sink(void *ctx, uint64_t off, const void *buf, size_t n)
 	return 0;
 }
 
+/* The part size for an object of `size` bytes: opts.part_bytes, or less
+ * for an object that would not give every fetcher a part (down to 1 MiB,
+ * in 64 KiB steps): a small shard on a distant link comes in a few round
+ * trips over several connections, not in one connection's slow start. */
+static uint64_t part_of(const bfs_shardcache *c, uint64_t size)
+{
+	uint64_t p = (size + c->o.fetchers - 1) / c->o.fetchers;
+
+	p = (p + 65535) / 65536 * 65536;
+	if (p < (1u << 20))
+		p = 1u << 20;
+	return p < c->part ? p : c->part;
+}
+
 /* The plan's next use of object k now (those waited for first). */
 static uint64_t need_of_locked(const bfs_shardcache *c, size_t k)
 {
@@ -382,8 +397,8 @@ static void run_part_locked(bfs_shardcache *c, size_t k, uint32_t p)
 	struct obj *ob = &c->ob[k];
 	struct fetch *fx = ob->fx;
 	const bfs_storage_object *o = &c->objs[k];
-	uint64_t off = (uint64_t)p * c->part;
-	uint64_t len = o->size - off < c->part ? o->size - off : c->part;
+	uint64_t off = (uint64_t)p * fx->part;
+	uint64_t len = o->size - off < fx->part ? o->size - off : fx->part;
 	struct part_ctx pc = { c, fx, p };
 	char errmsg[BFS_ERRMSG_MAX] = "";
 	double t;
@@ -589,7 +604,8 @@ static int start_next_locked(bfs_shardcache *c)
 		return 1;
 	}
 	fx->tmp = tmp;
-	fx->nparts = c->objs[k].size ? (uint32_t)((c->objs[k].size + c->part - 1) / c->part) : 0;
+	fx->part = part_of(c, c->objs[k].size);
+	fx->nparts = c->objs[k].size ? (uint32_t)((c->objs[k].size + fx->part - 1) / fx->part) : 0;
 	fx->state = calloc(fx->nparts ? fx->nparts : 1, 1);
 	fx->got = calloc(fx->nparts ? fx->nparts : 1, sizeof(*fx->got));
 	fx->started = now_s();
@@ -1000,17 +1016,19 @@ static int parts_due_locked(const bfs_shardcache *c, size_t k, uint64_t off,
 			    size_t len)
 {
 	const struct fetch *fx = c->ob[k].fx;
-	uint32_t p0 = (uint32_t)(off / c->part), p1 = (uint32_t)((off + len - 1) / c->part);
+	uint32_t p0, p1;
 	uint64_t left = 0;
 	int done = 1;
 
 	if (!fx || fx->err)
 		return 0;
+	p0 = (uint32_t)(off / fx->part);
+	p1 = (uint32_t)((off + len - 1) / fx->part);
 	for (uint32_t p = p0; p <= p1 && p < fx->nparts; p++) {
-		uint64_t plen = c->objs[k].size - (uint64_t)p * c->part;
+		uint64_t plen = c->objs[k].size - (uint64_t)p * fx->part;
 
-		if (plen > c->part)
-			plen = c->part;
+		if (plen > fx->part)
+			plen = fx->part;
 		if (fx->state[p] == 2)
 			continue;
 		done = 0;
