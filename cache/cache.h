@@ -12,7 +12,11 @@
  *   covers the shard's absolute path and its bfs_shard_stamp: size, mtime,
  *   inode number and ctime (a shard rewritten at the same size with its
  *   mtime set back still gets a new ctime).  Different settings or a
- *   changed shard produce different keys, so a stale entry is never hit.  A second,
+ *   changed shard produce different keys, so a stale entry is never hit.
+ *   A remote shard (s3://, https://) is keyed by its URL, size and ETag
+ *   instead: its "absolute path" is the storage's root URL joined to the
+ *   object's name, its stamp bfs_shard_stamp_remote's (engine/source.h),
+ *   so its entries outlive the node-local copy of the shard.  A second,
  *   independent 64-bit hash of the full identity travels in the value and
  *   is compared on every get, so even a shard-hash collision cannot serve
  *   another sample's bytes.  Entries of one shard are adjacent, in offset
@@ -586,6 +590,12 @@ int bfs_cache_get_ref(bfs_cache_reader *r, const bfs_cache_key *key, const void 
  * Accepts NULL and a reader that lends nothing.  The thread that got it. */
 void bfs_cache_put_ref(bfs_cache_reader *r);
 
+/* Whether an entry of key is stored: 1 or 0 (an error is 0).  Only the
+ * key is looked up: its value is not read, checked or counted (a hint, for
+ * planning what the shards will have to give).  As bfs_cache_get's
+ * threads; gives back r's lent reference first. */
+int bfs_cache_has(bfs_cache_reader *r, const bfs_cache_key *key);
+
 /*
  * Whether a submission now would be inserted rather than dropped: 0 while
  * inserts are paused because the cache is full (see DESIGN, Size limit)
@@ -645,7 +655,8 @@ int bfs_cache_flush(bfs_cache *c);
 /*
  * The stored index of one shard, identified like a sample (dir =
  * bfs_source_dir(), shard relative to it, *st the shard's stamp: size,
- * mtime, inode number and ctime).  On a hit *blob is a malloc()ed copy of
+ * mtime, inode number and ctime; for a remote shard dir is the root URL,
+ * shard the object's name and *st bfs_shard_stamp_remote(size, ETag)).  On a hit *blob is a malloc()ed copy of
  * exactly the bytes given to bfs_cache_index_put, *len its length; the
  * caller frees it with free().
  * Returns 0, -ENOENT (never stored, or stored for another stamp; counted

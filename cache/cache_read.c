@@ -130,6 +130,20 @@ static int get(bfs_cache_reader *r, const bfs_cache_key *key, struct bfs__want *
 	return err;
 }
 
+int bfs_cache_has(bfs_cache_reader *r, const bfs_cache_key *key)
+{
+	struct bfs__env *e = r->c->e;
+	MDB_val k = { BFS_CACHE_KEY_BYTES, (void *)key->k }, v;
+	int rc;
+
+	bfs_cache_put_ref(r);
+	if (bfs__txn_renew(e, r->txn))
+		return 0;
+	rc = mdb_get(r->txn, e->samples, &k, &v);
+	bfs__txn_reset(e, r->txn);
+	return rc == 0;
+}
+
 int bfs_cache_get(bfs_cache_reader *r, const bfs_cache_key *key, void *dst,
 		  size_t len, int64_t *label)
 {

@@ -76,6 +76,16 @@ static int get_view(void *p, const bfs_sample_identity *id, const void **data, s
 	return bfs_cache_get_ref(rd->r, &key, data, len, shape, label);
 }
 
+static int has(void *p, const bfs_sample_identity *id)
+{
+	struct reader *rd = p;
+	bfs_cache_key key;
+
+	if (bfs_cache_key_make(&key, rd->s->fingerprint, rd->s->dir, id))
+		return 0;
+	return bfs_cache_has(rd->r, &key);
+}
+
 static void put_view(void *p)
 {
 	struct reader *rd = p;
@@ -146,6 +156,7 @@ int bfs_cache_store_open(bfs_cache *c, const char *fingerprint,
 	out->flush = flush;
 	out->get_view = get_view;
 	out->put_view = put_view;
+	out->has = has;
 	return 0;
 }
 

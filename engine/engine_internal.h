@@ -40,6 +40,7 @@
 #ifndef BFS_ENGINE_INTERNAL_H
 #define BFS_ENGINE_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,11 @@ struct bfs_batch {
 	int counted;          /* its batch memory counts in e->slot_mem
 			       * (allocated, or claimed for a preparer) */
 	int err;              /* first error (lowest sample) when FAILED */
+	int transient;        /* FAILED for a reason of the moment (a remote
+			       * shard the network did not give): a later get
+			       * starts it again; reported first if a reader
+			       * was waiting for it when it failed */
+	int failed_urgent;    /* a reader waited for it when it failed */
 	unsigned err_at;      /* sample position of err */
 	char errmsg[BFS_ERRMSG_MAX];
 	uint8_t *images;      /* capacity: opts.batch * sample_bytes */
@@ -259,7 +265,22 @@ struct bfs_engine {
 
 	uint64_t decode_attempts;          /* atomic */
 	bfs_engine_stats st;               /* protected by lock */
+
+	/* A remote source's planner (plan.c) */
+	pthread_t planner;
+	int planner_on;
+	int plan_stop;                     /* protected by lock */
+	pthread_cond_t plan_cv;            /* plan_stop was set */
 };
+
+/* Does a failure say something about the sample itself (so trying it
+ * again gives the same answer), rather than about this moment: memory, a
+ * remote shard the network did not give? */
+static inline int bfs__lasting_error(int err)
+{
+	return err != -ENOMEM && err != -EAGAIN && err != -EINTR &&
+	       err != BFS_E_REMOTE && err != -ECANCELED;
+}
 
 static inline uint64_t bfs__now_ns(void)
 {
@@ -372,6 +393,13 @@ uint64_t bfs__order_sample(const bfs_engine *e, uint64_t epoch, unsigned rank,
 
 /* Worker idle time so far, including workers idle right now.  Lock held. */
 uint64_t bfs__idle_now_locked(bfs_engine *e, uint64_t now);
+
+/* ---- plan.c ------------------------------------------------------------ */
+
+/* Start the planner of a remote source (nothing for a local one): 0 or
+ * -EAGAIN.  Stop it (and join it) before anything it reads goes. */
+int bfs__plan_start(bfs_engine *e);
+void bfs__plan_stop(bfs_engine *e);
 
 /* ---- pool.c ------------------------------------------------------------ */
 

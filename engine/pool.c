@@ -147,6 +147,8 @@ void *bfs__worker_main(void *arg)
 			}
 		} else if (b->done == b->n && b->inflight == 0) {
 			b->state = b->err ? SLOT_FAILED : SLOT_READY;
+			b->transient = b->err && !bfs__lasting_error(b->err);
+			b->failed_urgent = b->urgent;
 			e->st.batches_produced++;
 			pthread_cond_broadcast(&e->done);
 			if (b->state == SLOT_READY && e->o.store) {
@@ -696,6 +698,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	pthread_cond_init(&e->room, NULL);
 	pthread_cond_init(&e->bad_cv, NULL);
 	pthread_cond_init(&e->hand, NULL);
+	pthread_cond_init(&e->plan_cv, NULL);
 	e->created_ns = e->idle_since = bfs__now_ns();
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
@@ -740,6 +743,8 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 		}
 		e->courier_on = 1;
 	}
+	if ((err = bfs__plan_start(e)))
+		goto fail;
 	e->st.threads = e->nworkers;
 	e->st.prefetch = e->o.prefetch;
 	e->st.slots = e->nslots;
@@ -762,6 +767,7 @@ void bfs_engine_destroy(bfs_engine *e)
 {
 	if (!e)
 		return;
+	bfs__plan_stop(e);
 	pthread_mutex_lock(&e->lock);
 	e->stop = 1;
 	pthread_cond_broadcast(&e->work);
@@ -792,6 +798,7 @@ void bfs_engine_destroy(bfs_engine *e)
 	pthread_cond_destroy(&e->room);
 	pthread_cond_destroy(&e->bad_cv);
 	pthread_cond_destroy(&e->hand);
+	pthread_cond_destroy(&e->plan_cv);
 	pthread_mutex_destroy(&e->lock);
 	bfs_badset_destroy(e->bad);
 	free(e->whole_ok);

@@ -102,7 +102,11 @@ static void readahead_locked(bfs_engine *e, uint64_t id, unsigned depth)
 		uint64_t next = bfs__ahead_of(e, id, d);
 		struct bfs_batch *b;
 
-		if (next == id)
+		/* a remote source is not read ahead past the last epoch
+		 * into the first (what a reader that loops would read
+		 * next): that would fetch shards nobody may want; the
+		 * reader's own hint starts it when it comes */
+		if (next == id || (next < id && bfs_source_is_remote(e->src)))
 			break;
 		if (bfs__find_locked(e, next))
 			continue;
@@ -176,6 +180,14 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	pthread_mutex_lock(&e->lock);
 	for (;;) {
 		if ((b = bfs__find_locked(e, id))) {
+			if (b->state == SLOT_FAILED && b->transient &&
+			    !b->failed_urgent && !b->pins) {
+				/* read-ahead that failed for the moment before
+				 * anyone asked: start it again */
+				b->cancelled = 1;
+				b->consumed = 1;
+				continue;
+			}
 			if (b->state == SLOT_READY || b->state == SLOT_FAILED)
 				break;
 			if (!b->urgent) {
@@ -235,6 +247,11 @@ int bfs_engine_get_flags(bfs_engine *e, uint64_t reader, uint64_t id,
 	if (b->state == SLOT_FAILED) {
 		err = b->err;
 		bfs_seterr(errmsg, "%s", b->errmsg);
+		if (b->transient && !b->pins) {
+			/* told once: the next get starts it again */
+			b->cancelled = 1;
+			b->consumed = 1;
+		}
 		goto out;
 	}
 	b->pins++; /* before read-ahead, which may evict unpinned slots */

@@ -839,11 +839,9 @@ static void finish(bfs_engine *e, uint64_t id, uint64_t i, const void *s1,
 	bfs_post_apply(&e->post_o, &a, s1, out);
 }
 
-/* Does a failure say something about the sample itself (so trying it
- * again gives the same answer), rather than about this moment? */
 static int lasting_error(int err)
 {
-	return err != -ENOMEM && err != -EAGAIN && err != -EINTR;
+	return bfs__lasting_error(err);
 }
 
 /* Make source sample i (make_sample), unless it is already known to be

@@ -52,7 +52,11 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	int err;
 
 	*out = NULL;
-	if (!realpath(o->dir, real)) {
+	if (o->shards) {
+		/* a remote source: named by its root URL */
+		snprintf(real, sizeof(real), "%s",
+			 bfs_storage_root(bfs_shardcache_storage(o->shards)));
+	} else if (!realpath(o->dir, real)) {
 		err = -errno;
 		bfs_seterr(errmsg, "%s: %s", o->dir, strerror(errno));
 		return err;
@@ -60,6 +64,7 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->sc = o->shards;
 	s->o.index_get = o->index_get;
 	s->o.index_put = o->index_put;
 	s->o.index_ctx = o->index_ctx;
@@ -84,9 +89,14 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		err = -ENOMEM;
 		goto fail;
 	}
-	if ((err = bfs__src_list_dir(real, 0, &files, &nfiles, errmsg)) ||
-	    (err = bfs__src_list_dir(real, 1, &dirs, &ndirs, errmsg)))
+	if (s->sc) {
+		if ((err = bfs__src_list_remote(s, "", 0, &files, &nfiles)) ||
+		    (err = bfs__src_list_remote(s, "", 1, &dirs, &ndirs)))
+			goto fail;
+	} else if ((err = bfs__src_list_dir(real, 0, &files, &nfiles, errmsg)) ||
+		   (err = bfs__src_list_dir(real, 1, &dirs, &ndirs, errmsg))) {
 		goto fail;
+	}
 
 	shards = calloc(nfiles ? nfiles : 1, sizeof(*shards));
 	tars = calloc(nfiles ? nfiles : 1, sizeof(*tars));
@@ -95,7 +105,6 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 		goto fail;
 	}
 	for (size_t i = 0; i < nfiles; i++) {
-		char path[PATH_MAX];
 		uint8_t head[BFS_TAR_BLOCK];
 		size_t head_len;
 
@@ -105,10 +114,13 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 			njpeg++;
 			continue;
 		}
-		snprintf(path, sizeof(path), "%s/%s", real, files[i]);
-		/* one read of the first block serves both probes */
-		head_len = o->format == BFS_FORMAT_AUTO
-			? bfs__src_read_head(path, head, sizeof(head)) : 0;
+		/* one read of the first block serves both probes; a name
+		 * that says what a shard is needs none (a remote one is not
+		 * fetched for it) */
+		head_len = o->format == BFS_FORMAT_AUTO &&
+			   !(s->sc && (bfs__src_is_tar_name(files[i]) ||
+				       bfs__src_is_tfrecord_name(files[i])))
+			? bfs__src_head(s, files[i], head, sizeof(head)) : 0;
 		if (o->format == BFS_FORMAT_TAR ||
 		    (o->format != BFS_FORMAT_TFRECORD &&
 		     (bfs__src_is_tar_name(files[i]) ||
@@ -183,6 +195,8 @@ int bfs_source_open(const bfs_source_opts *o, bfs_source **out,
 	free(tars);
 	bfs__src_free_names(files, nfiles);
 	bfs__src_free_names(dirs, ndirs);
+	for (size_t i = 0; s->sc && i < s->nshards; i++)
+		s->shards[i].obj = (size_t)bfs_shardcache_find(s->sc, s->shards[i].name);
 	bfs__src_classes_finish(s);
 	s->prog.finished = 1;
 	bfs__src_progress(s);
@@ -354,6 +368,54 @@ int bfs_source_identity(const bfs_source *s, uint64_t i,
 	return 0;
 }
 
+int bfs_source_is_remote(const bfs_source *s) { return s->sc != NULL; }
+
+size_t bfs_source_shard_of(const bfs_source *s, uint64_t i)
+{
+	return s->samples[i].shard;
+}
+
+int bfs_source_plan(bfs_source *s, const bfs_span *spans, size_t n,
+		    uint64_t pos, int64_t epoch)
+{
+	bfs_span *v;
+	int err;
+
+	if (!s->sc)
+		return 0;
+	if (!(v = malloc((n ? n : 1) * sizeof(*v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (spans[i].obj >= s->nshards) {
+			free(v);
+			return -EINVAL;
+		}
+		v[i] = spans[i];
+		v[i].obj = (uint32_t)s->shards[spans[i].obj].obj;
+	}
+	err = bfs_shardcache_plan(s->sc, v, n, pos, epoch);
+	free(v);
+	return err;
+}
+
+void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch)
+{
+	if (s->sc)
+		bfs_shardcache_advance(s->sc, pos, epoch);
+}
+
+void bfs_source_window(bfs_source *s, uint64_t end)
+{
+	if (s->sc)
+		bfs_shardcache_window(s->sc, end);
+}
+
+void bfs_source_expect_plan(bfs_source *s)
+{
+	if (s->sc)
+		bfs_shardcache_expect_plan(s->sc);
+}
+
 void bfs_buf_free(bfs_buf *b)
 {
 	free(b->data);
@@ -416,6 +478,59 @@ static int too_big(bfs_source *s, uint64_t i, bfs_buf *buf, int fd,
 	return BFS_E_CORRUPT;
 }
 
+/* Bytes [off, off + n) of remote shard sh: a gzip shard's uncompressed
+ * bytes from its whole local copy, else the shard cache's read (local or
+ * by range).  0, BFS_E_REMOTE (errmsg says why, naming the object),
+ * BFS_E_TRUNCATED, -ENOMEM. */
+static int remote_read(bfs_source *s, const struct bfs_shard *sh, bfs_buf *buf,
+		       uint8_t *dst, size_t n, uint64_t off, char *errmsg)
+{
+	int fd, err;
+
+	if (sh->gz) {
+		if (!buf->gz && (err = bfs_gzcursor_create(&buf->gz)))
+			return err;
+		if ((err = bfs_shardcache_pin(s->sc, sh->obj, &fd, errmsg)))
+			return err == -ENOMEM ? err : BFS_E_REMOTE;
+		err = bfs_gzcursor_read(buf->gz, sh->gz, fd, dst, n, off, errmsg);
+		bfs_shardcache_unpin(s->sc, sh->obj);
+		return err == -EIO ? BFS_E_TRUNCATED : err;
+	}
+	err = bfs_shardcache_read(s->sc, sh->obj, off, dst, n, errmsg);
+	return !err || err == -ENOMEM ? err : BFS_E_REMOTE;
+}
+
+/* bfs_source_read of a remote source's sample (the shard cache checks the
+ * identity: a local copy against its trailer, a range read with
+ * If-Match). */
+static int read_remote(bfs_source *s, uint64_t i, bfs_buf *buf, char *errmsg)
+{
+	const struct bfs_sample *smp = &s->samples[i];
+	const struct bfs_shard *sh = &s->shards[smp->shard];
+	size_t need;
+	int err;
+
+	if (smp->flags & SAMPLE_TOO_BIG) {
+		uint64_t hdr = smp->offset - BFS_TFRECORD_HEADER, len = 0;
+		uint8_t h[8];
+
+		if ((err = remote_read(s, sh, buf, h, sizeof(h), hdr, errmsg)))
+			return err;
+		for (int k = 7; k >= 0; k--)
+			len = len << 8 | h[k];
+		bfs_seterr(errmsg, "record %llu at offset %llu: its length %llu is over "
+			   "%llu bytes (4 GiB), the most one sample may hold; the "
+			   "shard's other records are kept",
+			   (unsigned long long)(i - sh->first), (unsigned long long)hdr,
+			   (unsigned long long)len, (unsigned long long)SAMPLE_MAX);
+		return BFS_E_CORRUPT;
+	}
+	need = (size_t)smp->length + (s->format == BFS_FORMAT_TFRECORD ? 4 : 0);
+	if ((err = buf_reserve(buf, need ? need : 1)))
+		return err;
+	return need ? remote_read(s, sh, buf, buf->data, need, smp->offset, errmsg) : 0;
+}
+
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg)
@@ -443,6 +558,11 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 	}
 	smp = &s->samples[i];
 	sh = &s->shards[smp->shard];
+	if (s->sc) {
+		if ((err = read_remote(s, i, buf, errmsg)))
+			return err;
+		goto decode;
+	}
 	snprintf(path, sizeof(path), "%s/%s", s->dir, sh->name);
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -496,7 +616,7 @@ int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		bfs_seterr(errmsg, "short read (%zd of %zu bytes)", r, need);
 		return BFS_E_TRUNCATED;
 	}
-
+decode:
 	if (s->format == BFS_FORMAT_FOLDER || s->format == BFS_FORMAT_TAR) {
 		*jpeg = buf->data;
 		*jpeg_len = smp->length;

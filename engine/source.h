@@ -50,13 +50,16 @@
  * refused (BFS_E_FORMAT).
  *
  * Threads: open/close from one thread; everything else may be called from
- * any number of threads at once (reads use pread on per-call descriptors).
+ * any number of threads at once (reads use pread on per-call descriptors,
+ * or on the shard cache's).
  */
 #ifndef BFS_SOURCE_H
 #define BFS_SOURCE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/storage/shardcache.h"
 
 typedef enum {
 	BFS_FORMAT_AUTO = 0,
@@ -84,6 +87,28 @@ typedef struct {
 	int64_t ctime_ns;
 } bfs_shard_stamp;
 
+/*
+ * A remote shard (an object of engine/storage/: s3://, http(s)://) is
+ * identified by (URL, ETag, size), never by the file the node-local shard
+ * cache happens to keep it in:
+ *   dir    the storage's root URL (bfs_storage_root: "s3://BUCKET/PREFIX/",
+ *          "https://HOST/PATH/"), which is what bfs_source_dir() returns for
+ *          a remote source;
+ *   shard  the object's name relative to that root (a '/'-separated key);
+ *   stamp  bfs_shard_stamp_remote(size, ETag): the size, mtime_ns 0, and
+ *          ino and ctime_ns the first 16 bytes of SHA-256 of the ETag as
+ *          the server sends it, quotes kept (an ETag of "" for a server
+ *          that sends none).
+ * Sample-cache keys (bfs_sample_identity) and stored shard indexes
+ * (index_get/index_put) of a remote shard are made from these, so they
+ * hit again after the shard cache evicted the shard and fetched it anew,
+ * on any node with the same LMDB cache, and miss once the object is
+ * replaced (a new ETag or size).  A local path never starts with a URL
+ * scheme, so the two kinds of key cannot meet.
+ */
+void bfs_shard_stamp_remote(uint64_t size, const char *etag,
+			    bfs_shard_stamp *out);
+
 /* How far indexing has come, for a progress line (bfs_source_opts). */
 typedef struct {
 	bfs_format format;      /* the layout being indexed */
@@ -96,7 +121,15 @@ typedef struct {
 } bfs_source_progress;
 
 typedef struct {
-	const char *dir;        /* SHARD_DIR */
+	const char *dir;        /* SHARD_DIR; ignored with shards */
+	/* A remote source (s3://, https://): its objects as the shard cache
+	 * lists them stand for the directory's files (a name with one '/' is
+	 * a file in a class folder), and every byte of a shard is read
+	 * through it: from the node-local copy when there is one, else
+	 * fetched or read by range (shardcache.h).  Named by its root URL
+	 * (bfs_source_dir), its shards stamped by bfs_shard_stamp_remote.
+	 * Borrowed: it must outlive the source.  NULL: a local folder. */
+	bfs_shardcache *shards;
 	bfs_format format;      /* AUTO: see Detection above */
 	const char *image_key;  /* default "image/encoded" */
 	const char *label_key;  /* default "image/class/label"; "none": no
@@ -223,8 +256,11 @@ const char *bfs_source_scan_error_shard(const bfs_source *s, size_t i);
  * Example: a missing image key lists the keys present), -EIO/-ENOENT/
  * -EACCES (the shard changed, went away or became unreadable: a shard
  * whose size, mtime, inode number or ctime differs from the index is
- * refused, never half-read), -EINVAL (i past the end), -ENOMEM.  errmsg
- * says what.  On error *jpeg and *label are undefined. */
+ * refused, never half-read), BFS_E_REMOTE (a remote shard's bytes could
+ * not be had: the network past its give-up time, the object replaced --
+ * the shard cache's message names the object, the last status and the
+ * cause; a later read tries again), -EINVAL (i past the end), -ENOMEM.
+ * errmsg says what.  On error *jpeg and *label are undefined. */
 int bfs_source_read(bfs_source *s, uint64_t i, bfs_buf *buf,
 		    const uint8_t **jpeg, size_t *jpeg_len, int64_t *label,
 		    char *errmsg);
@@ -261,5 +297,29 @@ int bfs_source_identity(const bfs_source *s, uint64_t i,
 
 /* Release the memory held by a bfs_buf (not the struct itself). */
 void bfs_buf_free(bfs_buf *b);
+
+/* ---- a remote source's plan -------------------------------------------- */
+
+/* 1 when s reads its shards through a shard cache (opts.shards). */
+int bfs_source_is_remote(const bfs_source *s);
+
+/* The shard (its index, as bfs_source_shard_name's) that holds sample i;
+ * i < bfs_source_count. */
+size_t bfs_source_shard_of(const bfs_source *s, uint64_t i);
+
+/* Give a remote source's shard cache the plan of what the reader will
+ * need (shardplan.h: spans whose obj is a shard index here, positions of
+ * the caller's choosing), with the reader at pos in `epoch`; and move the
+ * reader on.  A local source ignores both (0).  0, -EINVAL (a shard out of
+ * range), -ENOMEM.  Any thread (the shard cache serialises them). */
+int bfs_source_plan(bfs_source *s, const bfs_span *spans, size_t n,
+		    uint64_t pos, int64_t epoch);
+void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch);
+/* Positions [pos, end) of the plan are being read now (shardcache.h). */
+void bfs_source_window(bfs_source *s, uint64_t end);
+/* A plan will come (the engine's planner runs): until the first one, a
+ * read of a remote shard that is not local waits for it (a while) rather
+ * than read by range what the plan may keep whole. */
+void bfs_source_expect_plan(bfs_source *s);
 
 #endif

@@ -73,7 +73,8 @@ static int read_idx(const char *dir, const char *idx, char **text, size_t *len)
 	return 0;
 }
 
-int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_load_dali(bfs_source *s, const char *name,
+		      const bfs_shard_stamp *st)
 {
 	char idx[PATH_MAX], msg[BFS_ERRMSG_MAX] = "", *text = NULL;
 	const char *dot = strrchr(name, '.'), *slash = strrchr(name, '/');
@@ -106,7 +107,7 @@ int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st)
 				 idx, strerror(-err), name);
 		return 0;
 	}
-	err = bfs_daliidx_parse(text, len, (uint64_t)st->st_size, &recs, &n, msg);
+	err = bfs_daliidx_parse(text, len, st->size, &recs, &n, msg);
 	free(text);
 	if (err == -ENOMEM)
 		return err;

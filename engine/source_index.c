@@ -45,24 +45,24 @@ static int record_fits(uint64_t offset, uint64_t length, uint64_t size)
 	       length <= size - offset && size - offset - length >= 4;
 }
 
-static int load_tar_index(bfs_source *s, const char *name, const struct stat *st);
+static int load_tar_index(bfs_source *s, const char *name,
+			  const bfs_shard_stamp *st);
 static void store_tar_index(bfs_source *s, const char *errmsg);
 
-int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_load_index(bfs_source *s, const char *name,
+			const bfs_shard_stamp *st)
 {
 	struct index_hdr h;
 	void *blob = NULL;
 	size_t len = 0, used;
 	const struct index_ent *ent;
 	const char *err;
-	bfs_shard_stamp stamp;
 	int rc = 0;
 
 	if (s->format == BFS_FORMAT_TAR)
 		return load_tar_index(s, name, st);
-	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob,
+	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob,
 			   &len) != 0)
 		return 0;
 	if (len < sizeof(h))
@@ -79,7 +79,7 @@ int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st)
 		struct index_ent e;
 
 		memcpy(&e, &ent[i], sizeof(e));
-		if (!record_fits(e.offset, e.length, (uint64_t)st->st_size))
+		if (!record_fits(e.offset, e.length, st->size))
 			goto out; /* an index of another file: scan this one */
 	}
 	/* the class section first: a mismatch adds nothing */
@@ -330,21 +330,20 @@ void bfs__src_store_gz_index(bfs_source *s, const char *errmsg)
 
 /* Fill gzip shard `name` from a stored index: 1 if it was usable, 0 if
  * not (nothing added), or -ENOMEM. */
-int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *st)
+int bfs__src_load_gz_index(bfs_source *s, const char *name,
+			   const bfs_shard_stamp *st)
 {
 	int tar = s->format == BFS_FORMAT_TAR;
 	char labels[BFS_ERRMSG_MAX], text[BFS_ERRMSG_MAX + 1];
 	const uint8_t *p, *end;
-	bfs_shard_stamp stamp;
 	struct gzs_hdr h;
 	bfs_gzindex *gz = NULL;
 	void *blob = NULL;
 	size_t len = 0;
 	int rc = 0;
 
-	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob, &len) != 0)
+	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob, &len) != 0)
 		return 0;
 	p = blob;
 	end = p + len;
@@ -363,10 +362,10 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *s
 	memcpy(text, p, h.errlen);
 	text[h.errlen] = '\0';
 	p += h.errlen + h.labelslen;
-	if (bfs_gzindex_load(p, (size_t)h.gzlen, (uint64_t)st->st_size, &gz, NULL))
+	if (bfs_gzindex_load(p, (size_t)h.gzlen, st->size, &gz, NULL))
 		goto out;
 	if (s->max_ratio && bfs_gzindex_size(gz) > BFS_GZ_RATIO_FLOOR &&
-	    bfs_gzindex_size(gz) / s->max_ratio > (uint64_t)st->st_size)
+	    bfs_gzindex_size(gz) / s->max_ratio > st->size)
 		goto out; /* past this mount's limit: indexing again refuses it */
 	p += h.gzlen;
 	/* the entries must fill the rest exactly, each checked before use */
@@ -461,19 +460,18 @@ static void store_tar_index(bfs_source *s, const char *errmsg)
 	free(blob);
 }
 
-static int load_tar_index(bfs_source *s, const char *name, const struct stat *st)
+static int load_tar_index(bfs_source *s, const char *name,
+			  const bfs_shard_stamp *st)
 {
 	char labels[BFS_ERRMSG_MAX], text[BFS_ERRMSG_MAX + 1];
 	const uint8_t *p, *end;
-	bfs_shard_stamp stamp;
 	struct tar_hdr h;
 	void *blob = NULL;
 	size_t len = 0;
 	int rc = 0;
 
-	bfs__src_stamp_of(st, &stamp);
 	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, &stamp, &blob, &len) != 0)
+	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob, &len) != 0)
 		return 0;
 	p = blob;
 	end = p + len;
@@ -490,7 +488,7 @@ static int load_tar_index(bfs_source *s, const char *name, const struct stat *st
 	memcpy(text, p, h.errlen);
 	text[h.errlen] = '\0';
 	p += h.errlen + h.labelslen;
-	if (tar_entries_check(p, end, h.count, (uint64_t)st->st_size) != end)
+	if (tar_entries_check(p, end, h.count, st->size) != end)
 		goto out; /* the entries must fill the rest exactly */
 	if ((rc = bfs__src_add_shard(s, name, st)) ||
 	    (rc = tar_entries_load(s, p, h.count)) ||

@@ -28,6 +28,7 @@
 #include "engine/formats/tar.h"
 #include "engine/formats/tfrecord.h"
 #include "engine/source.h"
+#include "engine/storage/shardcache.h"
 
 #define SAMPLE_BAD_LENGTH_CRC 1u /* length CRC failed but the length held */
 #define SAMPLE_TOO_BIG 2u        /* a record over SAMPLE_MAX: a bad sample of
@@ -56,6 +57,7 @@ struct bfs_shard {
 	char *idx;         /* the DALI index file its offsets came from (its
 			    * name beside the shard, or its path in
 			    * opts.dali_dir), or NULL (source_dali.c) */
+	size_t obj;        /* a remote source: its object in the shard cache */
 };
 
 struct scan_error {
@@ -71,7 +73,9 @@ struct bad_sample {
 };
 
 struct bfs_source {
-	char *dir;
+	char *dir;            /* absolute path; a remote source's root URL */
+	bfs_shardcache *sc;   /* a remote source: where its objects are read
+			       * (borrowed); NULL for a local folder */
 	bfs_format format;
 	char *image_key;
 	char *label_key;
@@ -126,9 +130,10 @@ struct bfs_source {
 int bfs__src_add_error(bfs_source *s, const char *shard, const char *msg);
 /* The stamp (size, mtime, inode, ctime) of a shard file's stat. */
 void bfs__src_stamp_of(const struct stat *st, bfs_shard_stamp *out);
-/* Start shard `name` (copied), stamped from st: the samples added next are
+/* Start shard `name` (copied), with its stamp: the samples added next are
  * its.  0 or -ENOMEM. */
-int bfs__src_add_shard(bfs_source *s, const char *name, const struct stat *st);
+int bfs__src_add_shard(bfs_source *s, const char *name,
+		       const bfs_shard_stamp *stamp);
 /* Add a sample to the last shard.  0, BFS_E_CORRUPT (len over 4 GiB) or
  * -ENOMEM. */
 int bfs__src_add_sample(bfs_source *s, uint64_t off, uint64_t len,
@@ -145,12 +150,20 @@ void bfs__src_free_names(char **names, size_t n);
  * 0 or -errno with errmsg (may be NULL). */
 int bfs__src_list_dir(const char *dir, int want_dir, char ***out, size_t *n,
 		      char *errmsg);
+/* The same for folder `rel` ("" the root) of a remote source: its objects
+ * named rel/F (files), or the F of names rel/F/G (folders).  0 or
+ * -ENOMEM. */
+int bfs__src_list_remote(const bfs_source *s, const char *rel, int want_dir,
+			 char ***out, size_t *n);
 int bfs__src_is_image_name(const char *name);
 int bfs__src_is_tfrecord_name(const char *name);
 int bfs__src_is_tar_name(const char *name);
 /* The first bytes of a file (of its uncompressed data for gzip): the count
  * read, 0 when it cannot be read. */
 size_t bfs__src_read_head(const char *path, uint8_t *buf, size_t cap);
+/* The same for shard `name` of s, local or remote (a remote gzip shard is
+ * fetched whole for it; another is read by range). */
+size_t bfs__src_head(bfs_source *s, const char *name, uint8_t *buf, size_t cap);
 int bfs__src_looks_like_tfrecord(const uint8_t *h, size_t n);
 /* Index the folder layout: the class folders dirs[0..ndirs), or with
  * ndirs 0 the images in s->dir itself.  0 or -ENOMEM. */
@@ -176,10 +189,12 @@ uint8_t *bfs__src_classes_section_put(const bfs_source *s, uint8_t *p);
 
 /* ---- source_index.c: stored shard indexes ------------------------------ */
 
-/* Fill shard `name` from a stored index: 1 if usable, 0 if not (nothing
- * added), -ENOMEM. */
-int bfs__src_load_index(bfs_source *s, const char *name, const struct stat *st);
-int bfs__src_load_gz_index(bfs_source *s, const char *name, const struct stat *st);
+/* Fill shard `name` (of that stamp) from a stored index: 1 if usable, 0
+ * if not (nothing added), -ENOMEM. */
+int bfs__src_load_index(bfs_source *s, const char *name,
+			const bfs_shard_stamp *stamp);
+int bfs__src_load_gz_index(bfs_source *s, const char *name,
+			   const bfs_shard_stamp *stamp);
 /* Store the index of the shard just scanned (the last one added). */
 void bfs__src_store_index(bfs_source *s, const char *errmsg);
 void bfs__src_store_gz_index(bfs_source *s, const char *errmsg);
@@ -191,7 +206,8 @@ int bfs__src_is_index_name(const char *name);
 /* Fill TFRecord shard `name` from the DALI index beside it: 1 if one
  * describes it exactly, 0 if not (nothing added; dali_note may say why),
  * -ENOMEM. */
-int bfs__src_load_dali(bfs_source *s, const char *name, const struct stat *st);
+int bfs__src_load_dali(bfs_source *s, const char *name,
+		      const bfs_shard_stamp *st);
 
 /* ---- source_shards.c: TFRecord and tar shards --------------------------- */
 

@@ -89,6 +89,53 @@ fail:
 	return err;
 }
 
+int bfs__src_list_remote(const bfs_source *s, const char *rel, int want_dir,
+			 char ***out, size_t *n)
+{
+	size_t count = bfs_shardcache_count(s->sc), rl = strlen(rel);
+	char **names = NULL;
+	size_t cnt = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < count; i++) {
+		const char *name = bfs_shardcache_object(s->sc, i)->name, *rest, *slash;
+		size_t len;
+
+		if (rl && (strncmp(name, rel, rl) || name[rl] != '/'))
+			continue;
+		rest = name + (rl ? rl + 1 : 0);
+		slash = strchr(rest, '/');
+		if (rest[0] == '.' || (!want_dir && slash) || (want_dir && !slash))
+			continue;
+		len = slash ? (size_t)(slash - rest) : strlen(rest);
+		/* names are sorted: a folder's objects are next to each other */
+		if (want_dir && cnt && strlen(names[cnt - 1]) == len &&
+		    !strncmp(names[cnt - 1], rest, len))
+			continue;
+		if (!(cnt & (cnt - 1)) || !cnt) {
+			char **nn = realloc(names, (cnt ? cnt * 2 : 1) * sizeof(*nn));
+
+			if (!nn) {
+				bfs__src_free_names(names, cnt);
+				return -ENOMEM;
+			}
+			names = nn;
+		}
+		if (!(names[cnt] = strndup(rest, len))) {
+			bfs__src_free_names(names, cnt);
+			return -ENOMEM;
+		}
+		cnt++;
+	}
+	/* "a/b" sorts before "a0" but folder "a" after "a0": sort the names */
+	if (cnt)
+		qsort(names, cnt, sizeof(*names), cmp_names);
+	*out = names;
+	*n = cnt;
+	return 0;
+}
+
 static int has_suffix_ci(const char *s, const char *suf)
 {
 	size_t ls = strlen(s), lf = strlen(suf);
@@ -149,6 +196,36 @@ size_t bfs__src_read_head(const char *path, uint8_t *buf, size_t cap)
 	return r > 0 ? (size_t)r : 0;
 }
 
+size_t bfs__src_head(bfs_source *s, const char *name, uint8_t *buf, size_t cap)
+{
+	const bfs_storage_object *o;
+	char path[PATH_MAX];
+	size_t got = 0, n;
+	ssize_t k;
+	int fd;
+
+	if (!s->sc) {
+		snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+		return bfs__src_read_head(path, buf, cap);
+	}
+	if ((k = bfs_shardcache_find(s->sc, name)) < 0)
+		return 0;
+	o = bfs_shardcache_object(s->sc, (size_t)k);
+	n = o->size < cap ? (size_t)o->size : cap;
+	if (bfs_shardcache_read(s->sc, (size_t)k, 0, buf, n, NULL))
+		return 0;
+	if (n >= 3 && bfs_gz_probe(buf, n)) {
+		/* what it holds is inside the stream: the whole object */
+		if (bfs_shardcache_pin(s->sc, (size_t)k, &fd, NULL))
+			return 0;
+		if (bfs_gz_peek(fd, o->size, buf, cap, &got))
+			got = 0;
+		bfs_shardcache_unpin(s->sc, (size_t)k);
+		return got;
+	}
+	return n;
+}
+
 /* Does the file start with a TFRecord header whose length CRC holds? */
 int bfs__src_looks_like_tfrecord(const uint8_t *h, size_t n)
 {
@@ -170,22 +247,35 @@ static int index_class_dir(bfs_source *s, const char *rel, int32_t label)
 	int err;
 
 	snprintf(dir, sizeof(dir), "%s%s%s", s->dir, rel[0] ? "/" : "", rel);
-	if ((err = bfs__src_list_dir(dir, 0, &files, &n, NULL)))
+	if ((err = s->sc ? bfs__src_list_remote(s, rel, 0, &files, &n)
+			 : bfs__src_list_dir(dir, 0, &files, &n, NULL)))
 		return err == -ENOMEM ? err : 0;
 	for (size_t i = 0; i < n && !err; i++) {
 		char name[PATH_MAX], path[PATH_MAX];
+		bfs_shard_stamp stamp;
 		struct stat st;
 
 		if (!bfs__src_is_image_name(files[i]))
 			continue;
 		snprintf(name, sizeof(name), "%s%s%s", rel, rel[0] ? "/" : "",
 			 files[i]);
-		snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-		if (stat(path, &st) != 0)
-			continue;
-		s->prog.bytes += (uint64_t)st.st_size;
-		if (!(err = bfs__src_add_shard(s, name, &st)))
-			err = bfs__src_add_sample(s, 0, (uint64_t)st.st_size, label, 0);
+		if (s->sc) {
+			ssize_t k = bfs_shardcache_find(s->sc, name);
+			const bfs_storage_object *o;
+
+			if (k < 0)
+				continue;
+			o = bfs_shardcache_object(s->sc, (size_t)k);
+			bfs_shard_stamp_remote(o->size, o->etag, &stamp);
+		} else {
+			snprintf(path, sizeof(path), "%s/%s", s->dir, name);
+			if (stat(path, &st) != 0)
+				continue;
+			bfs__src_stamp_of(&st, &stamp);
+		}
+		s->prog.bytes += stamp.size;
+		if (!(err = bfs__src_add_shard(s, name, &stamp)))
+			err = bfs__src_add_sample(s, 0, stamp.size, label, 0);
 	}
 	bfs__src_free_names(files, n);
 	return err;

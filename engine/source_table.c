@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "engine/base/error.h"
+#include "engine/storage/sigv4.h"
 
 int bfs__src_add_error(bfs_source *s, const char *shard, const char *msg)
 {
@@ -40,7 +41,27 @@ void bfs__src_stamp_of(const struct stat *st, bfs_shard_stamp *out)
 			st->st_ctim.tv_nsec;
 }
 
-int bfs__src_add_shard(bfs_source *s, const char *name, const struct stat *st)
+void bfs_shard_stamp_remote(uint64_t size, const char *etag,
+			    bfs_shard_stamp *out)
+{
+	char hex[65];
+	uint64_t h[2] = { 0, 0 };
+
+	bfs_sigv4_sha256_hex(etag, strlen(etag), hex);
+	for (int i = 0; i < 32; i++) {
+		char c = hex[i];
+
+		h[i / 16] = h[i / 16] << 4 |
+			    (uint64_t)(c <= '9' ? c - '0' : c - 'a' + 10);
+	}
+	out->size = size;
+	out->mtime_ns = 0;
+	out->ino = h[0];
+	out->ctime_ns = (int64_t)h[1];
+}
+
+int bfs__src_add_shard(bfs_source *s, const char *name,
+		       const bfs_shard_stamp *stamp)
 {
 	struct bfs_shard *sh;
 
@@ -57,7 +78,7 @@ int bfs__src_add_shard(bfs_source *s, const char *name, const struct stat *st)
 	if (!(sh->name = strdup(name)))
 		return -ENOMEM;
 	sh->first = s->nsamples;
-	bfs__src_stamp_of(st, &sh->stamp);
+	sh->stamp = *stamp;
 	s->nshards++;
 	return 0;
 }

@@ -101,6 +101,11 @@ typedef struct {
 	/* Give back reader's view, if it holds one (after it, the bytes
 	 * may change or go).  The thread that got it. */
 	void (*put_view)(void *reader);
+	/* Whether sample id is stored: 1 or 0, a hint (nothing read,
+	 * checked or counted), for planning which samples a remote shard
+	 * must still give.  As get's threads.  May be NULL (nothing is
+	 * assumed stored). */
+	int (*has)(void *reader, const bfs_sample_identity *id);
 } bfs_store;
 
 #endif

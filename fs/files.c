@@ -242,8 +242,8 @@ int bfs_files_dataset_json(const bfs_files *f, char **buf, size_t *len)
 	bfs_json_str(&j, "batchfs_version", BFS_VERSION);
 	bfs_json_u64(&j, "format_version", BFS_FORMAT_VERSION);
 	bfs_json_str(&j, "source", f->origin ? f->origin : bfs_source_dir(f->src));
-	if (f->origin)
-		bfs_json_str(&j, "shard_cache", bfs_source_dir(f->src));
+	if (f->origin && f->shard_cache)
+		bfs_json_str(&j, "shard_cache", f->shard_cache);
 	bfs_json_str(&j, "format", bfs_format_name(bfs_source_format(f->src)));
 	bfs_json_u64(&j, "shards", bfs_source_nshards(f->src));
 	bfs_json_u64(&j, "samples", bfs_source_count(f->src));
@@ -722,18 +722,42 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		for (int c = 0; c < BFS_HTTP_RETRY_CAUSES; c++)
 			bfs_json_u64(&j, cause[c], io.net.retries[c]);
 		bfs_json_close(&j, '}');
+		bfs_json_f64(&j, "link_mb_per_second", io.shards.link_mb_s);
+		bfs_json_f64(&j, "link_bytes_per_second", io.shards.link_mb_s * 1e6);
 		bfs_json_str(&j, "shard_cache", io.shard_cache);
 		bfs_json_u64(&j, "objects", io.shards.objects);
-		bfs_json_u64(&j, "hits", io.shards.hits);
-		bfs_json_u64(&j, "fetched", io.shards.fetched);
-		bfs_json_u64(&j, "removed", io.shards.removed);
-		bfs_json_u64(&j, "bytes_fetched", io.shards.bytes_fetched);
+		bfs_json_u64(&j, "bytes_total", io.shards.bytes_total);
+		bfs_json_u64(&j, "limit", io.shards.limit);
 		bfs_json_u64(&j, "bytes_on_disk", io.shards.bytes_on_disk);
-		bfs_json_fixed(&j, "fetch_seconds", io.shards.seconds, 3);
-		bfs_json_f64(&j, "fetch_mb_per_second",
-			     io.shards.seconds > 0
-				     ? io.shards.bytes_fetched / io.shards.seconds / 1e6
-				     : 0.0);
+		bfs_json_u64(&j, "held", io.shards.held);
+		bfs_json_u64(&j, "fetching", io.shards.fetching);
+		bfs_json_u64(&j, "hits", io.shards.hits);
+		bfs_json_u64(&j, "misses", io.shards.misses);
+		bfs_json_u64(&j, "range_reads", io.shards.range_reads);
+		bfs_json_u64(&j, "range_bytes", io.shards.range_bytes);
+		bfs_json_u64(&j, "waits", io.shards.waits);
+		bfs_json_fixed(&j, "wait_seconds", io.shards.wait_seconds, 3);
+		bfs_json_u64(&j, "fetched", io.shards.fetched);
+		bfs_json_u64(&j, "bytes_fetched", io.shards.bytes_fetched);
+		bfs_json_u64(&j, "found", io.shards.found);
+		bfs_json_u64(&j, "evictions", io.shards.evictions);
+		bfs_json_u64(&j, "evicted_bytes", io.shards.evicted_bytes);
+		bfs_json_u64(&j, "removed", io.shards.removed);
+		bfs_json_u64(&j, "failures", io.shards.failures);
+		bfs_json_f64(&j, "part_mb_per_second", io.shards.part_mb_s);
+		bfs_json_f64(&j, "range_read_ms", io.shards.range_ms);
+		/* bytes fetched (whole or by range) while the readers were in
+		 * each epoch, the last BFS_SHARDCACHE_EPOCHS of them */
+		bfs_json_open(&j, "bytes_by_epoch", '[');
+		for (int64_t e = io.shards.epoch_first;
+		     e >= 0 && e <= io.shards.epoch_last; e++) {
+			bfs_json_open(&j, NULL, '{');
+			bfs_json_u64(&j, "epoch", (uint64_t)e);
+			bfs_json_u64(&j, "bytes",
+				     io.shards.epoch_bytes[e % BFS_SHARDCACHE_EPOCHS]);
+			bfs_json_close(&j, '}');
+		}
+		bfs_json_close(&j, ']');
 		bfs_json_close(&j, '}');
 	}
 	bfs_json_u64(&j, "slot_files_replaced", st.slot_files_replaced);

@@ -35,8 +35,8 @@ typedef struct {
 	uint64_t bytes_pushed;     /* copied into the page cache */
 	int remote;                /* the source is s3:// or http(s):// */
 	bfs_http_stats net;        /* its requests so far */
-	bfs_shardcache_stats shards; /* what the shard cache did at mount */
-	const char *shard_cache;   /* its data folder */
+	bfs_shardcache_stats shards; /* what the shard cache did so far */
+	const char *shard_cache;   /* its folder */
 	/* where the shards' indexes came from when the mount began */
 	bfs_indexes_stats indexes; /* the store's and the sidecar's */
 	int sidecar;               /* a sidecar index was read and fit */
@@ -49,6 +49,8 @@ typedef struct {
 	const bfs_ns_shape *shape; /* the namespace: which ranks, epochs and
 				    * batches the nodes name */
 	bfs_source *src;
+	const char *shard_cache;   /* with origin: its folder in the shard
+				    * cache */
 	const char *origin;        /* the source as given (a URL); NULL: the
 				    * source's directory */
 	bfs_engine *eng;

@@ -99,7 +99,7 @@ static double value_of(const bfs_jr *v)
 	return NAN;
 }
 
-/* The member at "a" or "a.b" of stats. */
+/* The member at "a", "a.b" or "a.b.c" of stats. */
 static const bfs_jr *at(const bfs_jr *stats, const char *path)
 {
 	const char *dot = strchr(path, '.');
@@ -108,7 +108,7 @@ static const bfs_jr *at(const bfs_jr *stats, const char *path)
 	if (!dot)
 		return bfs_jr_get(stats, path);
 	snprintf(head, sizeof(head), "%.*s", (int)(dot - path), path);
-	return bfs_jr_get(bfs_jr_get(stats, head), dot + 1);
+	return at(bfs_jr_get(stats, head), dot + 1);
 }
 
 /* A metric of one sample from one member of stats.json; left out when the
@@ -192,12 +192,57 @@ static const struct one ones[] = {
 	  "Shard indexes read from the cache at start." },
 	{ "batchfs_cache_index_misses_total", "counter", "cache.index_misses",
 	  "Shard indexes built because the cache had none." },
+	/* a remote source (s3://, https://): its requests and shard cache */
+	{ "batchfs_remote_requests_total", "counter", "remote.requests",
+	  "Requests sent to the object store (every attempt)." },
+	{ "batchfs_remote_received_bytes_total", "counter", "remote.bytes",
+	  "Body bytes received from the object store." },
+	{ "batchfs_remote_requests_in_flight", "gauge", "remote.in_flight",
+	  "Requests under way now." },
+	{ "batchfs_remote_failed_total", "counter", "remote.failed",
+	  "Requests that gave up or were refused." },
+	{ "batchfs_remote_link_bytes_per_second", "gauge", "remote.link_bytes_per_second",
+	  "Bytes received per second over the last second or more." },
+	{ "batchfs_shard_cache_hits_total", "counter", "remote.hits",
+	  "Record reads served from a local copy of their shard." },
+	{ "batchfs_shard_cache_misses_total", "counter", "remote.misses",
+	  "Record reads whose shard was not local (read by range, or waited for)." },
+	{ "batchfs_shard_cache_range_reads_total", "counter", "remote.range_reads",
+	  "Records read alone, by a ranged GET." },
+	{ "batchfs_shard_cache_range_read_bytes_total", "counter", "remote.range_bytes",
+	  "Bytes of the records read by ranged GETs." },
+	{ "batchfs_shard_cache_waits_total", "counter", "remote.waits",
+	  "Reads that waited for a shard's fetch." },
+	{ "batchfs_shard_cache_wait_seconds_total", "counter", "remote.wait_seconds",
+	  "Seconds reads waited for shards' fetches." },
+	{ "batchfs_shard_cache_fetches_total", "counter", "remote.fetched",
+	  "Shards fetched whole into the shard cache." },
+	{ "batchfs_shard_cache_fetched_bytes_total", "counter", "remote.bytes_fetched",
+	  "Bytes of the shards fetched whole." },
+	{ "batchfs_shard_cache_found_total", "counter", "remote.found",
+	  "Shards found whole in the shard cache (kept earlier, or fetched by another mount)." },
+	{ "batchfs_shard_cache_evictions_total", "counter", "remote.evictions",
+	  "Shards this mount evicted from the shard cache." },
+	{ "batchfs_shard_cache_evicted_bytes_total", "counter", "remote.evicted_bytes",
+	  "Bytes of the shards this mount evicted." },
+	{ "batchfs_shard_cache_fetch_failures_total", "counter", "remote.failures",
+	  "Shard fetches that failed (the network past --s3-giveup, an object replaced)." },
+	{ "batchfs_shard_cache_bytes", "gauge", "remote.bytes_on_disk",
+	  "Bytes the shard cache's folder of this source takes on disk." },
+	{ "batchfs_shard_cache_size_limit_bytes", "gauge", "remote.limit",
+	  "The shard cache's limit (--shard-cache-size)." },
+	{ "batchfs_shard_cache_objects", "gauge", "remote.objects",
+	  "Objects the source lists." },
+	{ "batchfs_shard_cache_held", "gauge", "remote.held",
+	  "Shards this mount holds open in the shard cache." },
+	{ "batchfs_shard_cache_fetching", "gauge", "remote.fetching",
+	  "Shards being fetched now." },
 };
 
 /* A family whose samples differ by one label, each from a member. */
 struct many {
 	const char *name, *type, *label, *help;
-	struct { const char *value, *from; } v[4];
+	struct { const char *value, *from; } v[6];
 };
 
 static const struct many manys[] = {
@@ -217,13 +262,19 @@ static const struct many manys[] = {
 	  "Cache entries found bad or not written, by cause.",
 	  { { "crc", "cache.crc_errors" }, { "damaged", "cache.damaged" },
 	    { "write", "cache.write_errors" } } },
+	{ "batchfs_remote_retries_total", "counter", "cause",
+	  "Requests to the object store retried, by cause.",
+	  { { "reset", "remote.retries.reset" }, { "timeout", "remote.retries.timeout" },
+	    { "server_error", "remote.retries.server_error" },
+	    { "throttled", "remote.retries.throttled" },
+	    { "short_body", "remote.retries.short_body" } } },
 };
 
 static void put_many(struct out *o, const bfs_jr *stats, const struct many *m)
 {
 	int any = 0;
 
-	for (size_t i = 0; i < 4 && m->v[i].value; i++) {
+	for (size_t i = 0; i < sizeof(m->v) / sizeof(m->v[0]) && m->v[i].value; i++) {
 		double x = value_of(at(stats, m->v[i].from));
 
 		if (isnan(x))

@@ -69,8 +69,7 @@ struct mnt {
 	int sidecar;              /* 1: a sidecar index was read and used */
 	char sidecar_note[BFS_ERRMSG_MAX + PATH_MAX]; /* why none was, or "" */
 	bfs_storage *storage;     /* a remote source; NULL for a local one */
-	bfs_shardcache_stats shards; /* what the shard cache did at mount */
-	char shard_root[PATH_MAX];/* its data folder: what is indexed */
+	bfs_shardcache *sc;       /* its shard cache */
 	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
@@ -148,29 +147,6 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The shard cache's progress while it fetches: like the indexing's. */
-static void on_fetch_progress(void *ctx, const bfs_shardcache_stats *s,
-			      uint64_t bytes_total)
-{
-	struct mnt *m = ctx;
-	int tty = isatty(STDERR_FILENO);
-	double now = now_s(), el = now - m->prog_t0;
-	char text[256];
-
-	if (!m->show_progress || el < (tty ? 0.5 : 5.0) ||
-	    now - m->prog_last < (tty ? 0.1 : 5.0))
-		return;
-	snprintf(text, sizeof(text),
-		 "batchfs: fetching %llu/%llu objects (%llu cached), %.1f/%.1f MB, %.1f MB/s",
-		 (unsigned long long)(s->fetched + s->hits),
-		 (unsigned long long)s->objects, (unsigned long long)s->hits,
-		 s->bytes_fetched / 1e6, bytes_total / 1e6,
-		 el > 0 ? s->bytes_fetched / el / 1e6 : 0.0);
-	bfs_daemon_progress(m->notify_fd, text);
-	m->prog_shown = 1;
-	m->prog_last = now;
-}
-
 /* The default shard cache: beside the sample cache's default. */
 static int default_shard_cache(char *buf, size_t n)
 {
@@ -183,16 +159,24 @@ static int default_shard_cache(char *buf, size_t n)
 	return -1;
 }
 
-/* A remote source: opened, and every object made whole in the shard
- * cache; so.dir then names the cache's data folder. */
+/* A remote source: its storage opened and listed, and its shard cache
+ * opened over it (nothing fetched yet: indexing and the engine's plan
+ * ask for what they need). */
 static int open_remote(struct mnt *m, char *msg, size_t cap)
 {
 	const bfs_mount_opts *o = m->o;
 	bfs_shardcache_opts sc = { 0 };
+	bfs_storage_opts so = o->storage;
 	char errmsg[BFS_ERRMSG_MAX] = "", dir[PATH_MAX];
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned fetchers = so.http.connections ? so.http.connections : 8;
 	int err;
 
-	if ((err = bfs_storage_open(o->shard_dir, &o->storage, &m->storage,
+	/* a connection for each fetcher, and one for each decode thread's
+	 * range reads (a record needed before its shard is local) */
+	so.http.connections = fetchers + (o->engine.threads ? o->engine.threads
+				: cores > 0 ? (unsigned)cores : 1);
+	if ((err = bfs_storage_open(o->shard_dir, &so, &m->storage,
 				    errmsg))) {
 		snprintf(msg, cap, "batchfs: %s: %s", o->shard_dir,
 			 errmsg[0] ? errmsg : bfs_strerror(err));
@@ -207,18 +191,12 @@ static int open_remote(struct mnt *m, char *msg, size_t cap)
 	}
 	sc.dir = dir;
 	sc.max_bytes = o->shard_cache_size;
-	sc.parallel = o->storage.http.connections;
-	sc.progress = on_fetch_progress;
-	sc.ctx = m;
-	err = bfs_shardcache_sync(m->storage, &sc, m->shard_root,
-				  sizeof(m->shard_root), &m->shards, errmsg);
+	sc.fetchers = fetchers;
+	err = bfs_shardcache_open(m->storage, &sc, &m->sc, errmsg);
 	if (err) {
 		const char *hint = err == -EACCES
 			? " (check the credentials, the endpoint's region and "
 			  "the clock: a signature is refused when they are wrong)"
-			: err == -ESTALE
-			? " (the object was replaced while it was fetched: nothing "
-			  "of it is used; mount again to index the new one)"
 			: "";
 
 		snprintf(msg, cap, "batchfs: %s: %s%s", o->shard_dir,
@@ -407,8 +385,8 @@ static void on_view_io(void *ctx, bfs_view_io *io)
 	if (m->storage) {
 		io->remote = 1;
 		bfs_storage_stats(m->storage, &io->net);
-		io->shards = m->shards;
-		io->shard_cache = m->shard_root;
+		bfs_shardcache_get_stats(m->sc, &io->shards);
+		io->shard_cache = bfs_shardcache_path(m->sc);
 	}
 }
 
@@ -620,7 +598,7 @@ static int serve(void *ctx, int notify_fd)
 	if (bfs_storage_is_url(o->shard_dir)) {
 		if (open_remote(&m, msg, sizeof(msg)))
 			goto fail;
-		so.dir = m.shard_root;
+		so.shards = m.sc;
 		m.prog_t0 = now_s();
 		m.prog_shown = 0;
 	}
@@ -647,8 +625,15 @@ static int serve(void *ctx, int notify_fd)
 		free(sc_data);
 	}
 	if (err) {
-		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s",
-			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err));
+		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s%s",
+			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err),
+			 !m.sc ? ""
+			 : err == -EACCES
+			 ? " (check the credentials, the endpoint's region and "
+			   "the clock: a signature is refused when they are wrong)"
+			 : err == -ESTALE
+			 ? " (the object was replaced while it was fetched: nothing "
+			   "of it is used; mount again to index the new one)" : "");
 		goto fail;
 	}
 	/* the engine checks the directory's room against the budget it
@@ -690,6 +675,7 @@ static int serve(void *ctx, int notify_fd)
 	}
 	vo.src = m.src;
 	vo.origin = m.storage ? o->shard_dir : NULL;
+	vo.shard_cache = m.sc ? bfs_shardcache_path(m.sc) : NULL;
 	vo.eng = m.eng;
 	vo.cache = m.cache;
 	vo.cache_fp = m.cache_fp;
@@ -858,14 +844,19 @@ static int serve(void *ctx, int notify_fd)
 			size_t n = strlen(msg);
 			char where[1024];
 
+			bfs_shardcache_stats ss;
+
 			bfs_storage_describe(m.storage, where, sizeof(where));
+			bfs_shardcache_get_stats(m.sc, &ss);
 			snprintf(msg + n, sizeof(msg) - n,
-				 "; %s; shard cache %s: %llu objects, fetched %llu of them "
-				 "(%.1f MB in %.1f s), %llu were whole already",
-				 where, m.shard_root, (unsigned long long)m.shards.objects,
-				 (unsigned long long)m.shards.fetched,
-				 m.shards.bytes_fetched / 1e6, m.shards.seconds,
-				 (unsigned long long)m.shards.hits);
+				 "; %s; shard cache %s (limit %.1f MB): %llu objects of "
+				 "%.1f MB, %zu of %zu shard indexes stored, %llu objects "
+				 "fetched to index them (%.1f MB), %llu found whole",
+				 where, bfs_shardcache_path(m.sc), ss.limit / 1e6,
+				 (unsigned long long)ss.objects, ss.bytes_total / 1e6,
+				 bfs_source_nindex_hits(m.src), bfs_source_nshards(m.src),
+				 (unsigned long long)ss.fetched, ss.bytes_fetched / 1e6,
+				 (unsigned long long)ss.found);
 		}
 		if (m.sidecar || m.sidecar_note[0] || bfs_source_nindex_dali(m.src)) {
 			size_t n = strlen(msg);
@@ -959,6 +950,9 @@ out:
 		fuse_loop_cfg_destroy(loop);
 	if (mounted)
 		unmount_ours(&m, o->mountpoint);
+	/* workers waiting on the network let go at once */
+	if (m.sc)
+		bfs_shardcache_cancel(m.sc);
 	/* before the session: no worker may push into a freed session */
 	bfs_engine_destroy(m.eng);   /* flushes what it gave the cache */
 	bfs_view_destroy(m.view);
@@ -970,6 +964,7 @@ out:
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
 	bfs_indexes_destroy(m.indexes);
+	bfs_shardcache_close(m.sc);
 	bfs_storage_close(m.storage);
 	bfs_cache_store_close(&m.store);
 	bfs_cache_close(m.cache);

@@ -167,17 +167,35 @@ static void text_view(FILE *o, const char *mountpoint, const bfs_jr *ds,
 	if (remote && remote->type == BFS_JR_OBJECT) {
 		const bfs_jr *rt = bfs_jr_get(remote, "retries");
 
-		fprintf(o, "remote       %.0f requests, %.1f MB, %.0f in flight, %.0f failed; retries: %.0f reset, %.0f timeout, %.0f server error, %.0f throttled, %.0f short body\n",
+		const bfs_jr *ep = bfs_jr_get(remote, "bytes_by_epoch");
+
+		fprintf(o, "remote       %.0f requests, %.1f MB, %.0f in flight, %.0f failed, link %.1f MB/s; retries: %.0f reset, %.0f timeout, %.0f server error, %.0f throttled, %.0f short body\n",
 			num(remote, "requests"), num(remote, "bytes") / 1e6,
 			num(remote, "in_flight"), num(remote, "failed"),
+			prev ? rate(prev, now, "remote", "bytes") / 1e6
+			     : num(remote, "link_mb_per_second"),
 			num(rt, "reset"), num(rt, "timeout"), num(rt, "server_error"),
 			num(rt, "throttled"), num(rt, "short_body"));
-		fprintf(o, "shard cache  %.0f objects: %.0f were whole, %.0f fetched (%.1f MB at %.1f MB/s), %.0f removed; %.1f MB on disk in %s\n",
-			num(remote, "objects"), num(remote, "hits"), num(remote, "fetched"),
-			num(remote, "bytes_fetched") / 1e6,
-			num(remote, "fetch_mb_per_second"), num(remote, "removed"),
-			num(remote, "bytes_on_disk") / 1e6,
+		fprintf(o, "shard cache  %.0f objects (%.1f MB); %.1f of %.1f MB on disk, %.0f held here, %.0f being fetched; in %s\n",
+			num(remote, "objects"), num(remote, "bytes_total") / 1e6,
+			num(remote, "bytes_on_disk") / 1e6, num(remote, "limit") / 1e6,
+			num(remote, "held"), num(remote, "fetching"),
 			esc(bfs_jr_str(bfs_jr_get(remote, "shard_cache"), "?"), a, sizeof(a)));
+		fprintf(o, "             reads: %.0f hits, %.0f misses (%.0f by range, %.1f MB; %.0f waited %.1f s); %.0f fetched (%.1f MB), %.0f found, %.0f evicted, %.0f failed\n",
+			num(remote, "hits"), num(remote, "misses"),
+			num(remote, "range_reads"), num(remote, "range_bytes") / 1e6,
+			num(remote, "waits"), num(remote, "wait_seconds"),
+			num(remote, "fetched"), num(remote, "bytes_fetched") / 1e6,
+			num(remote, "found"), num(remote, "evictions"),
+			num(remote, "failures"));
+		if (ep && ep->type == BFS_JR_ARRAY && ep->n) {
+			fprintf(o, "             fetched by epoch:");
+			for (size_t i = ep->n > 4 ? ep->n - 4 : 0; i < ep->n; i++)
+				fprintf(o, " %.0f: %.1f MB%s", num(&ep->items[i], "epoch"),
+					num(&ep->items[i], "bytes") / 1e6,
+					i + 1 < ep->n ? "," : "");
+			fprintf(o, "\n");
+		}
 	}
 	{
 		const bfs_jr *ix = bfs_jr_get(now, "index");
@@ -284,8 +302,11 @@ static void json_view(bfs_json *j, const char *mountpoint, const bfs_jr *ds,
 
 		if (remote && remote->type == BFS_JR_OBJECT) {
 			static const char *f[] = { "requests", "bytes", "in_flight",
-				"failed", "objects", "hits", "fetched", "removed",
-				"bytes_fetched", "bytes_on_disk" };
+				"failed", "objects", "bytes_total", "limit",
+				"bytes_on_disk", "held", "fetching", "hits", "misses",
+				"range_reads", "range_bytes", "waits", "fetched",
+				"bytes_fetched", "found", "evictions", "evicted_bytes",
+				"removed", "failures" };
 			static const char *r[] = { "reset", "timeout", "server_error",
 				"throttled", "short_body" };
 			const bfs_jr *rt = bfs_jr_get(remote, "retries");
@@ -297,8 +318,9 @@ static void json_view(bfs_json *j, const char *mountpoint, const bfs_jr *ds,
 			for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++)
 				bfs_json_u64(j, r[i], (uint64_t)num(rt, r[i]));
 			bfs_json_close(j, '}');
-			bfs_json_f64(j, "fetch_mb_per_second",
-				     num(remote, "fetch_mb_per_second"));
+			bfs_json_f64(j, "link_mb_per_second",
+				     num(remote, "link_mb_per_second"));
+			bfs_json_f64(j, "wait_seconds", num(remote, "wait_seconds"));
 			bfs_json_str(j, "shard_cache",
 				     bfs_jr_str(bfs_jr_get(remote, "shard_cache"), ""));
 			bfs_json_close(j, '}');

@@ -121,7 +121,8 @@ int bfs_view_create(const bfs_view_opts *o, bfs_view **out)
 	bfs_engine_fingerprint(bfs_engine_options(o->eng), v->fingerprint);
 	v->files = (bfs_files){
 		.shape = &v->shape,
-		.src = o->src, .origin = o->origin, .eng = o->eng,
+		.src = o->src, .origin = o->origin, .shard_cache = o->shard_cache,
+		.eng = o->eng,
 		.cache = o->cache, .cache_fp = o->cache_fp, .image_key = o->image_key,
 		.label_key = o->label_key, .fingerprint = v->fingerprint,
 		.io = o->io, .history = o->history, .warn = o->warn, .ctx = o->ctx,

@@ -52,6 +52,7 @@ typedef bfs_files_io bfs_view_io;
 typedef struct {
 	bfs_source *src;           /* both must outlive the view */
 	const char *origin;        /* the source as given, when it is a URL */
+	const char *shard_cache;   /* then its folder in the shard cache */
 	bfs_engine *eng;
 	bfs_cache *cache;          /* NULL: none (--cache none, or it failed) */
 	const char *cache_fp;      /* bfs_cache_fingerprint of the mount */

@@ -242,6 +242,30 @@ static void test_cache_get_of_an_unknown_key_is_a_counted_miss(void **s)
 	remove_dir(dir);
 }
 
+static void test_cache_has_says_what_is_stored_without_counting(void **s)
+{
+	char dir[64];
+	bfs_cache *c;
+	bfs_cache_reader *r;
+	bfs_cache_stats st;
+	bfs_cache_key in, out;
+
+	make_dir(dir);
+	c = open_cache(dir, FP_A, 0);
+	put_range(c, FP_A, "a.tfrecord", 0, 3, SMALL, 4);
+	in = key_for(FP_A, "a.tfrecord", 1, 2);
+	out = key_for(FP_A, "a.tfrecord", 1, 99);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(bfs_cache_has(r, &in), 1);
+	assert_int_equal(bfs_cache_has(r, &out), 0);
+	bfs_cache_get_stats(c, &st);
+	assert_int_equal(st.hits, 0);
+	assert_int_equal(st.misses, 0);
+	bfs_cache_reader_destroy(r);
+	bfs_cache_close(c);
+	remove_dir(dir);
+}
+
 static void test_cache_misses_for_another_fingerprint_mtime_size_or_path(void **s)
 {
 	char dir[64];
@@ -3239,6 +3263,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cache_get_returns_the_bytes_and_label_that_were_put),
 		cmocka_unit_test(test_cache_get_of_an_unknown_key_is_a_counted_miss),
+		cmocka_unit_test(test_cache_has_says_what_is_stored_without_counting),
 		cmocka_unit_test(test_cache_misses_for_another_fingerprint_mtime_size_or_path),
 		cmocka_unit_test(test_cache_misses_for_another_inode_or_ctime),
 		cmocka_unit_test(test_cache_get_with_a_wrong_length_is_einval),

@@ -30,6 +30,8 @@
 #include "engine/formats/example.h"
 #include "engine/source.h"
 #include "engine/formats/tfrecord.h"
+#include "engine/storage/shardcache.h"
+#include "engine/storage/storage.h"
 
 #define NSAMPLES 21
 #define BAD_SAMPLE 9 /* a truncated JPEG in the "bad" shard set */
@@ -1368,7 +1370,7 @@ static void ms_free(struct mem_store *m)
 static bfs_store copy_store(struct mem_store *m)
 {
 	return (bfs_store){ m, ms_reader_create, ms_reader_destroy, ms_get, ms_offer, ms_wants,
-			    ms_flush, NULL, NULL };
+			    ms_flush, NULL, NULL, NULL };
 }
 
 /* The same store lending views (get_view/put_view): each reader lends its
@@ -1484,7 +1486,7 @@ static int msv_get_view(void *r, const bfs_sample_identity *id, const void **dat
 static bfs_store view_store(struct mem_store *m)
 {
 	return (bfs_store){ m, msv_reader_create, msv_reader_destroy, msv_get, ms_offer, ms_wants,
-			    ms_flush, msv_get_view, msv_put_view };
+			    ms_flush, msv_get_view, msv_put_view, NULL };
 }
 
 static bfs_engine *open_rrc(bfs_source *src, unsigned threads, const bfs_store *st,
@@ -1840,12 +1842,184 @@ static void test_engine_rrc_refuses_conflicting_options(void **state)
 	bfs_source_close(src);
 }
 
+/* ---- a remote source: the planner and the shard cache -------------------- */
+
+/* An index store in memory: one blob per shard name, any stamp (the test
+ * says which stamp it wants by what it stores). */
+struct mstore {
+	char name[8][64];
+	bfs_shard_stamp st[8];
+	void *blob[8];
+	size_t len[8];
+	int n;
+};
+
+static int ms_index_get(void *ctx, const char *dir, const char *shard,
+			const bfs_shard_stamp *st, void **blob, size_t *len)
+{
+	struct mstore *m = ctx;
+
+	(void)dir;
+	for (int i = 0; i < m->n; i++)
+		if (!strcmp(m->name[i], shard) && !memcmp(&m->st[i], st, sizeof(*st))) {
+			*blob = malloc(m->len[i]);
+			memcpy(*blob, m->blob[i], m->len[i]);
+			*len = m->len[i];
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int ms_index_put(void *ctx, const char *dir, const char *shard,
+			const bfs_shard_stamp *st, const void *blob, size_t len)
+{
+	struct mstore *m = ctx;
+
+	(void)dir;
+	assert_true(m->n < 8);
+	snprintf(m->name[m->n], sizeof(m->name[0]), "%s", shard);
+	m->st[m->n] = *st;
+	m->blob[m->n] = malloc(len);
+	memcpy(m->blob[m->n], blob, len);
+	m->len[m->n++] = len;
+	return 0;
+}
+
+struct remote {
+	char cache[96];
+	bfs_storage *st;
+	bfs_shardcache *sc;
+	bfs_source *src;
+};
+
+static void remote_open(struct remote *r, const char *dir, uint64_t limit,
+			struct mstore *m)
+{
+	bfs_storage_opts so = { 0 };
+	bfs_shardcache_opts co = { .max_bytes = limit, .fetchers = 2 };
+	bfs_source_opts o = { .index_get = ms_index_get, .index_put = ms_index_put,
+			      .index_ctx = m };
+	char msg[BFS_ERRMSG_MAX] = "";
+
+	snprintf(r->cache, sizeof(r->cache), "/tmp/bfs-test-engine-%d-sc", getpid());
+	co.dir = r->cache;
+	assert_int_equal(bfs_storage_open(dir, &so, &r->st, msg), 0);
+	if (bfs_shardcache_open(r->st, &co, &r->sc, msg))
+		fail_msg("shard cache: %s", msg);
+	o.shards = r->sc;
+	if (bfs_source_open(&o, &r->src, msg))
+		fail_msg("remote source: %s", msg);
+}
+
+static void remote_close(struct remote *r)
+{
+	char cmd[128];
+
+	bfs_source_close(r->src);
+	bfs_shardcache_close(r->sc);
+	bfs_storage_close(r->st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->cache);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_engine_plans_a_remote_source_and_serves_the_local_bytes(void **state)
+{
+	struct mstore m = { .n = 0 };
+	struct remote r;
+	bfs_source *local = open_source(dir_good);
+	bfs_engine *el, *er;
+	bfs_shardcache_stats s;
+	uint8_t *a, *b;
+
+	(void)state;
+	/* the indexes stored by a first mount; a second one fetches nothing
+	 * until a batch is asked for */
+	remote_open(&r, dir_good, 0, &m);
+	remote_close(&r);
+	remote_open(&r, dir_good, 0, &m);
+	er = open_engine(r.src, 2, BFS_ON_ERROR_FAIL, 2, 0);
+	usleep(100000);
+	bfs_shardcache_get_stats(r.sc, &s);
+	assert_int_equal(s.fetched + s.range_reads, 0);
+	assert_int_equal(s.epoch_last, -1); /* no plan without a reader */
+	el = open_engine(local, 2, BFS_ON_ERROR_FAIL, 2, 0);
+	a = read_all(el, 0, NULL);
+	b = read_all(er, 0, NULL);
+	assert_memory_equal(a, b, NSAMPLES * bfs_engine_sample_bytes(el));
+	/* the reader's epoch reached the cache as a plan; every shard came
+	 * whole, once */
+	for (int i = 0; i < 200 && s.epoch_last < 0; i++) {
+		usleep(10000);
+		bfs_shardcache_get_stats(r.sc, &s);
+	}
+	assert_int_equal(s.epoch_last, 0);
+	assert_true(s.fetched <= 3);
+	/* (what the first reads took before the plan came counts in none) */
+	assert_true(s.epoch_bytes[0] <= s.bytes_fetched + s.range_bytes);
+	free(a);
+	free(b);
+	bfs_engine_destroy(el);
+	bfs_engine_destroy(er);
+	remote_close(&r);
+	bfs_source_close(local);
+	for (int i = 0; i < m.n; i++)
+		free(m.blob[i]);
+}
+
+static void test_engine_fails_a_batch_whose_remote_shard_changed_without_marking_samples_bad(void **state)
+{
+	struct mstore m = { .n = 0 };
+	struct remote r;
+	char dir[80], cmd[256], path[160], msg[BFS_ERRMSG_MAX];
+	bfs_engine *e;
+	bfs_batch *b;
+	int fd;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/bfs-test-engine-%d-moving", getpid());
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", dir, dir_good, dir);
+	assert_int_equal(system(cmd), 0);
+	remote_open(&r, dir, 0, &m);
+	remote_close(&r);
+	/* listed, indexed from the store (not fetched), then rewritten: its
+	 * ETag no longer holds when it is read */
+	remote_open(&r, dir, 0, &m);
+	usleep(20000);
+	snprintf(path, sizeof(path), "%s/part-00000.tfrecord", dir);
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "x", 1), 1);
+	close(fd);
+	e = open_engine(r.src, 2, BFS_ON_ERROR_FAIL, 1, 0);
+	for (int round = 0; round < 2; round++) {
+		/* each get tries again: the failure is of the moment, not the
+		 * sample's */
+		bfs_engine_hint(e, 1, 0);
+		assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), BFS_E_REMOTE);
+		assert_non_null(strstr(msg, "part-00000.tfrecord"));
+		assert_non_null(strstr(msg, "changed since it was listed"));
+	}
+	assert_int_equal(bfs_engine_errors(e, NULL, 0), 0);
+	/* a batch of the other shards is served */
+	bfs_engine_hint(e, 1, 3);
+	assert_int_equal(bfs_engine_get(e, 1, 3, &b, msg), 0);
+	bfs_engine_put(e, b);
+	bfs_engine_destroy(e);
+	remote_close(&r);
+	for (int i = 0; i < m.n; i++)
+		free(m.blob[i]);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_source_indexes_shards_in_name_order),
 		cmocka_unit_test(test_source_refuses_an_empty_directory),
 		cmocka_unit_test(test_engine_bytes_do_not_depend_on_threads_or_order),
+		cmocka_unit_test(test_engine_plans_a_remote_source_and_serves_the_local_bytes),
+		cmocka_unit_test(test_engine_fails_a_batch_whose_remote_shard_changed_without_marking_samples_bad),
 		cmocka_unit_test(test_engine_last_batch_is_partial_unless_dropped),
 		cmocka_unit_test(test_engine_fails_only_the_batch_with_a_bad_sample),
 		cmocka_unit_test(test_engine_skip_replaces_a_bad_sample_with_the_next),

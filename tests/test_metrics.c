@@ -143,6 +143,42 @@ static void test_metrics_without_a_cache_leave_the_cache_out(void **state)
 	free(t);
 }
 
+static void test_metrics_a_remote_source_gets_its_requests_and_shard_cache(void **state)
+{
+	char *t = render("/m", "0", "{\"uptime_seconds\": 1, \"remote\": {"
+			 "\"requests\": 120, \"bytes\": 52428800, \"in_flight\": 3, "
+			 "\"failed\": 1, \"retries\": {\"reset\": 4, \"timeout\": 1, "
+			 "\"server_error\": 0, \"throttled\": 2, \"short_body\": 0}, "
+			 "\"link_bytes_per_second\": 104857600, \"hits\": 900, "
+			 "\"misses\": 30, \"range_reads\": 12, \"range_bytes\": 1200000, "
+			 "\"waits\": 18, \"wait_seconds\": 0.5, \"fetched\": 40, "
+			 "\"bytes_fetched\": 41943040, \"found\": 2, \"evictions\": 30, "
+			 "\"evicted_bytes\": 31457280, \"failures\": 0, "
+			 "\"bytes_on_disk\": 10485760, \"limit\": 12582912, \"objects\": 64, "
+			 "\"held\": 9, \"fetching\": 2}}");
+
+	assert_line(t, "# TYPE batchfs_remote_requests_total counter");
+	assert_line(t, "batchfs_remote_requests_total{mount=\"/m\",rank=\"0\"} 120");
+	assert_line(t, "batchfs_remote_received_bytes_total{mount=\"/m\",rank=\"0\"} 52428800");
+	assert_line(t, "batchfs_remote_requests_in_flight{mount=\"/m\",rank=\"0\"} 3");
+	assert_line(t, "batchfs_remote_retries_total{mount=\"/m\",rank=\"0\",cause=\"reset\"} 4");
+	assert_line(t, "batchfs_remote_retries_total{mount=\"/m\",rank=\"0\",cause=\"short_body\"} 0");
+	assert_line(t, "batchfs_remote_link_bytes_per_second{mount=\"/m\",rank=\"0\"} 104857600");
+	assert_line(t, "batchfs_shard_cache_hits_total{mount=\"/m\",rank=\"0\"} 900");
+	assert_line(t, "batchfs_shard_cache_range_reads_total{mount=\"/m\",rank=\"0\"} 12");
+	assert_line(t, "batchfs_shard_cache_wait_seconds_total{mount=\"/m\",rank=\"0\"} 0.5");
+	assert_line(t, "batchfs_shard_cache_evictions_total{mount=\"/m\",rank=\"0\"} 30");
+	assert_line(t, "# TYPE batchfs_shard_cache_bytes gauge");
+	assert_line(t, "batchfs_shard_cache_bytes{mount=\"/m\",rank=\"0\"} 10485760");
+	assert_line(t, "batchfs_shard_cache_size_limit_bytes{mount=\"/m\",rank=\"0\"} 12582912");
+	free(t);
+	/* a local source: none of them */
+	t = render("/m", "0", stats_json);
+	assert_null(strstr(t, "batchfs_remote_"));
+	assert_null(strstr(t, "batchfs_shard_cache_"));
+	free(t);
+}
+
 static void test_metrics_label_values_are_escaped_and_made_utf8(void **state)
 {
 	char *t = render("/m\"n\\o\np\xff", "2-5", "{\"uptime_seconds\": 1}");
@@ -366,6 +402,7 @@ int main(void)
 		cmocka_unit_test(test_metrics_causes_and_parts_are_labels),
 		cmocka_unit_test(test_metrics_histograms_are_cumulative_with_inf_sum_and_count),
 		cmocka_unit_test(test_metrics_without_a_cache_leave_the_cache_out),
+		cmocka_unit_test(test_metrics_a_remote_source_gets_its_requests_and_shard_cache),
 		cmocka_unit_test(test_metrics_label_values_are_escaped_and_made_utf8),
 		cmocka_unit_test(test_metrics_refuse_what_is_not_stats_json),
 		cmocka_unit_test(test_metrics_rank_label_is_the_rank_or_the_range),

@@ -38,6 +38,8 @@
 #include "engine/formats/example.h"
 #include "engine/source.h"
 #include "engine/formats/tfrecord.h"
+#include "engine/storage/shardcache.h"
+#include "engine/storage/storage.h"
 
 #define NREC 3
 
@@ -2638,6 +2640,136 @@ static void test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed(vo
 	bfs_source_close(b);
 }
 
+/* A remote source over a local folder: its storage, and a shard cache
+ * in cache (limit bytes) over it. */
+struct remote {
+	bfs_storage *st;
+	bfs_shardcache *sc;
+};
+
+static void remote_open(struct remote *r, const char *src, const char *cache,
+			uint64_t limit)
+{
+	bfs_storage_opts so = { 0 };
+	bfs_shardcache_opts co = { .dir = cache, .max_bytes = limit, .fetchers = 2 };
+	char err[BFS_ERRMSG_MAX] = "";
+
+	assert_int_equal(bfs_storage_open(src, &so, &r->st, err), 0);
+	if (bfs_shardcache_open(r->st, &co, &r->sc, err))
+		fail_msg("shard cache: %s", err);
+}
+
+static void remote_close(struct remote *r)
+{
+	bfs_shardcache_close(r->sc);
+	bfs_storage_close(r->st);
+}
+
+static void test_source_reads_a_remote_source_through_its_shard_cache_as_the_folder_itself(void **state)
+{
+	static const int64_t l[] = { 4, 5, 6 };
+	const char *dir = *state;
+	char src[256], cache[256], root[PATH_MAX + 2];
+	struct istore m = { 0 };
+	struct remote r;
+	bfs_source_opts o;
+	bfs_source *a, *b;
+	bfs_sample_identity id;
+	bfs_shard_stamp st;
+	bfs_http_stats hs;
+	uint8_t *p;
+	size_t n;
+
+	path_of(src, sizeof(src), dir, "src");
+	path_of(cache, sizeof(cache), dir, "cache");
+	subdir_put(dir, "src");
+	tfr_put(src, "a.tfrecord", l, 3);
+	tfr_put_big(src, "b.tfrecord", 7, 30000);
+	p = file_get(src, "b.tfrecord", &n);
+	gz_put(src, "c.tfrecord.gz", p, n, 2); /* a gzip shard: read whole */
+	free(p);
+	a = open_dir(src, BFS_FORMAT_AUTO);
+
+	remote_open(&r, src, cache, 0);
+	o = istore_opts(NULL, &m);
+	o.shards = r.sc;
+	b = open_source(&o);
+	assert_same_samples(a, b);
+	assert_int_equal(bfs_source_nshards(b), 3);
+	assert_int_equal(bfs_source_is_remote(b), 1);
+	assert_int_equal(bfs_source_is_remote(a), 0);
+	/* named by its root, each shard by the object's size and ETag */
+	assert_non_null(realpath(src, root));
+	strcat(root, "/");
+	assert_string_equal(bfs_source_dir(b), root);
+	assert_string_equal(m.get_dir, root);
+	assert_int_equal(bfs_source_identity(b, 0, &id), 0);
+	assert_string_equal(id.shard, "a.tfrecord");
+	bfs_shard_stamp_remote(bfs_shardcache_object(r.sc, 0)->size,
+			       bfs_shardcache_object(r.sc, 0)->etag, &st);
+	assert_int_equal(id.shard_size, st.size);
+	assert_int_equal(id.shard_ino, st.ino);
+	assert_int_equal(id.shard_ctime_ns, st.ctime_ns);
+	assert_int_equal(id.shard_mtime_ns, 0);
+	assert_int_equal(m.puts, 3);
+	bfs_source_close(b);
+	remote_close(&r);
+
+	/* again, with every index stored: not a byte of a shard is read to
+	 * index it, even through an empty cache */
+	{
+		char cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache);
+		assert_int_equal(system(cmd), 0);
+	}
+	remote_open(&r, src, cache, 0);
+	o.shards = r.sc;
+	b = open_source(&o);
+	assert_int_equal(bfs_source_nindex_hits(b), 3);
+	bfs_storage_stats(r.st, &hs);
+	assert_int_equal(hs.requests, 0);
+	assert_same_samples(a, b);
+	bfs_source_close(b);
+	remote_close(&r);
+	istore_free(&m);
+	bfs_source_close(a);
+}
+
+static void test_source_reads_a_remote_class_folder_tree_as_the_folder_itself(void **state)
+{
+	const char *dir = *state;
+	char src[256], cache[256];
+	struct remote r;
+	bfs_source_opts o = { 0 };
+	bfs_source *a, *b;
+
+	path_of(src, sizeof(src), dir, "src");
+	path_of(cache, sizeof(cache), dir, "cache");
+	subdir_put(dir, "src");
+	subdir_put(src, "dog");
+	subdir_put(src, "cat");
+	subdir_put(src, "cat/deeper");
+	file_put(src, "dog/1.jpg", "dog one", 7);
+	file_put(src, "dog/2.JPG", "dog two", 7);
+	file_put(src, "cat/b.png", "cat b", 5);
+	file_put(src, "cat/a.jpg", "cat a", 5);
+	file_put(src, "cat/deeper/x.jpg", "never", 5); /* not a class's image */
+	file_put(src, "cat/notes.txt", "no", 2);
+	a = open_dir(src, BFS_FORMAT_AUTO);
+	remote_open(&r, src, cache, 0);
+	o.shards = r.sc;
+	b = open_source(&o);
+	assert_int_equal(bfs_source_format(b), BFS_FORMAT_FOLDER);
+	assert_int_equal(bfs_source_nclasses(b), 2);
+	assert_string_equal(bfs_source_class_name(b, 0), "cat");
+	assert_same_samples(a, b);
+	assert_string_equal(bfs_source_shard_name(b, 0), "cat/a.jpg");
+	bfs_source_close(b);
+	remote_close(&r);
+	bfs_source_close(a);
+}
+
 static void test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index(void **state)
 {
 	static const int64_t la[] = { 2, 0 }, lb[] = { 1 };
@@ -3105,9 +3237,33 @@ static void test_source_refuses_a_tar_gz_bomb_naming_shard_ratio_and_option(void
 	bfs_source_close(s);
 }
 
+static void test_source_stamps_a_remote_shard_by_its_size_and_etag(void **state)
+{
+	bfs_shard_stamp a, b, c, d;
+
+	(void)state;
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985328\"", &a);
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985328\"", &b);
+	bfs_shard_stamp_remote(1234, "\"9b2cf535f27731c974343645a3985329\"", &c);
+	bfs_shard_stamp_remote(1235, "\"9b2cf535f27731c974343645a3985328\"", &d);
+	/* one object, one stamp, whatever file holds it */
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(a.size, 1234);
+	assert_int_equal(a.mtime_ns, 0);
+	/* another ETag or size is another shard */
+	assert_true(a.ino != c.ino || a.ctime_ns != c.ctime_ns);
+	assert_int_equal(d.size, 1235);
+	assert_true(d.ino == a.ino && d.ctime_ns == a.ctime_ns);
+	/* SHA-256("") starts e3b0c44298fc1c14 9afbf4c8996fb924 */
+	bfs_shard_stamp_remote(7, "", &a);
+	assert_true(a.ino == 0xe3b0c44298fc1c14ull);
+	assert_true((uint64_t)a.ctime_ns == 0x9afbf4c8996fb924ull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_source_stamps_a_remote_shard_by_its_size_and_etag),
 		cmocka_unit_test(test_source_identity_names_the_shard_by_size_mtime_inode_and_ctime),
 		cmocka_unit_test(test_source_read_refuses_a_shard_rewritten_at_the_same_size_with_its_mtime_restored),
 		cmocka_unit_test(test_source_keys_the_index_store_by_the_whole_stamp),
@@ -3181,6 +3337,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_source_keeps_tar_indexes_in_the_store_and_replays_them, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_scans_a_tar_shard_whose_stored_index_does_not_hold, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_reads_gzip_tfrecords_as_the_same_records_uncompressed, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_remote_source_through_its_shard_cache_as_the_folder_itself, tmp_dir_setup, tmp_dir_teardown),
+		cmocka_unit_test_setup_teardown(test_source_reads_a_remote_class_folder_tree_as_the_folder_itself, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_names_classes_of_gzip_tfrecords_also_from_their_stored_index, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_finds_gzip_shards_by_name_and_by_content, tmp_dir_setup, tmp_dir_teardown),
 		cmocka_unit_test_setup_teardown(test_source_keeps_a_gzip_shards_index_in_the_store, tmp_dir_setup, tmp_dir_teardown),

@@ -7,8 +7,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -130,6 +133,177 @@ static void test_storage_refuses_credentials_in_a_url(void **state)
 	assert_non_null(strstr(err, "brace pattern"));
 }
 
+static void test_storage_root_is_the_url_every_name_is_relative_to(void **state)
+{
+	static const char *cases[][2] = {
+		{ "s3://bucket/set/tfr", "s3://bucket/set/tfr/" },
+		{ "s3://bucket/set/tfr/", "s3://bucket/set/tfr/" },
+		{ "s3://bucket", "s3://bucket/" },
+		{ "https://h:8443/wds/train-{000..002}.tar", "https://h:8443/wds/" },
+		{ "http://h/a/b/one.tar", "http://h/a/b/" },
+	};
+	bfs_storage_opts o = { .anonymous = 1 };
+	char err[512] = "";
+
+	(void)state;
+	bfs_http_opts_default(&o.http);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		bfs_storage *st = NULL;
+
+		assert_int_equal(bfs_storage_open(cases[i][0], &o, &st, err), 0);
+		assert_string_equal(bfs_storage_root(st), cases[i][1]);
+		bfs_storage_close(st);
+	}
+}
+
+/* ---- a local folder ---- */
+
+static char tmp[256];
+
+static int tmp_setup(void **state)
+{
+	(void)state;
+	snprintf(tmp, sizeof(tmp), "/tmp/bfs_storage_XXXXXX");
+	return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int tmp_teardown(void **state)
+{
+	char cmd[300];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void put_file(const char *rel, const char *data, size_t n)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmp, rel);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, n, f), n);
+	fclose(f);
+}
+
+static bfs_storage *open_tmp(void)
+{
+	bfs_storage_opts o = { 0 };
+	bfs_storage *st = NULL;
+	char err[512] = "";
+
+	assert_int_equal(bfs_storage_open(tmp, &o, &st, err), 0);
+	return st;
+}
+
+static void test_storage_lists_a_folder_every_level_down_sorted_without_hidden_names(void **state)
+{
+	char path[512];
+	bfs_storage_object *v;
+	bfs_storage *st;
+	size_t n;
+	char err[512];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/cls", tmp);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/.hidden", tmp);
+	mkdir(path, 0755);
+	put_file("b.tar", "bbbb", 4);
+	put_file("a.tar", "a", 1);
+	put_file("cls/x.jpg", "xyz", 3);
+	put_file(".dot", "no", 2);
+	put_file(".hidden/y.jpg", "no", 2);
+	st = open_tmp();
+	assert_non_null(strstr(bfs_storage_root(st), "/bfs_storage_"));
+	assert_int_equal(bfs_storage_root(st)[strlen(bfs_storage_root(st)) - 1], '/');
+	assert_int_equal(bfs_storage_list(st, &v, &n, err), 0);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0].name, "a.tar");
+	assert_string_equal(v[1].name, "b.tar");
+	assert_string_equal(v[2].name, "cls/x.jpg");
+	assert_int_equal(v[1].size, 4);
+	assert_int_equal(v[1].etag[0], '"');
+	assert_string_not_equal(v[0].etag, v[1].etag);
+	bfs_storage_objects_free(v, n);
+	bfs_storage_close(st);
+}
+
+static void test_storage_reads_a_folder_file_exactly_and_refuses_one_rewritten(void **state)
+{
+	bfs_storage_object *v;
+	bfs_storage *st;
+	bfs_http_stats hs;
+	char buf[16], err[512] = "";
+	size_t n;
+
+	(void)state;
+	put_file("s.tfrecord", "0123456789", 10);
+	st = open_tmp();
+	assert_int_equal(bfs_storage_list(st, &v, &n, err), 0);
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(bfs_storage_read(st, &v[0], 3, buf, 4, err), 0);
+	assert_memory_equal(buf, "3456", 4);
+	assert_int_equal(bfs_storage_read(st, &v[0], 8, buf, 4, err), -ERANGE);
+	assert_non_null(strstr(err, "past its end"));
+	bfs_storage_stats(st, &hs);
+	assert_int_equal(hs.requests, 2);
+	assert_int_equal(hs.bytes, 4);
+	/* rewritten at the same size: its identity changed (a new ctime) */
+	usleep(20000);
+	put_file("s.tfrecord", "abcdefghij", 10);
+	assert_int_equal(bfs_storage_read(st, &v[0], 0, buf, 4, err), -ESTALE);
+	assert_non_null(strstr(err, "changed since it was listed"));
+	bfs_storage_objects_free(v, n);
+	bfs_storage_close(st);
+}
+
+struct pieces {
+	char got[64];
+	uint64_t next;
+	int calls;
+};
+
+static int take_piece(void *ctx, uint64_t off, const void *p, size_t n)
+{
+	struct pieces *pc = ctx;
+
+	assert_int_equal(off, pc->next); /* in order, each byte once */
+	memcpy(pc->got + off - 2, p, n);
+	pc->next += n;
+	pc->calls++;
+	return 0;
+}
+
+static int refuse_piece(void *ctx, uint64_t off, const void *p, size_t n)
+{
+	(void)ctx, (void)off, (void)p, (void)n;
+	return -ENOSPC;
+}
+
+static void test_storage_hands_a_read_to_a_sink_in_order(void **state)
+{
+	struct pieces pc = { .next = 2 };
+	bfs_storage_object *v;
+	bfs_storage *st;
+	char err[512] = "";
+	size_t n;
+
+	(void)state;
+	put_file("s.tar", "0123456789", 10);
+	st = open_tmp();
+	assert_int_equal(bfs_storage_list(st, &v, &n, err), 0);
+	assert_int_equal(bfs_storage_read_to(st, &v[0], 2, 7, take_piece, &pc, err), 0);
+	assert_int_equal(pc.next, 9);
+	assert_memory_equal(pc.got, "2345678", 7);
+	/* the sink's error ends the read with it */
+	assert_int_equal(bfs_storage_read_to(st, &v[0], 0, 4, refuse_piece, NULL, err), -ENOSPC);
+	bfs_storage_objects_free(v, n);
+	bfs_storage_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -138,6 +312,10 @@ int main(void)
 		cmocka_unit_test(test_storage_braces_refuse_what_is_malformed),
 		cmocka_unit_test(test_storage_backoff_is_capped_jittered_and_honours_retry_after),
 		cmocka_unit_test(test_storage_knows_a_url_from_a_directory),
+		cmocka_unit_test(test_storage_root_is_the_url_every_name_is_relative_to),
+		cmocka_unit_test_setup_teardown(test_storage_lists_a_folder_every_level_down_sorted_without_hidden_names, tmp_setup, tmp_teardown),
+		cmocka_unit_test_setup_teardown(test_storage_reads_a_folder_file_exactly_and_refuses_one_rewritten, tmp_setup, tmp_teardown),
+		cmocka_unit_test_setup_teardown(test_storage_hands_a_read_to_a_sink_in_order, tmp_setup, tmp_teardown),
 		cmocka_unit_test(test_storage_refuses_credentials_in_a_url),
 	};
 

@@ -16,6 +16,15 @@ $(BENCH_CEILING): tools/bench/ceiling_main.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
+# What the link gives a remote source and what the shard cache makes of it
+# (the part size, the first mount's indexing, waiting for a shard or
+# reading its records by range): run by hand against a server, see
+# docs/OBJECT_STORAGE.md.
+BENCH_SHARDFETCH := $(BUILD)/bench_shardfetch
+$(BENCH_SHARDFETCH): tools/bench/shardfetch_main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
 # Epoch orders against a shard cache, computed with the real orders.
 $(BENCH_ORDER): tools/bench/order_main.c $(LIB)
 	@mkdir -p $(dir $@)

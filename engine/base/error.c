@@ -20,6 +20,7 @@ const char *bfs_strerror(int err)
 	case BFS_E_FORMAT:    return "unrecognized format";
 	case BFS_E_EMPTY:     return "no samples found";
 	case BFS_E_MEMORY:    return "sample needs more memory than --mem allows";
+	case BFS_E_REMOTE:    return "remote storage failed";
 	}
 	if (err < 0 && err > BFS_E_FIRST)
 		return strerror(-err);

@@ -29,6 +29,10 @@ enum {
 	BFS_E_FORMAT,    /* not a format batchfs understands */
 	BFS_E_EMPTY,     /* no samples where some were expected */
 	BFS_E_MEMORY,    /* decoding the sample needs more than --mem allows */
+	BFS_E_REMOTE,    /* a remote shard's bytes could not be had now (the
+			  * network past its give-up time, the object
+			  * replaced): not the sample's fault, tried again
+			  * by the next read that needs it */
 	BFS_E_LAST
 };
 

@@ -33,6 +33,7 @@ struct bfs_http {
 	_Atomic uint64_t requests, bytes, in_flight, failed; /* atomic */
 	_Atomic uint64_t retries[BFS_HTTP_RETRY_CAUSES];      /* atomic */
 	_Atomic uint64_t seed;      /* atomic: jitter draws */
+	_Atomic int cancelled;      /* atomic: bfs_http_cancel was called */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -197,6 +198,7 @@ typedef struct {
 	char etag[128];
 	uint64_t range_start;     /* the first byte this attempt asked for */
 	int ignored_range;        /* a 200 to a Range that began past 0 */
+	int sink_err;             /* what req->sink refused the body with */
 	bfs_http *h;
 } attempt;
 
@@ -290,6 +292,16 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 		if (a->got + len > r->want) {
 			a->overflow = 1;
 			return 0;
+		}
+		if (r->sink) {
+			int err = r->sink(r->sink_ctx, r->range_off + a->got, p, len);
+
+			if (err) {
+				a->sink_err = err;
+				return 0;
+			}
+			a->got += len;
+			return len;
 		}
 	} else if (a->got + len > r->buf_max) {
 		a->overflow = 1;
@@ -386,12 +398,30 @@ static double now_ms(void)
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-static void sleep_ms(unsigned ms)
+/* Sleep ms, in steps of 50 ms so that a cancel ends it soon. */
+static void sleep_ms(bfs_http *h, unsigned ms)
 {
-	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (ms && !atomic_load(&h->cancelled)) {
+		unsigned step = ms < 50 ? ms : 50;
+		struct timespec t = { 0, (long)step * 1000000L };
 
-	while (nanosleep(&t, &t) && errno == EINTR)
-		;
+		while (nanosleep(&t, &t) && errno == EINTR)
+			;
+		ms -= step;
+	}
+}
+
+/* curl's progress hook: a cancelled client ends its transfers. */
+static int on_progress(void *u, curl_off_t dt, curl_off_t dn, curl_off_t ut,
+		       curl_off_t un)
+{
+	(void)dt, (void)dn, (void)ut, (void)un;
+	return atomic_load(&((bfs_http *)u)->cancelled) ? 1 : 0;
+}
+
+void bfs_http_cancel(bfs_http *h)
+{
+	atomic_store(&h->cancelled, 1);
 }
 
 static const char *cause_name(int c)
@@ -433,6 +463,12 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 		double left = h->o.giveup_ms - (now_ms() - start);
 		upload up = { req->body, req->body_len };
 
+		if (atomic_load(&h->cancelled)) {
+			err = -ECANCELED;
+			bfs_seterr(errmsg, "%s: %s: cancelled (the mount is ending)",
+				   req->what, req->method);
+			break;
+		}
 		memset(&at, 0, sizeof(at));
 		err = req->prepare(req->ctx, req->range_off + a->got,
 				   req->want ? req->want - a->got : 0, &at);
@@ -454,6 +490,7 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 		a->err[0] = '\0';
 		a->overflow = 0;
 		a->ignored_range = 0;
+		a->sink_err = 0;
 		a->status = 0;
 		a->range_start = req->range_off + a->got;
 		if (!req->want && !req->dyn)
@@ -477,6 +514,13 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
 		curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+		/* bodies stream through this buffer (the shard cache writes
+		 * them to disk as they come): larger than the 16 KiB default,
+		 * for fewer calls at a fast link's speed */
+		curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 128L * 1024);
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, h);
 		if (h->o.ca_bundle)
 			curl_easy_setopt(c, CURLOPT_CAINFO, h->o.ca_bundle);
 		if (h->o.insecure) {
@@ -514,6 +558,18 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 			memset(&ex, 0, sizeof(ex));
 		}
 
+		if (rc == CURLE_ABORTED_BY_CALLBACK || atomic_load(&h->cancelled)) {
+			err = -ECANCELED;
+			bfs_seterr(errmsg, "%s: %s: cancelled (the mount is ending)",
+				   req->what, req->method);
+			break;
+		}
+		if (a->sink_err) {
+			err = a->sink_err;
+			bfs_seterr(errmsg, "%s: %s: the body could not be kept: %s",
+				   req->what, req->method, bfs_strerror(err));
+			break;
+		}
 		if (a->ignored_range) {
 			err = -EPROTO;
 			bfs_seterr(errmsg, "%s: the server ignored the Range "
@@ -602,7 +658,7 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 					   h->o.giveup_ms / 1000, last);
 				break;
 			}
-			sleep_ms(ms);
+			sleep_ms(h, ms);
 		}
 	}
 done:

@@ -94,6 +94,16 @@ typedef struct {
 	char **dyn;         /* when set: the body in a malloc'd NUL-terminated
 			     * string (caller frees), up to buf_max bytes */
 	uint64_t range_off; /* with want: the resource's first byte wanted */
+	/* With want, instead of buf: each piece of the body as it arrives,
+	 * with the resource offset of its first byte (pieces come in order,
+	 * and a resumed attempt goes on at the first byte not yet handed
+	 * over, so every byte is handed over exactly once).  Returns 0, or a
+	 * negative code that ends the request with it (no retry).  Called
+	 * from the requesting thread, inside libcurl: it must not call into
+	 * this client.  So a body of any size passes through curl's own
+	 * buffer only (a file written as it comes). */
+	int (*sink)(void *ctx, uint64_t off, const void *p, size_t n);
+	void *sink_ctx;
 } bfs_http_req;
 
 typedef struct {
@@ -132,6 +142,12 @@ int bfs_http_do(bfs_http *h, const bfs_http_req *req, bfs_http_resp *resp,
 
 /* A snapshot of the counters.  Any thread. */
 void bfs_http_stats_get(bfs_http *h, bfs_http_stats *out);
+
+/* End every request now under way, and any made after, with -ECANCELED
+ * (within ~50 ms, or as soon as a stalled connection's data moves; curl
+ * asks its progress hook at least once a second): for a mount that ends
+ * while its readers and fetchers wait on the network.  Any thread. */
+void bfs_http_cancel(bfs_http *h);
 
 /* The delay before attempt `attempt` (1 = the first retry): a uniform draw
  * from [0, min(backoff_max_ms, backoff_ms << (attempt - 1))] made from

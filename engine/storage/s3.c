@@ -468,6 +468,24 @@ int bfs_s3_get(bfs_s3 *s, const char *bucket, const char *key,
 	return bfs_http_do(s->http, &r, NULL, errmsg);
 }
 
+int bfs_s3_get_to(bfs_s3 *s, const char *bucket, const char *key,
+		  const char *etag, uint64_t off, uint64_t len,
+		  int (*sink)(void *ctx, uint64_t off, const void *p, size_t n),
+		  void *sink_ctx, char *errmsg)
+{
+	s3_req q = { s, "GET", bucket, key, NULL, 0, EMPTY_SHA256, etag, 1 };
+	char what[1200];
+	bfs_http_req r = {
+		.method = "GET", .prepare = s3_prepare, .ctx = &q, .what = what,
+		.want = len, .range_off = off, .sink = sink, .sink_ctx = sink_ctx,
+	};
+
+	if (!len)
+		return 0;
+	snprintf(what, sizeof(what), "s3://%s/%s", bucket, key);
+	return bfs_http_do(s->http, &r, NULL, errmsg);
+}
+
 int bfs_s3_put(bfs_s3 *s, const char *bucket, const char *key,
 	       const void *data, size_t len, char *errmsg)
 {

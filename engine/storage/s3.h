@@ -71,6 +71,12 @@ int bfs_s3_head(bfs_s3 *s, const char *bucket, const char *key,
 int bfs_s3_get(bfs_s3 *s, const char *bucket, const char *key,
 	       const char *etag, uint64_t off, void *buf, size_t len,
 	       char *errmsg);
+/* The same range handed to sink as it arrives (http.h's bfs_http_req
+ * sink), instead of into a buffer. */
+int bfs_s3_get_to(bfs_s3 *s, const char *bucket, const char *key,
+		  const char *etag, uint64_t off, uint64_t len,
+		  int (*sink)(void *ctx, uint64_t off, const void *p, size_t n),
+		  void *sink_ctx, char *errmsg);
 
 /* Write an object whole (one PUT, up to 5 GiB). */
 int bfs_s3_put(bfs_s3 *s, const char *bucket, const char *key,

@@ -1,55 +1,145 @@
 /*
- * shardcache.c - the node-local shard cache (see shardcache.h): the lock,
- * what is already whole, the parallel fetch of the rest, the commit order
- * (data, then its meta), and the removal of what is no longer listed.
+ * shardcache.c - the node-local shard cache (see shardcache.h): the
+ * objects' states in this process, the fetchers, the choice of what to
+ * fetch and evict (shardplan.h) over the shared folder (shardfolder.h),
+ * and how a read or a pin is served.
  *
- * DESIGN: the syncing thread lists, decides, then hands parts (object,
- * offset, length) to `parallel` fetch threads through f->lock; each thread
- * reads its part into its own buffer and pwrites it into the object's tmp
- * file.  The thread that writes an object's last part commits it.  The
- * syncing thread waits on f->cond, reporting progress, until all parts are
- * done or one failed (then no new part is handed out).
+ * DESIGN
+ * One lock, c->lock, guards every object's state, the plan and its
+ * position, the fetches under way and the counters.  It is never held
+ * across a request, a file operation or a wait: a fetcher takes a part
+ * under it, drops it for the GET (bfs_storage_read_to, whose sink pwrites
+ * into the object's file in tmp/), and takes it again to mark the part
+ * done; a reader takes its object's descriptor (pins++) under it and
+ * preads without it.  Two conditions: c->work (a fetcher may have work:
+ * a plan, a pin, a part, room) and c->done (a part or a fetch ended, a
+ * pin was let go of: readers and pins waiting look again).
+ *
+ * An object's life in this process:
+ *   ABSENT    not held here; `present` says data/ had it whole when last
+ *             looked at (another process's, or let go of by this one)
+ *   FETCHING  this process fetches it: its parts go to tmp/, fx says
+ *             which are done; reads of done parts pread the tmp file
+ *   HELD      its file is open here (fd, LOCK_SH): read with pread; only
+ *             an unpinned one is closed (let go of, or evicted)
+ * A fetch starts only with the object's node-wide lock (shardfolder.h),
+ * after looking in data/ once more, and once its room is reserved; the
+ * thread that finishes its last part commits it and it becomes HELD with
+ * the same descriptor.  A fetch that fails ends ABSENT with gen moved on
+ * and err set, which is what the reads waiting on it return.
  */
 #include "engine/storage/shardcache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine/base/error.h"
-#include "engine/storage/sigv4.h"
+#include "engine/storage/shardfolder.h"
 
-typedef struct {
-	const bfs_storage_object *o;
-	int fd;
-	uint64_t parts_left; /* protected by fetch.lock */
-} want;
+enum { ABSENT, FETCHING, HELD };
 
-typedef struct {
+#define MAX_FETCHERS 256
+#define RECOUNT_EVERY_S 5.0  /* the folder is counted again, when its
+			      * ledger is full with nothing to evict, at
+			      * most this often (a crashed process's
+			      * reservation is then given back) */
+#define LOOK_AGAIN_S 1.0     /* data/ is looked at again for an object
+			      * not known to be there at most this often */
+#define SKIP_S 0.25          /* an object another process fetches or
+			      * holds is passed over this long */
+#define FAILED_S 1.0         /* and one whose fetch failed */
+#define START_WAIT_S 0.25    /* a read waits this long at most for a fetch
+			      * it asked for to start (room made) */
+#define PLAN_WAIT_S 5.0      /* and for the first plan, when one is due */
+
+struct fetch {
+	bfs_shardfolder_tmp tmp;
+	uint64_t part;            /* bytes of its parts (part_of) */
+	uint32_t nparts;
+	uint32_t done, running;   /* parts done, under way */
+	uint8_t *state;           /* per part: 0 queued, 1 under way, 2 done */
+	_Atomic uint64_t *got;    /* per part: bytes written so far (atomic:
+				   * the sink adds, readers estimate) */
+	int err;                  /* the first failure: no part after it */
+	char errmsg[BFS_ERRMSG_MAX];
+	unsigned readers;         /* reads preading tmp.fd now */
+	double started;
+};
+
+struct obj {
+	uint8_t state;            /* ABSENT, FETCHING, HELD */
+	uint8_t present;          /* ABSENT: data/ had it whole when last seen */
+	uint32_t urgent;          /* reads waiting for its fetch */
+	uint32_t must;            /* pins waiting for it */
+	int fd;                   /* HELD: its open file */
+	uint32_t pins;            /* HELD: reads and pins using fd now */
+	uint32_t gen;             /* fetches of it that ended */
+	int err;                  /* how the last one ended */
+	char *errmsg;             /* its message (malloc'd), or NULL */
+	double skip_until;        /* another process fetches or holds it */
+	double looked;            /* when data/ was last looked at for it */
+	struct fetch *fx;         /* FETCHING */
+};
+
+/* All protected by c->lock, except what is set at open and read-only
+ * after (st, folder, objs, n, opts, cost), and the atomics. */
+struct bfs_shardcache {
 	bfs_storage *st;
-	const char *base;      /* the source's folder */
-	want *w;
-	size_t nw, next_w;     /* protected by lock */
-	uint64_t next_off;     /* protected by lock */
+	bfs_shardfolder *folder;
+	bfs_storage_object *objs;
+	size_t n;
+	uint64_t *cost;           /* each object's bytes on disk */
+	bfs_shardcache_opts o;
 	uint64_t part;
+	uint64_t limit;
+	uint64_t room;            /* what shards kept whole may take at once:
+				   * the limit less the largest shard (room to
+				   * fetch the next one while they are read),
+				   * at least the largest */
+	size_t max_held;          /* descriptors this process keeps at most */
+
 	pthread_mutex_t lock;
-	pthread_cond_t cond;   /* a part ended */
-	unsigned running;      /* protected by lock */
-	int err;               /* protected by lock: the first failure */
-	char errmsg[BFS_ERRMSG_MAX]; /* protected by lock */
-	bfs_shardcache_stats *stats; /* fetched, bytes_fetched: under lock */
-	uint64_t bytes_total;
-} fetch;
+	pthread_cond_t work, done;
+	int stop;
+	struct obj *ob;
+	uint8_t *flags;           /* scratch for the plan's choices */
+	bfs_shardplan *plan;
+	uint64_t pos;             /* where the plan's reader is */
+	uint64_t window_end;      /* positions [pos, window_end) are being read
+				   * now (bfs_shardcache_window) */
+	int64_t epoch;            /* what fetched bytes count towards */
+	int planned;              /* a plan of an epoch has come */
+	int expect_plan;          /* one will (bfs_shardcache_expect_plan) */
+	size_t *active;           /* objects FETCHING here */
+	size_t nactive;
+	size_t nheld;
+	int stalled;              /* no room for the next fetch: wait for the
+				   * plan, a position or an unpin to change */
+	int starting;             /* a fetcher is starting a fetch (making its
+				   * room): one at a time, so that the room one
+				   * evicts for goes to what it evicted for,
+				   * and what is needed soonest starts first */
+	double last_recount;
+	double t0;
+
+	pthread_t tids[MAX_FETCHERS];
+	unsigned nthreads;
+
+	bfs_shardcache_stats s;   /* counters (the rest filled on demand) */
+	double wait_s;
+	uint64_t link_bytes0;     /* the link's rate: bytes and time at the */
+	double link_t0;           /* last snapshot */
+	double link_mb_s;
+};
 
 static double now_s(void)
 {
@@ -57,26 +147,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-/* mkdir -p of the folders above path (not path itself). */
-static int mkparents(const char *path)
-{
-	char p[4096];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(p))
-		return -ENAMETOOLONG;
-	memcpy(p, path, n + 1);
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		if (mkdir(p, 0755) && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	return 0;
 }
 
 /* A listed name is safe to use as a path below data/. */
@@ -102,445 +172,1137 @@ static int name_ok(const char *n)
 	return 1;
 }
 
-/* 1 when data/NAME is whole and of o's identity (meta/NAME says so and
- * the size matches), else 0. */
-static int is_whole(const char *base, const bfs_storage_object *o)
+uint64_t bfs_shardcache_default_limit(const char *dir, uint64_t ours)
 {
-	char path[4096], line[300], want_line[300];
-	struct stat st;
-	FILE *f;
-	int ok = 0;
+	struct statvfs v;
+	uint64_t lim;
 
-	snprintf(path, sizeof(path), "%s/data/%s", base, o->name);
-	if (stat(path, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != o->size)
+	if (statvfs(dir, &v))
 		return 0;
-	snprintf(path, sizeof(path), "%s/meta/%s", base, o->name);
-	f = fopen(path, "r");
-	if (!f)
-		return 0;
-	snprintf(want_line, sizeof(want_line), "%llu %s\n",
-		 (unsigned long long)o->size, o->etag);
-	if (fgets(line, sizeof(line), f) && !strcmp(line, want_line))
-		ok = 1;
-	fclose(f);
-	return ok;
+	lim = ((uint64_t)v.f_bavail * v.f_frsize + ours) / BFS_SHARDCACHE_SHARE_DEFAULT;
+	return lim < BFS_SHARDCACHE_MAX_DEFAULT ? lim : BFS_SHARDCACHE_MAX_DEFAULT;
 }
 
-/* The commit of a fetched object: data first, then the meta that vouches
- * for it; the old meta goes before anything else moves. */
-static int commit(fetch *f, want *w, char *errmsg)
-{
-	char tmp[4096], data[4096], meta[4096], mtmp[4096];
-	size_t idx = (size_t)(w - f->w);
-	int fd, err = 0;
-	FILE *m;
+/* ---- counters --------------------------------------------------------------- */
 
-	snprintf(tmp, sizeof(tmp), "%s/tmp/%zu", f->base, idx);
-	snprintf(data, sizeof(data), "%s/data/%s", f->base, w->o->name);
-	snprintf(meta, sizeof(meta), "%s/meta/%s", f->base, w->o->name);
-	snprintf(mtmp, sizeof(mtmp), "%s/tmp/%zu.meta", f->base, idx);
-	if (fsync(w->fd))
-		err = -errno;
-	close(w->fd);
-	w->fd = -1;
-	if (err)
-		goto fail;
-	if (unlink(meta) && errno != ENOENT) {
-		err = -errno;
-		goto fail;
-	}
-	if ((err = mkparents(data)) || (err = mkparents(meta)))
-		goto fail;
-	if (rename(tmp, data)) {
-		err = -errno;
-		goto fail;
-	}
-	fd = open(mtmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || !(m = fdopen(fd, "w"))) {
-		err = -errno;
-		if (fd >= 0)
-			close(fd);
-		goto fail;
-	}
-	fprintf(m, "%llu %s\n", (unsigned long long)w->o->size, w->o->etag);
-	if (fflush(m) || fsync(fileno(m)))
-		err = -errno;
-	fclose(m);
-	if (!err && rename(mtmp, meta))
-		err = -errno;
-	if (!err)
+static void count_bytes_locked(bfs_shardcache *c, uint64_t n)
+{
+	if (c->epoch < 0)
+		return;
+	c->s.epoch_bytes[c->epoch % BFS_SHARDCACHE_EPOCHS] += n;
+}
+
+static void ewma(double *v, double x)
+{
+	*v = *v > 0 ? 0.8 * *v + 0.2 * x : x;
+}
+
+/* ---- objects held ------------------------------------------------------------ */
+
+static void set_error_locked(struct obj *ob, int err, const char *msg)
+{
+	ob->err = err;
+	free(ob->errmsg);
+	ob->errmsg = err && msg && msg[0] ? strdup(msg) : NULL;
+}
+
+/* Let go of held object k (unpinned): its descriptor goes into *fd for
+ * the caller to close without the lock; it stays in data/. */
+static void let_go_locked(bfs_shardcache *c, size_t k, int *fd)
+{
+	struct obj *ob = &c->ob[k];
+
+	*fd = ob->fd;
+	ob->fd = -1;
+	ob->state = ABSENT;
+	ob->present = 1;
+	c->nheld--;
+}
+
+/* Look in data/ for object k (another process may have fetched it): held
+ * now (1), not there (0).  Called without the lock; takes it. */
+static int look_in_folder(bfs_shardcache *c, size_t k)
+{
+	int fd = bfs_shardfolder_open_object(c->folder, &c->objs[k]);
+	struct obj *ob = &c->ob[k];
+
+	pthread_mutex_lock(&c->lock);
+	ob->looked = now_s();
+	if (fd < 0) {
+		ob->present = 0;
+		pthread_mutex_unlock(&c->lock);
 		return 0;
-fail:
-	bfs_seterr(errmsg, "shard cache %s: %s: %s", f->base, w->o->name,
-		   strerror(-err));
-	return err;
+	}
+	if (ob->state != ABSENT) { /* another thread of ours got it first */
+		pthread_mutex_unlock(&c->lock);
+		close(fd);
+		return 1;
+	}
+	ob->state = HELD;
+	ob->fd = fd;
+	ob->present = 0;
+	c->nheld++;
+	c->s.found++;
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
+	return 1;
 }
 
-static void *fetch_main(void *arg)
+/* ---- fetching ---------------------------------------------------------------- */
+
+struct part_ctx {
+	bfs_shardcache *c;
+	struct fetch *fx;
+	uint32_t p;
+};
+
+static int part_sink(void *ctx, uint64_t off, const void *buf, size_t n)
 {
-	fetch *f = arg;
-	char *buf = malloc(f->part);
-	char errmsg[BFS_ERRMSG_MAX];
+	struct part_ctx *pc = ctx;
+	const uint8_t *b = buf;
 
-	pthread_mutex_lock(&f->lock);
-	if (!buf && !f->err)
-		f->err = -ENOMEM;
-	for (;;) {
-		want *w;
-		uint64_t off, len;
-		int err;
+	while (n) {
+		ssize_t k = pwrite(pc->fx->tmp.fd, b, n, (off_t)off);
 
-		/* The next part: [next_off, +part) of w[next_w]; an empty
-		 * object is one part of no bytes (next_off 1 once handed). */
-		while (f->next_w < f->nw) {
-			uint64_t size = f->w[f->next_w].o->size;
-
-			if (f->next_off < size || (!size && !f->next_off))
-				break;
-			f->next_w++;
-			f->next_off = 0;
-		}
-		if (f->err || f->next_w >= f->nw)
-			break;
-		w = &f->w[f->next_w];
-		off = f->next_off;
-		len = w->o->size - off < f->part ? w->o->size - off : f->part;
-		f->next_off = w->o->size ? off + len : 1;
-		pthread_mutex_unlock(&f->lock);
-
-		errmsg[0] = '\0';
-		err = len ? bfs_storage_read(f->st, w->o, off, buf, (size_t)len, errmsg)
-			  : 0;
-		if (!err && len) {
-			for (uint64_t done = 0; done < len;) {
-				ssize_t k = pwrite(w->fd, buf + done, len - done,
-						   (off_t)(off + done));
-
-				if (k < 0 && errno == EINTR)
-					continue;
-				if (k <= 0) {
-					err = k < 0 ? -errno : -EIO;
-					bfs_seterr(errmsg, "shard cache %s: writing %s: %s",
-						   f->base, w->o->name, strerror(-err));
-					break;
-				}
-				done += (uint64_t)k;
-			}
-		}
-		pthread_mutex_lock(&f->lock);
-		if (!err) {
-			f->stats->bytes_fetched += len;
-			w->parts_left--;
-			if (!w->parts_left) {
-				pthread_mutex_unlock(&f->lock);
-				err = commit(f, w, errmsg);
-				pthread_mutex_lock(&f->lock);
-				if (!err)
-					f->stats->fetched++;
-			}
-		}
-		if (err && !f->err) {
-			f->err = err;
-			snprintf(f->errmsg, sizeof(f->errmsg), "%s", errmsg);
-		}
-		pthread_cond_broadcast(&f->cond);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		b += k;
+		off += (uint64_t)k;
+		n -= (size_t)k;
+		atomic_fetch_add(&pc->fx->got[pc->p], (uint64_t)k);
 	}
-	f->running--;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	free(buf);
-	return NULL;
-}
-
-/* ---- the lock ----------------------------------------------------------- */
-
-static int take_lock(const char *base, unsigned wait_s, int *out, char *errmsg)
-{
-	char path[4096], pidtxt[32];
-	double until = now_s() + wait_s;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/lock", base);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (flock(fd, LOCK_EX | LOCK_NB)) {
-		if (errno != EWOULDBLOCK && errno != EINTR) {
-			int err = -errno;
-
-			close(fd);
-			return err;
-		}
-		if (now_s() >= until) {
-			char stat_path[64], st[512] = "", state = '?';
-			ssize_t k = pread(fd, pidtxt, sizeof(pidtxt) - 1, 0);
-			long pid = k > 0 ? (pidtxt[k] = '\0', strtol(pidtxt, NULL, 10)) : 0;
-			FILE *sf;
-
-			snprintf(stat_path, sizeof(stat_path), "/proc/%ld/stat", pid);
-			if (pid > 0 && (sf = fopen(stat_path, "r"))) {
-				if (fgets(st, sizeof(st), sf)) {
-					char *rp = strrchr(st, ')');
-
-					if (rp && rp[1] == ' ')
-						state = rp[2];
-				}
-				fclose(sf);
-			}
-			bfs_seterr(errmsg, "shard cache %s is being filled by process "
-				   "%ld%s, which held it for more than %u s; try again "
-				   "when it has finished, or use another --shard-cache",
-				   base, pid, state == 'T' || state == 't'
-				   ? " (stopped: state T; kill -CONT it)" : "", wait_s);
-			close(fd);
-			return -EWOULDBLOCK;
-		}
-		usleep(100000);
-	}
-	snprintf(pidtxt, sizeof(pidtxt), "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) == 0)
-		(void)!pwrite(fd, pidtxt, strlen(pidtxt), 0);
-	*out = fd;
 	return 0;
 }
 
-/* ---- what is no longer listed ------------------------------------------ */
+/* The part size for an object of `size` bytes: opts.part_bytes, or less
+ * for an object that would not give every fetcher a part (down to 1 MiB,
+ * in 64 KiB steps): a small shard on a distant link comes in a few round
+ * trips over several connections, not in one connection's slow start. */
+static uint64_t part_of(const bfs_shardcache *c, uint64_t size)
+{
+	uint64_t p = (size + c->o.fetchers - 1) / c->o.fetchers;
 
-static const bfs_storage_object *g_objs; /* for the nftw callbacks below: */
-static size_t g_nobjs;                   /* one sync at a time per process */
-static size_t g_rootlen;
-static uint64_t g_removed;
+	p = (p + 65535) / 65536 * 65536;
+	if (p < (1u << 20))
+		p = 1u << 20;
+	return p < c->part ? p : c->part;
+}
 
-static int cmp_key(const void *k, const void *o)
+/* The plan's next use of object k now (those waited for first). */
+static uint64_t need_of_locked(const bfs_shardcache *c, size_t k)
+{
+	return c->ob[k].urgent || c->ob[k].must ? 0
+	     : bfs_shardplan_next(c->plan, k, c->pos);
+}
+
+/* The next part to fetch: of the object under way needed soonest (a pin
+ * first), its first queued part.  1 with *k and *p, else 0. */
+static int next_part_locked(bfs_shardcache *c, size_t *k, uint32_t *p)
+{
+	uint64_t best = UINT64_MAX;
+	int found = 0;
+
+	for (size_t a = 0; a < c->nactive; a++) {
+		size_t i = c->active[a];
+		struct fetch *fx = c->ob[i].fx;
+		uint64_t need;
+
+		if (!fx || fx->err || fx->done + fx->running == fx->nparts)
+			continue; /* still starting, failed, or all handed out */
+		need = need_of_locked(c, i);
+		if (!found || need < best) {
+			found = 1;
+			best = need;
+			*k = i;
+		}
+	}
+	if (!found)
+		return 0;
+	for (uint32_t q = 0; q < c->ob[*k].fx->nparts; q++)
+		if (c->ob[*k].fx->state[q] == 0) {
+			*p = q;
+			return 1;
+		}
+	return 0;
+}
+
+static void free_fetch(struct fetch *fx)
+{
+	if (!fx)
+		return;
+	free(fx->state);
+	free((void *)fx->got);
+	free(fx);
+}
+
+static void drop_active_locked(bfs_shardcache *c, size_t k)
+{
+	for (size_t a = 0; a < c->nactive; a++)
+		if (c->active[a] == k) {
+			c->active[a] = c->active[--c->nactive];
+			return;
+		}
+}
+
+/* A fetch is over (every part done, or failed with none under way):
+ * commit it or give it up.  Lock held; dropped inside. */
+static void end_fetch_locked(bfs_shardcache *c, size_t k)
+{
+	struct obj *ob = &c->ob[k];
+	struct fetch *fx = ob->fx;
+	const bfs_storage_object *o = &c->objs[k];
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	int err = fx->err;
+
+	/* no reader may be in fx when it goes (nor in the file when it is
+	 * given up) */
+	while (fx->readers)
+		pthread_cond_wait(&c->done, &c->lock);
+	drop_active_locked(c, k);
+	pthread_mutex_unlock(&c->lock);
+	if (!err)
+		err = bfs_shardfolder_commit(c->folder, o, &fx->tmp, errmsg);
+	else
+		bfs_shardfolder_abandon(c->folder, &fx->tmp);
+	bfs_shardfolder_unlock(c->folder, o->name);
+	pthread_mutex_lock(&c->lock);
+	ob->gen++;
+	ob->fx = NULL;
+	if (!err) {
+		ob->state = HELD;
+		ob->fd = fx->tmp.fd;
+		c->nheld++;
+		c->s.fetched++;
+		set_error_locked(ob, 0, NULL);
+	} else {
+		ob->state = ABSENT;
+		ob->present = 0;
+		c->s.failures++;
+		set_error_locked(ob, err, fx->err ? fx->errmsg : errmsg);
+		/* not again at once: the request had its retries already */
+		ob->skip_until = now_s() + FAILED_S;
+	}
+	free_fetch(fx);
+	c->stalled = 0;
+	pthread_cond_broadcast(&c->done);
+	pthread_cond_broadcast(&c->work);
+}
+
+/* Fetch part p of object k (claimed under way).  Lock held; dropped for
+ * the request. */
+static void run_part_locked(bfs_shardcache *c, size_t k, uint32_t p)
+{
+	struct obj *ob = &c->ob[k];
+	struct fetch *fx = ob->fx;
+	const bfs_storage_object *o = &c->objs[k];
+	uint64_t off = (uint64_t)p * fx->part;
+	uint64_t len = o->size - off < fx->part ? o->size - off : fx->part;
+	struct part_ctx pc = { c, fx, p };
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	double t;
+	int err;
+
+	fx->state[p] = 1;
+	fx->running++;
+	pthread_mutex_unlock(&c->lock);
+	t = now_s();
+	err = bfs_storage_read_to(c->st, o, off, len, part_sink, &pc, errmsg);
+	t = now_s() - t;
+	pthread_mutex_lock(&c->lock);
+	fx->running--;
+	if (!err) {
+		fx->state[p] = 2;
+		fx->done++;
+		c->s.bytes_fetched += len;
+		count_bytes_locked(c, len);
+		if (len >= (1u << 20) && t > 0)
+			ewma(&c->s.part_mb_s, (double)len / t / 1e6);
+	} else {
+		fx->state[p] = 0;
+		if (!fx->err) {
+			fx->err = err;
+			snprintf(fx->errmsg, sizeof(fx->errmsg), "%s",
+				 errmsg[0] ? errmsg : bfs_strerror(err));
+		}
+	}
+	pthread_cond_broadcast(&c->done);
+	if (fx->done == fx->nparts || (fx->err && !fx->running))
+		end_fetch_locked(c, k);
+}
+
+/* Make room for `cost` bytes to fetch object k, needed at distance need:
+ * evict what the plan needs later than that and later than the window
+ * being read now (what the decode threads read at once is all in use: a
+ * read that waits may not take another's shard, or two would take turns
+ * fetching each other's); for a pin, anything not in use.  1 when an
+ * eviction was made (try the reservation again), 0 when nothing can go.
+ * Lock held; dropped inside. */
+static int evict_one_locked(bfs_shardcache *c, size_t k, uint64_t need)
+{
+	double now = now_s();
+	uint64_t window = c->window_end > c->pos ? c->window_end - c->pos : 0;
+	ssize_t v;
+	int fd = -1, rc;
+
+	if (!c->ob[k].must && window > need)
+		need = window;
+	for (size_t i = 0; i < c->n; i++) {
+		const struct obj *ob = &c->ob[i];
+
+		c->flags[i] = i != k && now >= ob->skip_until && !ob->urgent &&
+			      !ob->must &&
+			      ((ob->state == HELD && !ob->pins) ||
+			       (ob->state == ABSENT && ob->present));
+	}
+	v = bfs_shardplan_victim(c->plan, c->pos, c->flags, need);
+	if (v < 0)
+		return 0;
+	if (c->ob[v].state == HELD)
+		let_go_locked(c, (size_t)v, &fd);
+	pthread_mutex_unlock(&c->lock);
+	if (fd >= 0)
+		close(fd);
+	rc = bfs_shardfolder_evict(c->folder, &c->objs[v]);
+	pthread_mutex_lock(&c->lock);
+	if (rc == 1) {
+		c->s.evictions++;
+		c->s.evicted_bytes += c->objs[v].size;
+		c->ob[v].present = 0;
+	} else if (rc == -ENOENT) {
+		c->ob[v].present = 0;
+	} else {
+		/* another process holds or fetches it: not ours to evict */
+		c->ob[v].skip_until = now + SKIP_S;
+	}
+	return 1;
+}
+
+/* Count the folder again (a crashed process's room comes back), at most
+ * every RECOUNT_EVERY_S.  1 if it was counted.  Lock held; dropped inside. */
+static int recount_locked(bfs_shardcache *c)
+{
+	uint8_t *present;
+	uint64_t removed = 0;
+	int err;
+
+	if (now_s() - c->last_recount < RECOUNT_EVERY_S)
+		return 0;
+	c->last_recount = now_s();
+	if (!(present = calloc(c->n ? c->n : 1, 1)))
+		return 0;
+	pthread_mutex_unlock(&c->lock);
+	err = bfs_shardfolder_recount(c->folder, c->objs, c->n, present, &removed, NULL);
+	pthread_mutex_lock(&c->lock);
+	if (!err) {
+		for (size_t i = 0; i < c->n; i++)
+			if (c->ob[i].state == ABSENT)
+				c->ob[i].present = present[i];
+		c->s.removed += removed;
+	}
+	free(present);
+	return !err;
+}
+
+/* Start the next fetch: an object a pin waits for, else the plan's next
+ * whole object.  1 when something was done (a fetch started, an object
+ * found in data/, one passed over), 0 when there is nothing to start or
+ * no room.  Lock held; dropped inside. */
+static int start_next_locked(bfs_shardcache *c)
+{
+	double now = now_s();
+	ssize_t k = -1;
+	struct obj *ob;
+	struct fetch *fx;
+	bfs_shardfolder_tmp tmp;
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	uint64_t need;
+	int rc, err;
+
+	if (c->nactive >= c->o.fetchers || c->starting)
+		return 0;
+	/* a pin first, then a read that waits, then the plan */
+	for (size_t i = 0; i < c->n && k < 0; i++)
+		if (c->ob[i].must && c->ob[i].state == ABSENT && now >= c->ob[i].skip_until)
+			k = (ssize_t)i;
+	for (size_t i = 0; i < c->n && k < 0; i++)
+		if (c->ob[i].urgent && c->ob[i].state == ABSENT && now >= c->ob[i].skip_until)
+			k = (ssize_t)i;
+	if (k < 0) {
+		if (c->stalled)
+			return 0;
+		for (size_t i = 0; i < c->n; i++)
+			c->flags[i] = c->ob[i].state == ABSENT && now >= c->ob[i].skip_until;
+		if ((k = bfs_shardplan_next_fetch(c->plan, c->pos, c->flags)) < 0)
+			return 0;
+	}
+	ob = &c->ob[k];
+	need = need_of_locked(c, (size_t)k);
+	ob->state = FETCHING; /* claimed: no other thread of ours starts it */
+	ob->fx = NULL;
+	c->active[c->nactive++] = (size_t)k;
+	c->starting = 1;
+	pthread_mutex_unlock(&c->lock);
+
+	rc = bfs_shardfolder_lock(c->folder, c->objs[k].name);
+	if (rc == 1) {
+		int fd = bfs_shardfolder_open_object(c->folder, &c->objs[k]);
+
+		if (fd >= 0) { /* it came while we looked */
+			bfs_shardfolder_unlock(c->folder, c->objs[k].name);
+			pthread_mutex_lock(&c->lock);
+			c->starting = 0;
+			pthread_cond_broadcast(&c->work);
+			drop_active_locked(c, (size_t)k);
+			ob->state = HELD;
+			ob->fd = fd;
+			ob->present = 0;
+			c->nheld++;
+			c->s.found++;
+			pthread_cond_broadcast(&c->done);
+			return 1;
+		}
+		err = bfs_shardfolder_reserve(c->folder, &c->objs[k], &tmp, errmsg);
+		while (err == -ENOSPC) {
+			pthread_mutex_lock(&c->lock);
+			if (!evict_one_locked(c, (size_t)k, need) && !recount_locked(c)) {
+				pthread_mutex_unlock(&c->lock);
+				break;
+			}
+			pthread_mutex_unlock(&c->lock);
+			err = bfs_shardfolder_reserve(c->folder, &c->objs[k], &tmp, errmsg);
+		}
+		if (err)
+			bfs_shardfolder_unlock(c->folder, c->objs[k].name);
+	} else {
+		err = rc == 0 ? -EBUSY : rc; /* another process fetches it */
+	}
+	pthread_mutex_lock(&c->lock);
+	c->starting = 0;
+	pthread_cond_broadcast(&c->work);
+	fx = err ? NULL : calloc(1, sizeof(*fx));
+	if (!err && !fx) {
+		bfs_shardfolder_abandon(c->folder, &tmp);
+		bfs_shardfolder_unlock(c->folder, c->objs[k].name);
+		err = -ENOMEM;
+	}
+	if (err) {
+		drop_active_locked(c, (size_t)k);
+		ob->state = ABSENT;
+		if (err == -ENOSPC) {
+			c->stalled = 1; /* until the plan, the position or a pin moves */
+			return 0;
+		}
+		ob->skip_until = now_s() + SKIP_S;
+		if (err != -EBUSY) { /* the folder failed: say so to its readers */
+			ob->gen++;
+			set_error_locked(ob, err, errmsg);
+			c->s.failures++;
+			pthread_cond_broadcast(&c->done);
+		}
+		return 1;
+	}
+	fx->tmp = tmp;
+	fx->part = part_of(c, c->objs[k].size);
+	fx->nparts = c->objs[k].size ? (uint32_t)((c->objs[k].size + fx->part - 1) / fx->part) : 0;
+	fx->state = calloc(fx->nparts ? fx->nparts : 1, 1);
+	fx->got = calloc(fx->nparts ? fx->nparts : 1, sizeof(*fx->got));
+	fx->started = now_s();
+	ob->fx = fx;
+	if (!fx->state || !fx->got) {
+		fx->err = -ENOMEM;
+		snprintf(fx->errmsg, sizeof(fx->errmsg), "out of memory");
+	}
+	if (!fx->nparts || fx->err)
+		end_fetch_locked(c, (size_t)k); /* an empty object, or none */
+	pthread_cond_broadcast(&c->work);
+	return 1;
+}
+
+static void *fetcher_main(void *arg)
+{
+	bfs_shardcache *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stop) {
+		struct timespec until;
+		size_t k;
+		uint32_t p;
+
+		if (next_part_locked(c, &k, &p)) {
+			run_part_locked(c, k, p);
+			continue;
+		}
+		if (start_next_locked(c))
+			continue;
+		/* nothing now: a plan, a pin or room wakes us; another
+		 * process's fetch is looked at again in a while */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 100000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&c->work, &c->lock, &until);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+/* ---- open and close ---------------------------------------------------------- */
+
+/* Raise the soft limit of open files to the hard one: held objects are
+ * open files.  What this process may hold: half of it. */
+static size_t files_we_may_hold(void)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r))
+		return 256;
+	if (r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+		getrlimit(RLIMIT_NOFILE, &r);
+	}
+	if (r.rlim_cur == RLIM_INFINITY || r.rlim_cur > 131072)
+		return 65536;
+	return r.rlim_cur / 2 > 64 ? (size_t)(r.rlim_cur / 2) : 64;
+}
+
+int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
+			bfs_shardcache **out, char *errmsg)
+{
+	bfs_shardcache *c = calloc(1, sizeof(*c));
+	uint8_t *present = NULL;
+	uint64_t largest = 0, total = 0;
+	size_t big = 0;
+	int err;
+
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	c->st = st;
+	c->o = *o;
+	if (!c->o.fetchers)
+		c->o.fetchers = 8;
+	if (c->o.fetchers > MAX_FETCHERS)
+		c->o.fetchers = MAX_FETCHERS;
+	if (!c->o.lock_wait_s)
+		c->o.lock_wait_s = 30;
+	if (!c->o.wait_percent)
+		c->o.wait_percent = 10;
+	c->part = c->o.part_bytes ? c->o.part_bytes : BFS_SHARDCACHE_PART_DEFAULT;
+	c->epoch = -1;
+	c->s.epoch_first = c->s.epoch_last = -1;
+	c->t0 = c->link_t0 = now_s();
+	c->max_held = files_we_may_hold();
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->work, NULL);
+	pthread_cond_init(&c->done, NULL);
+
+	if ((err = bfs_storage_list(st, &c->objs, &c->n, errmsg)))
+		goto fail;
+	for (size_t i = 0; i < c->n; i++) {
+		if (!name_ok(c->objs[i].name)) {
+			err = -EINVAL;
+			bfs_seterr(errmsg, "%s: object \"%.300s\" has a name that is "
+				   "no safe relative path (empty, '.' or '..' parts); "
+				   "rename it", bfs_storage_url(st), c->objs[i].name);
+			goto fail;
+		}
+		total += c->objs[i].size;
+	}
+	c->ob = calloc(c->n ? c->n : 1, sizeof(*c->ob));
+	c->cost = calloc(c->n ? c->n : 1, sizeof(*c->cost));
+	c->flags = calloc(c->n ? c->n : 1, 1);
+	c->active = calloc(c->o.fetchers, sizeof(*c->active));
+	present = calloc(c->n ? c->n : 1, 1);
+	if (!c->ob || !c->cost || !c->flags || !c->active || !present) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		c->ob[i].fd = -1;
+		c->cost[i] = bfs_shardfolder_cost(c->objs[i].size, strlen(c->objs[i].etag));
+		if (c->cost[i] > largest) {
+			largest = c->cost[i];
+			big = i;
+		}
+	}
+	if ((err = bfs_shardplan_create(c->n, c->cost, &c->plan)))
+		goto fail;
+	if ((err = bfs_shardfolder_open(o->dir, bfs_storage_root(st),
+					o->max_bytes ? o->max_bytes : UINT64_MAX,
+					c->o.lock_wait_s * 1000, &c->folder, errmsg)))
+		goto fail;
+	if ((err = bfs_shardfolder_recount(c->folder, c->objs, c->n, present,
+					   &c->s.removed, errmsg)))
+		goto fail;
+	c->last_recount = now_s();
+	c->limit = o->max_bytes ? o->max_bytes
+		 : bfs_shardcache_default_limit(o->dir, bfs_shardfolder_used(c->folder));
+	bfs_shardfolder_set_limit(c->folder, c->limit);
+	if (largest > c->limit) {
+		err = -ENOSPC;
+		bfs_seterr(errmsg, "the shard cache's limit, %.1f MiB%s, cannot hold "
+			   "the largest object of %s, %s (%.1f MiB): give a larger "
+			   "--shard-cache-size (or split the shards smaller)",
+			   c->limit / 1048576.0, o->max_bytes ? "" : " (the default: "
+			   "a quarter of the free space)", bfs_storage_url(st),
+			   c->objs[big].name, largest / 1048576.0);
+		goto fail;
+	}
+	c->room = c->limit - largest > largest ? c->limit - largest : largest;
+	for (size_t i = 0; i < c->n; i++)
+		c->ob[i].present = present[i];
+	c->s.objects = c->n;
+	c->s.bytes_total = total;
+	for (; c->nthreads < c->o.fetchers; c->nthreads++)
+		if (pthread_create(&c->tids[c->nthreads], NULL, fetcher_main, c))
+			break;
+	if (!c->nthreads) {
+		err = -EAGAIN;
+		bfs_seterr(errmsg, "shard cache: cannot start a fetcher thread");
+		goto fail;
+	}
+	free(present);
+	*out = c;
+	return 0;
+fail:
+	free(present);
+	bfs_shardcache_close(c);
+	return err;
+}
+
+void bfs_shardcache_cancel(bfs_shardcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work);
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
+	/* a request under way ends at once */
+	bfs_storage_cancel(c->st);
+}
+
+void bfs_shardcache_close(bfs_shardcache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = 1;
+	pthread_cond_broadcast(&c->work);
+	pthread_cond_broadcast(&c->done);
+	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < c->nthreads; i++)
+		pthread_join(c->tids[i], NULL);
+	for (size_t i = 0; c->ob && i < c->n; i++) {
+		struct obj *ob = &c->ob[i];
+
+		if (ob->fd >= 0)
+			close(ob->fd);
+		if (ob->fx) { /* started but never run: the threads are gone */
+			bfs_shardfolder_abandon(c->folder, &ob->fx->tmp);
+			bfs_shardfolder_unlock(c->folder, c->objs[i].name);
+			free_fetch(ob->fx);
+		}
+		free(ob->errmsg);
+	}
+	bfs_shardfolder_close(c->folder);
+	bfs_shardplan_destroy(c->plan);
+	bfs_storage_objects_free(c->objs, c->n);
+	free(c->ob);
+	free(c->cost);
+	free(c->flags);
+	free(c->active);
+	pthread_cond_destroy(&c->work);
+	pthread_cond_destroy(&c->done);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+size_t bfs_shardcache_count(const bfs_shardcache *c) { return c->n; }
+
+const bfs_storage_object *bfs_shardcache_object(const bfs_shardcache *c, size_t k)
+{
+	return k < c->n ? &c->objs[k] : NULL;
+}
+
+static int cmp_name(const void *k, const void *o)
 {
 	return strcmp(k, ((const bfs_storage_object *)o)->name);
 }
 
-static int sweep_one(const char *path, const struct stat *sb, int flag,
-		     struct FTW *ftw)
+ssize_t bfs_shardcache_find(const bfs_shardcache *c, const char *name)
 {
-	(void)sb, (void)ftw;
-	if (flag == FTW_F && strlen(path) > g_rootlen &&
-	    !bsearch(path + g_rootlen, g_objs, g_nobjs, sizeof(*g_objs), cmp_key)) {
-		if (unlink(path) == 0)
-			g_removed++;
-	} else if (flag == FTW_DP && strlen(path) > g_rootlen) {
-		rmdir(path); /* only when empty */
+	const bfs_storage_object *o = bsearch(name, c->objs, c->n, sizeof(*c->objs),
+					      cmp_name);
+
+	return o ? o - c->objs : -1;
+}
+
+const char *bfs_shardcache_path(const bfs_shardcache *c)
+{
+	return bfs_shardfolder_path(c->folder);
+}
+
+bfs_storage *bfs_shardcache_storage(bfs_shardcache *c) { return c->st; }
+
+/* ---- the plan ------------------------------------------------------------------ */
+
+static void set_epoch_locked(bfs_shardcache *c, int64_t epoch)
+{
+	if (epoch < 0 || epoch == c->epoch)
+		return;
+	/* a new epoch's slot starts empty (it may hold one 64 epochs old) */
+	if (epoch > c->s.epoch_last) {
+		for (int64_t e = c->s.epoch_last + 1; e <= epoch; e++)
+			c->s.epoch_bytes[e % BFS_SHARDCACHE_EPOCHS] = 0;
+		c->s.epoch_last = epoch;
+		if (c->s.epoch_first < 0)
+			c->s.epoch_first = epoch;
+		if (c->s.epoch_last - c->s.epoch_first >= BFS_SHARDCACHE_EPOCHS)
+			c->s.epoch_first = c->s.epoch_last - BFS_SHARDCACHE_EPOCHS + 1;
+	}
+	c->epoch = epoch;
+}
+
+/* Let go of held objects the plan no longer needs, and of the furthest
+ * needed past max_held, so that other processes may evict them.  Lock
+ * held; dropped inside. */
+static void let_go_unneeded_locked(bfs_shardcache *c)
+{
+	int *fds = NULL;
+	size_t nf = 0;
+
+	for (size_t i = 0; i < c->n; i++) {
+		struct obj *ob = &c->ob[i];
+
+		if (ob->state != HELD || ob->pins || ob->urgent || ob->must ||
+		    bfs_shardplan_next(c->plan, i, c->pos) != UINT64_MAX)
+			continue;
+		if (!fds && !(fds = malloc(c->nheld * sizeof(*fds))))
+			return;
+		let_go_locked(c, i, &fds[nf++]);
+	}
+	while (c->nheld > c->max_held) {
+		ssize_t v;
+
+		for (size_t i = 0; i < c->n; i++)
+			c->flags[i] = c->ob[i].state == HELD && !c->ob[i].pins &&
+				      !c->ob[i].urgent && !c->ob[i].must;
+		if ((v = bfs_shardplan_victim(c->plan, c->pos, c->flags, 0)) < 0)
+			break;
+		if (!fds && !(fds = malloc(c->nheld * sizeof(*fds))))
+			return;
+		let_go_locked(c, (size_t)v, &fds[nf++]);
+	}
+	if (!nf) {
+		free(fds);
+		return;
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (size_t i = 0; i < nf; i++)
+		close(fds[i]);
+	free(fds);
+	pthread_mutex_lock(&c->lock);
+}
+
+int bfs_shardcache_plan(bfs_shardcache *c, const bfs_span *spans, size_t n,
+			uint64_t pos, int64_t epoch)
+{
+	int err;
+
+	pthread_mutex_lock(&c->lock);
+	err = bfs_shardplan_set(c->plan, spans, n, c->room, c->limit);
+	if (!err) {
+		c->pos = pos;
+		set_epoch_locked(c, epoch);
+		c->planned |= epoch >= 0;
+		c->stalled = 0;
+		let_go_unneeded_locked(c);
+		pthread_cond_broadcast(&c->work);
+		pthread_cond_broadcast(&c->done);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+void bfs_shardcache_window(bfs_shardcache *c, uint64_t end)
+{
+	pthread_mutex_lock(&c->lock);
+	c->window_end = end;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_shardcache_expect_plan(bfs_shardcache *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->expect_plan = 1;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch)
+{
+	pthread_mutex_lock(&c->lock);
+	if (pos != c->pos || epoch != c->epoch) {
+		c->pos = pos;
+		set_epoch_locked(c, epoch);
+		c->stalled = 0;
+		pthread_cond_broadcast(&c->work);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- reading ----------------------------------------------------------------- */
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t k = pread(fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		got += (size_t)k;
 	}
 	return 0;
 }
 
-static void sweep(const char *dir, const bfs_storage_object *objs, size_t n,
-		  uint64_t *removed)
+/* The error of object k's last fetch, for a reader that waited on it. */
+static int fetch_error_locked(bfs_shardcache *c, size_t k, char *errmsg)
 {
-	g_objs = objs;
-	g_nobjs = n;
-	g_rootlen = strlen(dir) + 1;
-	g_removed = 0;
-	nftw(dir, sweep_one, 16, FTW_PHYS | FTW_DEPTH);
-	if (removed)
-		*removed += g_removed;
+	const struct obj *ob = &c->ob[k];
+
+	bfs_seterr(errmsg, "%s", ob->errmsg ? ob->errmsg : bfs_strerror(ob->err));
+	return ob->err;
 }
 
-static void empty_dir(const char *dir)
+/* A record of object k read by range.  Lock held; dropped for the GET. */
+static int range_read_locked(bfs_shardcache *c, size_t k, uint64_t off,
+			     void *buf, size_t len, char *errmsg)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[4096];
+	double t;
+	int err;
 
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
+	/* a kept-whole object not under way starts now (it is due) */
+	if (c->ob[k].state == ABSENT &&
+	    bfs_shardplan_whole(c->plan, k, c->pos))
+		pthread_cond_signal(&c->work);
+	c->s.misses++;
+	pthread_mutex_unlock(&c->lock);
+	t = now_s();
+	err = bfs_storage_read(c->st, &c->objs[k], off, buf, len, errmsg);
+	t = now_s() - t;
+	pthread_mutex_lock(&c->lock);
+	if (!err) {
+		c->s.range_reads++;
+		c->s.range_bytes += len;
+		count_bytes_locked(c, len);
+		ewma(&c->s.range_ms, t * 1e3);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return err;
+}
+
+/* Is waiting for the parts holding [off, off + len) of object k (under
+ * way here) due sooner than a range read?  2: they are done; 1: wait;
+ * 0: read by range. */
+static int parts_due_locked(const bfs_shardcache *c, size_t k, uint64_t off,
+			    size_t len)
+{
+	const struct fetch *fx = c->ob[k].fx;
+	uint32_t p0, p1;
+	uint64_t left = 0;
+	int done = 1;
+
+	if (!fx || fx->err)
+		return 0;
+	p0 = (uint32_t)(off / fx->part);
+	p1 = (uint32_t)((off + len - 1) / fx->part);
+	for (uint32_t p = p0; p <= p1 && p < fx->nparts; p++) {
+		uint64_t plen = c->objs[k].size - (uint64_t)p * fx->part;
+
+		if (plen > fx->part)
+			plen = fx->part;
+		if (fx->state[p] == 2)
 			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
+		done = 0;
+		if (fx->state[p] == 0)
+			return 0; /* not even started: a range read is sooner */
+		left += plen - atomic_load(&fx->got[p]);
 	}
-	closedir(d);
+	if (done)
+		return 2;
+	/* unmeasured yet: wait for what is under way */
+	if (c->s.part_mb_s <= 0 || c->s.range_ms <= 0)
+		return 1;
+	return (double)left / (c->s.part_mb_s * 1e6) * 1e3 <= c->s.range_ms ? 1 : 0;
 }
 
-/* ---- sync --------------------------------------------------------------- */
-
-int bfs_shardcache_sync(bfs_storage *st, const bfs_shardcache_opts *o,
-			char *root, size_t root_max, bfs_shardcache_stats *stats,
-			char *errmsg)
+static void wait_done_locked(bfs_shardcache *c, double seconds)
 {
-	bfs_shardcache_stats local;
-	bfs_storage_object *objs = NULL;
-	char base[4096], path[4096], hash[65];
-	size_t n = 0;
-	uint64_t total = 0, need = 0, ours = 0, limit;
-	unsigned parallel = o->parallel ? o->parallel : 8;
-	fetch f;
-	pthread_t *tids = NULL;
-	unsigned started = 0;
-	double t0 = now_s();
-	int lockfd = -1, err;
-	FILE *sf;
+	struct timespec until;
+	long ns = (long)(seconds * 1e9);
 
-	if (!stats)
-		stats = &local;
-	memset(stats, 0, sizeof(*stats));
-	memset(&f, 0, sizeof(f));
-	bfs_sigv4_sha256_hex(bfs_storage_url(st), strlen(bfs_storage_url(st)), hash);
-	hash[16] = '\0';
-	if (snprintf(base, sizeof(base), "%s/%s", o->dir, hash) >= (int)sizeof(base))
-		return -ENAMETOOLONG;
-	snprintf(path, sizeof(path), "%s/tmp/x", base);
-	if ((err = mkparents(path)))
-		goto dir_fail;
-	snprintf(path, sizeof(path), "%s/data/x", base);
-	if ((err = mkparents(path)))
-		goto dir_fail;
-	snprintf(path, sizeof(path), "%s/meta/x", base);
-	if ((err = mkparents(path)))
-		goto dir_fail;
-	snprintf(path, sizeof(path), "%s/source", base);
-	if ((sf = fopen(path, "w"))) {
-		fprintf(sf, "%s\n", bfs_storage_url(st));
-		fclose(sf);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ns / 1000000000L;
+	until.tv_nsec += ns % 1000000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
 	}
-	if ((err = take_lock(base, o->lock_wait_s ? o->lock_wait_s : 600, &lockfd,
-			     errmsg)))
-		return err;
+	pthread_cond_timedwait(&c->done, &c->lock, &until);
+}
 
-	if ((err = bfs_storage_list(st, &objs, &n, errmsg)))
-		goto out;
-	stats->objects = n;
-	f.w = calloc(n ? n : 1, sizeof(*f.w));
-	if (!f.w) {
-		err = -ENOMEM;
-		goto out;
+/* Is object k worth waiting for whole, rather than reading its records by
+ * range: the plan keeps its span whole, and what the span still needs of
+ * it is at least opts.wait_percent of the object (a whole fetch then
+ * costs fewer bytes and requests than the range reads, and brings the
+ * rest of its records at once). */
+static int wants_whole_locked(const bfs_shardcache *c, size_t k)
+{
+	return bfs_shardplan_whole(c->plan, k, c->pos) &&
+	       bfs_shardplan_bytes_ahead(c->plan, k, c->pos) * 100 >=
+	       c->objs[k].size * c->o.wait_percent;
+}
+
+int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
+			size_t len, char *errmsg)
+{
+	const bfs_storage_object *o;
+	struct obj *ob;
+	double since = 0, deadline = 0;
+	int err = 0, urgent = 0;
+
+	if (k >= c->n)
+		return -EINVAL;
+	o = &c->objs[k];
+	ob = &c->ob[k];
+	if (off > o->size || len > o->size - off) {
+		bfs_seterr(errmsg, "%s%s: bytes %llu..%llu are past its end (%llu)",
+			   bfs_storage_root(c->st), o->name, (unsigned long long)off,
+			   (unsigned long long)(off + len), (unsigned long long)o->size);
+		return -ERANGE;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (!name_ok(objs[i].name)) {
-			err = -EINVAL;
-			bfs_seterr(errmsg, "%s: object \"%.300s\" has a name that is "
-				   "no safe relative path (empty, '.' or '..' parts); "
-				   "rename it", bfs_storage_url(st), objs[i].name);
-			goto out;
-		}
-		total += objs[i].size;
-		if (is_whole(base, &objs[i])) {
-			stats->hits++;
-			ours += objs[i].size;
-		} else {
-			f.w[f.nw].o = &objs[i];
-			f.w[f.nw].fd = -1;
-			f.nw++;
-			need += objs[i].size;
-		}
-	}
-	{
-		struct statvfs vfs;
-		uint64_t avail = statvfs(base, &vfs) ? 0
-			       : (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (!len)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		int due;
 
-		limit = o->max_bytes ? o->max_bytes : (avail / 10 * 9 + ours);
-		if (total > limit || need > avail) {
-			err = -ENOSPC;
-			bfs_seterr(errmsg, "%s holds %.1f MiB in %zu objects, more than "
-				   "the shard cache %s can take (%s %.1f MiB, %.1f MiB "
-				   "free on its file system); give --shard-cache-size "
-				   "or another --shard-cache (streaming through a cache "
-				   "smaller than the dataset is not supported yet)",
-				   bfs_storage_url(st), total / 1048576.0, n, o->dir,
-				   o->max_bytes ? "--shard-cache-size" : "limit",
-				   limit / 1048576.0, avail / 1048576.0);
-			goto out;
+		if (c->stop) {
+			err = -ECANCELED;
+			bfs_seterr(errmsg, "%s%s: the mount is ending",
+				   bfs_storage_root(c->st), o->name);
+			break;
 		}
-	}
+		if (ob->state == HELD) {
+			int fd = ob->fd;
 
-	/* Objects no longer listed, and a crashed sync's leftovers, go. */
-	snprintf(path, sizeof(path), "%s/data", base);
-	sweep(path, objs, n, &stats->removed);
-	snprintf(path, sizeof(path), "%s/meta", base);
-	sweep(path, objs, n, NULL);
-	snprintf(path, sizeof(path), "%s/tmp", base);
-	empty_dir(path);
-
-	if (f.nw) {
-		pthread_mutex_init(&f.lock, NULL);
-		pthread_cond_init(&f.cond, NULL);
-		f.st = st;
-		f.base = base;
-		f.part = o->part_bytes ? o->part_bytes : (4u << 20);
-		f.stats = stats;
-		f.bytes_total = need;
-		for (size_t i = 0; i < f.nw; i++) {
-			want *w = &f.w[i];
-
-			snprintf(path, sizeof(path), "%s/tmp/%zu", base, i);
-			w->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			if (w->fd < 0 || ftruncate(w->fd, (off_t)w->o->size)) {
-				err = -errno;
-				bfs_seterr(errmsg, "shard cache %s: %s", path,
-					   strerror(errno));
-				goto join;
-			}
-			w->parts_left = w->o->size ? (w->o->size + f.part - 1) / f.part
-						   : 1;
+			ob->pins++;
+			if (since)
+				c->s.misses++;
+			else
+				c->s.hits++;
+			pthread_mutex_unlock(&c->lock);
+			err = pread_all(fd, buf, len, off);
+			pthread_mutex_lock(&c->lock);
+			ob->pins--;
+			if (!ob->pins)
+				pthread_cond_broadcast(&c->work);
+			if (err)
+				bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
+					   bfs_shardcache_path(c), o->name, strerror(-err));
+			break;
 		}
-		tids = calloc(parallel, sizeof(*tids));
-		if (!tids) {
-			err = -ENOMEM;
-			goto join;
+		if (ob->state == ABSENT &&
+		    (ob->present || now_s() - ob->looked >= LOOK_AGAIN_S)) {
+			pthread_mutex_unlock(&c->lock);
+			look_in_folder(c, k);
+			pthread_mutex_lock(&c->lock);
+			continue;
 		}
-		pthread_mutex_lock(&f.lock);
-		for (; started < parallel && started < need / f.part + f.nw; started++) {
-			if (pthread_create(&tids[started], NULL, fetch_main, &f))
+		if (!since)
+			since = now_s();
+		if (c->expect_plan && !c->planned && now_s() < since + PLAN_WAIT_S) {
+			wait_done_locked(c, 0.01); /* the plan first */
+			continue;
+		}
+		if (ob->state == FETCHING) {
+			due = parts_due_locked(c, k, off, len);
+			if (due == 2) { /* its parts are written: read them there */
+				struct fetch *fx = ob->fx;
+				int fd = fx->tmp.fd;
+
+				fx->readers++;
+				c->s.misses++;
+				pthread_mutex_unlock(&c->lock);
+				err = pread_all(fd, buf, len, off);
+				pthread_mutex_lock(&c->lock);
+				fx->readers--;
+				pthread_cond_broadcast(&c->done);
+				if (err)
+					bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
+						   bfs_shardcache_path(c), o->name,
+						   strerror(-err));
 				break;
-			f.running++;
-		}
-		while (f.running) {
-			struct timespec until;
-
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += 100000000L;
-			if (until.tv_nsec >= 1000000000L) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000L;
 			}
-			pthread_cond_timedwait(&f.cond, &f.lock, &until);
-			if (o->progress) {
-				bfs_shardcache_stats snap = *stats;
-
-				pthread_mutex_unlock(&f.lock);
-				o->progress(o->ctx, &snap, need);
-				pthread_mutex_lock(&f.lock);
+			/* the part is due sooner than a range read, or the rest
+			 * of the object is worth waiting for: its parts first */
+			if (due == 1 || !ob->fx || /* starting: parts soon */
+			    (!ob->fx->err && wants_whole_locked(c, k))) {
+				if (!urgent) {
+					ob->urgent++;
+					urgent = 1;
+				}
+				wait_done_locked(c, 0.05);
+				continue;
+			}
+		} else if (wants_whole_locked(c, k)) {
+			/* due now and worth its whole: its fetch first of all,
+			 * and wait for it -- unless it cannot start (no room, a
+			 * fetch that just failed).  Another process's fetch: wait
+			 * for its commit (up to lock_wait_s), so that the node
+			 * fetches no byte twice. */
+			if (!deadline)
+				deadline = since + (bfs_shardfolder_busy(c->folder, o->name) == 1
+						    ? c->o.lock_wait_s : START_WAIT_S);
+			if (now_s() < deadline && !(ob->err && now_s() < ob->skip_until)) {
+				if (!urgent) {
+					ob->urgent++;
+					urgent = 1;
+					pthread_cond_broadcast(&c->work);
+				}
+				ob->looked = 0; /* look in data/ next time */
+				wait_done_locked(c, 0.02);
+				continue;
 			}
 		}
-		err = f.err;
-		if (err)
-			bfs_seterr(errmsg, "%s", f.errmsg);
-		pthread_mutex_unlock(&f.lock);
-	join:
-		for (unsigned i = 0; i < started; i++)
-			pthread_join(tids[i], NULL);
-		free(tids);
-		for (size_t i = 0; i < f.nw; i++)
-			if (f.w[i].fd >= 0)
-				close(f.w[i].fd);
-		snprintf(path, sizeof(path), "%s/tmp", base);
-		empty_dir(path);
-		pthread_cond_destroy(&f.cond);
-		pthread_mutex_destroy(&f.lock);
-		if (err)
-			goto out;
+		/* read the record alone */
+		if (urgent) {
+			ob->urgent--;
+			urgent = 0;
+		}
+		c->s.waits += now_s() - since > 0.001;
+		c->wait_s += now_s() - since;
+		return range_read_locked(c, k, off, buf, len, errmsg);
 	}
-	stats->bytes_on_disk = total;
-	if (snprintf(root, root_max, "%s/data", base) >= (int)root_max)
-		err = -ENAMETOOLONG;
-out:
-	stats->seconds = now_s() - t0;
-	if (o->progress && !err)
-		o->progress(o->ctx, stats, need);
-	free(f.w);
-	bfs_storage_objects_free(objs, n);
-	if (lockfd >= 0)
-		close(lockfd);
+	if (urgent)
+		ob->urgent--;
+	if (since) {
+		c->s.waits++;
+		c->wait_s += now_s() - since;
+	}
+	pthread_mutex_unlock(&c->lock);
 	return err;
-dir_fail:
-	bfs_seterr(errmsg, "shard cache %s: %s", o->dir, strerror(-err));
+}
+
+int bfs_shardcache_pin(bfs_shardcache *c, size_t k, int *fd, char *errmsg)
+{
+	struct obj *ob;
+	uint32_t gen;
+	double since = 0, deadline = 0;
+	int err = 0;
+
+	*fd = -1;
+	if (k >= c->n)
+		return -EINVAL;
+	ob = &c->ob[k];
+	pthread_mutex_lock(&c->lock);
+	ob->must++;
+	gen = ob->gen;
+	pthread_cond_broadcast(&c->work);
+	for (;;) {
+		if (c->stop) {
+			err = -ECANCELED;
+			bfs_seterr(errmsg, "%s%s: the mount is ending",
+				   bfs_storage_root(c->st), c->objs[k].name);
+			break;
+		}
+		if (ob->state == HELD) {
+			ob->pins++;
+			*fd = ob->fd;
+			break;
+		}
+		/* a fetch that ended since the pin began, and failed: its
+		 * error (another may have started since) */
+		if (ob->gen != gen && ob->err && ob->state != HELD) {
+			err = fetch_error_locked(c, k, errmsg);
+			break;
+		}
+		if (ob->state == ABSENT &&
+		    (ob->present || now_s() - ob->looked >= LOOK_AGAIN_S)) {
+			pthread_mutex_unlock(&c->lock);
+			look_in_folder(c, k);
+			pthread_mutex_lock(&c->lock);
+			continue;
+		}
+		if (!since) {
+			since = now_s();
+			deadline = since + c->o.lock_wait_s;
+		}
+		/* a pin with no room anywhere (every local object pinned,
+		 * or held by other processes) gives up in the end */
+		if (ob->state == ABSENT && c->stalled && now_s() >= deadline) {
+			err = -ENOSPC;
+			bfs_seterr(errmsg, "shard cache %s: no room for %s within "
+				   "its limit (%.1f MiB): every object there is in "
+				   "use", bfs_shardcache_path(c), c->objs[k].name,
+				   c->limit / 1048576.0);
+			break;
+		}
+		if (ob->state == ABSENT) {
+			ob->looked = 0; /* another process may commit it */
+			pthread_cond_signal(&c->work);
+		}
+		wait_done_locked(c, 0.05);
+	}
+	ob->must--;
+	if (since) {
+		c->s.waits++;
+		c->wait_s += now_s() - since;
+	}
+	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+void bfs_shardcache_unpin(bfs_shardcache *c, size_t k)
+{
+	pthread_mutex_lock(&c->lock);
+	if (k < c->n && c->ob[k].pins) {
+		c->ob[k].pins--;
+		if (!c->ob[k].pins) {
+			c->stalled = 0;
+			pthread_cond_broadcast(&c->work);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void bfs_shardcache_get_stats(bfs_shardcache *c, bfs_shardcache_stats *out)
+{
+	bfs_http_stats hs;
+	double now = now_s();
+
+	bfs_storage_stats(c->st, &hs);
+	pthread_mutex_lock(&c->lock);
+	*out = c->s;
+	out->limit = c->limit;
+	out->bytes_on_disk = bfs_shardfolder_used(c->folder);
+	out->held = c->nheld;
+	out->fetching = c->nactive;
+	out->wait_seconds = c->wait_s;
+	/* the link's rate over the last second or more */
+	if (now - c->link_t0 >= 1.0) {
+		c->link_mb_s = (double)(hs.bytes - c->link_bytes0) / (now - c->link_t0) / 1e6;
+		c->link_bytes0 = hs.bytes;
+		c->link_t0 = now;
+	}
+	out->link_mb_s = c->link_mb_s;
+	pthread_mutex_unlock(&c->lock);
 }

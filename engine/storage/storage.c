@@ -1,15 +1,23 @@
 /*
- * storage.c - the storage interface (see storage.h) over its two remote
- * kinds: an S3 prefix (s3.h) and a list of http(s) URLs in brace notation,
- * each read with ranged GETs under http.h's retry policy.
+ * storage.c - the storage interface (see storage.h) over its three kinds:
+ * an S3 prefix (s3.h) and a list of http(s) URLs in brace notation, each
+ * read with ranged GETs under http.h's retry policy, and a local folder
+ * read with pread.
  */
 #include "engine/storage/storage.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/base/error.h"
 #include "engine/storage/creds.h"
@@ -17,11 +25,12 @@
 
 #define MAX_URLS 1000000
 
-enum { KIND_S3, KIND_HTTP };
+enum { KIND_S3, KIND_HTTP, KIND_LOCAL };
 
 struct bfs_storage {
 	int kind;
 	char *url;
+	char *root;            /* bfs_storage_root */
 	bfs_http *http;
 	/* s3 */
 	bfs_creds *creds;
@@ -31,7 +40,17 @@ struct bfs_storage {
 	char **urls;
 	size_t nurls;
 	size_t root_len;       /* names are urls[i] + root_len */
+	unsigned connections;  /* HEADs at once while listing */
+	/* local: root is the folder's absolute path and a '/' */
+	_Atomic uint64_t lreads, lbytes; /* atomic: what bfs_storage_stats
+					  * counts for a folder */
 };
+
+static int kind_of(const char *url)
+{
+	return !strncmp(url, "s3://", 5) ? KIND_S3
+	     : bfs_storage_is_url(url) ? KIND_HTTP : KIND_LOCAL;
+}
 
 int bfs_storage_is_url(const char *s)
 {
@@ -178,6 +197,10 @@ static int open_s3(bfs_storage *st, const bfs_storage_opts *o, char *errmsg)
 	strcpy(st->prefix, p);
 	if (*p && p[strlen(p) - 1] != '/')
 		strcat(st->prefix, "/");
+	if (asprintf(&st->root, "s3://%s/%s", st->bucket, st->prefix) < 0) {
+		st->root = NULL;
+		return -ENOMEM;
+	}
 	if ((err = bfs_creds_open(&co, &st->creds, errmsg)))
 		return err;
 	so.creds = st->creds;
@@ -214,6 +237,30 @@ static int open_http(bfs_storage *st, char *errmsg)
 			end--;
 		st->root_len = end;
 	}
+	if (!(st->root = strndup(st->url, st->root_len)))
+		return -ENOMEM;
+	return 0;
+}
+
+static int open_local(bfs_storage *st, char *errmsg)
+{
+	char real[PATH_MAX];
+	struct stat sb;
+
+	if (!realpath(st->url, real) || stat(real, &sb)) {
+		int err = -errno;
+
+		bfs_seterr(errmsg, "%s: %s", st->url, strerror(errno));
+		return err;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		bfs_seterr(errmsg, "%s: not a directory", st->url);
+		return -ENOTDIR;
+	}
+	if (asprintf(&st->root, "%s%s", real, strcmp(real, "/") ? "/" : "") < 0) {
+		st->root = NULL;
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -225,21 +272,24 @@ int bfs_storage_open(const char *url, const bfs_storage_opts *o,
 	int err;
 
 	*out = NULL;
-	if (!bfs_storage_is_url(url)) {
-		bfs_seterr(errmsg, "%s: not an s3://, http:// or https:// URL", url);
-		return -EINVAL;
-	}
 	st = calloc(1, sizeof(*st));
 	if (!st || !(st->url = strdup(url))) {
 		free(st);
 		return -ENOMEM;
 	}
-	st->kind = !strncmp(url, "s3://", 5) ? KIND_S3 : KIND_HTTP;
+	st->kind = kind_of(url);
+	if (st->kind == KIND_LOCAL) {
+		if ((err = open_local(st, errmsg)))
+			goto fail;
+		*out = st;
+		return 0;
+	}
 	ho = o->http;
 	if (!ho.ca_bundle && getenv("AWS_CA_BUNDLE") && *getenv("AWS_CA_BUNDLE"))
 		ho.ca_bundle = getenv("AWS_CA_BUNDLE");
 	if ((err = bfs_http_create(&ho, &st->http, errmsg)))
 		goto fail;
+	st->connections = ho.connections ? ho.connections : 16;
 	err = st->kind == KIND_S3 ? open_s3(st, o, errmsg) : open_http(st, errmsg);
 	if (err)
 		goto fail;
@@ -262,11 +312,13 @@ void bfs_storage_close(bfs_storage *st)
 	free(st->urls);
 	free(st->bucket);
 	free(st->prefix);
+	free(st->root);
 	free(st->url);
 	free(st);
 }
 
 const char *bfs_storage_url(bfs_storage *st) { return st->url; }
+const char *bfs_storage_root(bfs_storage *st) { return st->root; }
 
 void bfs_storage_describe(bfs_storage *st, char *buf, size_t n)
 {
@@ -276,13 +328,27 @@ void bfs_storage_describe(bfs_storage *st, char *buf, size_t n)
 		bfs_creds_describe(st->creds, who, sizeof(who));
 		snprintf(buf, n, "endpoint %s, credentials from %s",
 			 bfs_s3_describe(st->s3), who);
+	} else if (st->kind == KIND_LOCAL) {
+		snprintf(buf, n, "a local folder");
 	} else {
 		snprintf(buf, n, "%zu URL%s", st->nurls, st->nurls == 1 ? "" : "s");
 	}
 }
 
+void bfs_storage_cancel(bfs_storage *st)
+{
+	if (st->http)
+		bfs_http_cancel(st->http);
+}
+
 void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out)
 {
+	if (st->kind == KIND_LOCAL) {
+		memset(out, 0, sizeof(*out));
+		out->requests = atomic_load(&st->lreads);
+		out->bytes = atomic_load(&st->lbytes);
+		return;
+	}
 	bfs_http_stats_get(st->http, out);
 }
 
@@ -325,40 +391,265 @@ static int http_prepare(void *ctx, uint64_t off, uint64_t len,
 	return 0;
 }
 
-static int list_http(bfs_storage *st, bfs_storage_object **objs, size_t *n,
-		     char *errmsg)
+/* The HEADs of an http(s) list, asked `connections` at a time: a list of
+ * a thousand URLs is not a thousand round trips in a row. */
+typedef struct {
+	bfs_storage *st;
+	bfs_storage_object *v;
+	pthread_mutex_t lock;
+	size_t next;           /* protected by lock */
+	int err;               /* protected by lock: the first failure */
+	char errmsg[BFS_ERRMSG_MAX]; /* protected by lock */
+} heads;
+
+static void *head_main(void *arg)
 {
-	bfs_storage_object *v = calloc(st->nurls ? st->nurls : 1, sizeof(*v));
-	int err = 0;
+	heads *hd = arg;
+	bfs_storage *st = hd->st;
+	char errmsg[BFS_ERRMSG_MAX];
 
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < st->nurls; i++) {
-		http_req q = { st->urls[i], 0, 0, NULL, 0 };
-		bfs_http_req r = { .method = "HEAD", .prepare = http_prepare,
-				   .ctx = &q, .what = st->urls[i] };
+	for (;;) {
+		http_req q = { NULL, 0, 0, NULL, 0 };
+		bfs_http_req r = { .method = "HEAD", .prepare = http_prepare, .ctx = &q };
 		bfs_http_resp resp;
+		size_t i;
+		int err;
 
-		err = bfs_http_do(st->http, &r, &resp, errmsg);
-		if (err)
-			break;
-		v[i].name = strdup(st->urls[i] + st->root_len);
-		if (!v[i].name) {
-			err = -ENOMEM;
-			break;
+		pthread_mutex_lock(&hd->lock);
+		i = hd->next++;
+		if (hd->err || i >= st->nurls) {
+			pthread_mutex_unlock(&hd->lock);
+			return NULL;
 		}
-		v[i].size = resp.total;
-		snprintf(v[i].etag, sizeof(v[i].etag), "%s", resp.etag);
+		pthread_mutex_unlock(&hd->lock);
+		q.url = r.what = st->urls[i];
+		errmsg[0] = '\0';
+		err = bfs_http_do(st->http, &r, &resp, errmsg);
+		if (!err && !(hd->v[i].name = strdup(st->urls[i] + st->root_len)))
+			err = -ENOMEM;
+		if (!err) {
+			hd->v[i].size = resp.total;
+			snprintf(hd->v[i].etag, sizeof(hd->v[i].etag), "%s", resp.etag);
+			continue;
+		}
+		pthread_mutex_lock(&hd->lock);
+		if (!hd->err) {
+			hd->err = err;
+			snprintf(hd->errmsg, sizeof(hd->errmsg), "%s", errmsg);
+		}
+		pthread_mutex_unlock(&hd->lock);
 	}
-	if (err) {
-		bfs_storage_objects_free(v, st->nurls);
-		return err;
+}
+
+static int list_http(bfs_storage *st, unsigned connections,
+		     bfs_storage_object **objs, size_t *n, char *errmsg)
+{
+	heads hd = { .st = st, .lock = PTHREAD_MUTEX_INITIALIZER };
+	unsigned nt = connections ? connections : 1, started = 0;
+	pthread_t tids[64];
+
+	if (nt > 64)
+		nt = 64;
+	if (nt > st->nurls)
+		nt = (unsigned)st->nurls;
+	if (!(hd.v = calloc(st->nurls ? st->nurls : 1, sizeof(*hd.v))))
+		return -ENOMEM;
+	for (; started + 1 < nt; started++)
+		if (pthread_create(&tids[started], NULL, head_main, &hd))
+			break;
+	head_main(&hd); /* this thread is one of them */
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tids[i], NULL);
+	pthread_mutex_destroy(&hd.lock);
+	if (hd.err) {
+		bfs_seterr(errmsg, "%s", hd.errmsg);
+		bfs_storage_objects_free(hd.v, st->nurls);
+		return hd.err;
 	}
-	qsort(v, st->nurls, sizeof(*v), cmp_name);
-	*objs = v;
+	qsort(hd.v, st->nurls, sizeof(*hd.v), cmp_name);
+	*objs = hd.v;
 	*n = st->nurls;
 	return 0;
 }
+
+/* ---- a local folder ------------------------------------------------------ */
+
+/* What stands in for an ETag in a folder: what changes whenever the
+ * file's bytes can have (bfs_shard_stamp's inode number, mtime, ctime). */
+static void local_etag(const struct stat *sb, char *out, size_t cap)
+{
+	snprintf(out, cap, "\"L%llx.%llx.%llx\"", (unsigned long long)sb->st_ino,
+		 (unsigned long long)(sb->st_mtim.tv_sec * 1000000000ll + sb->st_mtim.tv_nsec),
+		 (unsigned long long)(sb->st_ctim.tv_sec * 1000000000ll + sb->st_ctim.tv_nsec));
+}
+
+typedef struct {
+	bfs_storage_object *v;
+	size_t n, cap;
+} objvec;
+
+/* Every regular file under root + rel (rel "" or ending in '/'), hidden
+ * names (a part starting with '.') left out, into ov.  0 or -errno. */
+static int walk_local(const char *root, const char *rel, objvec *ov,
+		      unsigned depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int err = 0;
+
+	if (depth > 64)
+		return 0; /* a loop of bind mounts: deep enough */
+	if (snprintf(path, sizeof(path), "%s%s", root, rel) >= (int)sizeof(path))
+		return 0;
+	if (!(d = opendir(path)))
+		return depth ? 0 : -errno;
+	while (!err && (de = readdir(d))) {
+		char name[PATH_MAX], full[PATH_MAX];
+		struct stat sb;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (snprintf(name, sizeof(name), "%s%s", rel, de->d_name) >= (int)sizeof(name) ||
+		    snprintf(full, sizeof(full), "%s%s", root, name) >= (int)sizeof(full) ||
+		    stat(full, &sb))
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			strcat(name, "/");
+			err = walk_local(root, name, ov, depth + 1);
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode))
+			continue;
+		if (ov->n == ov->cap) {
+			size_t cap = ov->cap ? ov->cap * 2 : 64;
+			bfs_storage_object *nv = realloc(ov->v, cap * sizeof(*nv));
+
+			if (!nv) {
+				err = -ENOMEM;
+				break;
+			}
+			ov->v = nv;
+			ov->cap = cap;
+		}
+		memset(&ov->v[ov->n], 0, sizeof(ov->v[ov->n]));
+		if (!(ov->v[ov->n].name = strdup(name))) {
+			err = -ENOMEM;
+			break;
+		}
+		ov->v[ov->n].size = (uint64_t)sb.st_size;
+		local_etag(&sb, ov->v[ov->n].etag, sizeof(ov->v[ov->n].etag));
+		ov->n++;
+	}
+	closedir(d);
+	return err;
+}
+
+static int list_local(bfs_storage *st, bfs_storage_object **objs, size_t *n,
+		      char *errmsg)
+{
+	objvec ov = { 0 };
+	int err = walk_local(st->root, "", &ov, 0);
+
+	if (!err && !ov.n) {
+		err = -ENOENT;
+		bfs_seterr(errmsg, "%s: no files in this folder", st->url);
+	} else if (err) {
+		bfs_seterr(errmsg, "%s: %s", st->url, strerror(-err));
+	}
+	if (err) {
+		bfs_storage_objects_free(ov.v, ov.n);
+		return err;
+	}
+	qsort(ov.v, ov.n, sizeof(*ov.v), cmp_name);
+	*objs = ov.v;
+	*n = ov.n;
+	return 0;
+}
+
+/* Open obj in the folder, checked to be the file that was listed: its
+ * descriptor, or -ENOENT/-ESTALE/-errno with errmsg. */
+static int local_open(bfs_storage *st, const bfs_storage_object *obj,
+		      char *errmsg)
+{
+	char path[PATH_MAX], etag[128];
+	struct stat sb;
+	int fd, err;
+
+	if (snprintf(path, sizeof(path), "%s%s", st->root, obj->name) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb)) {
+		err = -errno;
+		if (fd >= 0)
+			close(fd);
+		bfs_seterr(errmsg, "%s: %s", path, strerror(-err));
+		return err;
+	}
+	local_etag(&sb, etag, sizeof(etag));
+	if ((uint64_t)sb.st_size != obj->size || strcmp(etag, obj->etag)) {
+		close(fd);
+		bfs_seterr(errmsg, "%s: changed since it was listed", path);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* Bytes [off, off + len) of the file on fd to buf, or (buf NULL) in
+ * pieces to sink.  0, -EIO (the file ends first), -errno. */
+static int local_copy(bfs_storage *st, int fd, uint64_t off, uint64_t len,
+		      void *buf, int (*sink)(void *, uint64_t, const void *, size_t),
+		      void *ctx)
+{
+	uint8_t piece[65536];
+	uint64_t done = 0;
+
+	while (done < len) {
+		size_t want = buf ? (size_t)(len - done)
+			    : (size_t)(len - done < sizeof(piece) ? len - done : sizeof(piece));
+		ssize_t k = pread(fd, buf ? (uint8_t *)buf + done : piece, want,
+				  (off_t)(off + done));
+		int err;
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		if (!buf && (err = sink(ctx, off + done, piece, (size_t)k)))
+			return err;
+		done += (uint64_t)k;
+		atomic_fetch_add(&st->lbytes, (uint64_t)k);
+	}
+	return 0;
+}
+
+static int read_local(bfs_storage *st, const bfs_storage_object *obj,
+		      uint64_t off, uint64_t len, void *buf,
+		      int (*sink)(void *, uint64_t, const void *, size_t),
+		      void *ctx, char *errmsg)
+{
+	int fd, err;
+
+	if (!len)
+		return 0;
+	atomic_fetch_add(&st->lreads, 1);
+	if (off > obj->size || len > obj->size - off) {
+		bfs_seterr(errmsg, "%s%s: bytes %llu..%llu are past its end (%llu)",
+			   st->root, obj->name, (unsigned long long)off,
+			   (unsigned long long)(off + len), (unsigned long long)obj->size);
+		return -ERANGE;
+	}
+	if ((fd = local_open(st, obj, errmsg)) < 0)
+		return fd;
+	err = local_copy(st, fd, off, len, buf, sink, ctx);
+	close(fd);
+	if (err)
+		bfs_seterr(errmsg, "%s%s: %s", st->root, obj->name,
+			   err == -EIO ? "shorter than it was listed" : bfs_strerror(err));
+	return err;
+}
+
+/* ---- list and read, whatever the kind ------------------------------------ */
 
 int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
 		     char *errmsg)
@@ -369,8 +660,10 @@ int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
 
 	*objs = NULL;
 	*n = 0;
+	if (st->kind == KIND_LOCAL)
+		return list_local(st, objs, n, errmsg);
 	if (st->kind == KIND_HTTP)
-		return list_http(st, objs, n, errmsg);
+		return list_http(st, st->connections, objs, n, errmsg);
 	err = bfs_s3_list(st->s3, st->bucket, st->prefix, &so, &sn, errmsg);
 	if (err)
 		return err;
@@ -415,17 +708,23 @@ static char *s3_key(const bfs_storage *st, const char *name)
 	return key;
 }
 
-int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
-		     uint64_t off, void *buf, size_t len, char *errmsg)
+static int read_any(bfs_storage *st, const bfs_storage_object *obj,
+		    uint64_t off, uint64_t len, void *buf,
+		    int (*sink)(void *, uint64_t, const void *, size_t),
+		    void *ctx, char *errmsg)
 {
+	if (st->kind == KIND_LOCAL)
+		return read_local(st, obj, off, len, buf, sink, ctx, errmsg);
 	if (st->kind == KIND_S3) {
 		char *key = s3_key(st, obj->name);
 		int err;
 
 		if (!key)
 			return -ENOMEM;
-		err = bfs_s3_get(st->s3, st->bucket, key, obj->etag, off, buf, len,
-				 errmsg);
+		err = buf ? bfs_s3_get(st->s3, st->bucket, key, obj->etag, off, buf,
+				       (size_t)len, errmsg)
+			  : bfs_s3_get_to(st->s3, st->bucket, key, obj->etag, off,
+					  len, sink, ctx, errmsg);
 		free(key);
 		return err;
 	} else {
@@ -433,7 +732,8 @@ int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 		http_req q = { url, off, len, obj->etag, 1 };
 		bfs_http_req r = { .method = "GET", .prepare = http_prepare,
 				   .ctx = &q, .what = url, .buf = buf,
-				   .want = len, .range_off = off };
+				   .want = len, .range_off = off,
+				   .sink = buf ? NULL : sink, .sink_ctx = ctx };
 
 		if (!len)
 			return 0;
@@ -441,6 +741,20 @@ int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 			 obj->name);
 		return bfs_http_do(st->http, &r, NULL, errmsg);
 	}
+}
+
+int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
+		     uint64_t off, void *buf, size_t len, char *errmsg)
+{
+	return read_any(st, obj, off, len, buf, NULL, NULL, errmsg);
+}
+
+int bfs_storage_read_to(bfs_storage *st, const bfs_storage_object *obj,
+			uint64_t off, uint64_t len,
+			int (*sink)(void *ctx, uint64_t off, const void *p, size_t n),
+			void *ctx, char *errmsg)
+{
+	return read_any(st, obj, off, len, NULL, sink, ctx, errmsg);
 }
 
 int bfs_storage_put(bfs_storage *st, const char *name, const void *data,

@@ -1,8 +1,15 @@
 /*
- * storage.h - the one interface to where shards are kept remotely: list
- * the objects of a source, each with its identity (size, ETag), and read a
- * range of one.  s3:// (s3.h) and http(s):// lists in WebDataset's brace
- * notation implement it; the shard cache (shardcache.h) reads through it.
+ * storage.h - the one interface to where shards are kept: list the objects
+ * of a source, each with its identity (size, ETag), and read a range of
+ * one.  s3:// (s3.h), http(s):// lists in WebDataset's brace notation, and
+ * a local folder implement it; the shard cache (shardcache.h) reads
+ * through it.
+ *
+ * A local folder's objects are its regular files, every level down (names
+ * with '/'; hidden names left out); what stands in for a file's ETag is
+ * made of its inode number, mtime and ctime (what bfs_shard_stamp checks),
+ * so a read of a file rewritten since it was listed fails with -ESTALE, as
+ * an S3 read of a replaced object does.
  *
  * A source URL is parsed once at open; what bfs_storage_url returns is the
  * URL as the user gave it, which never holds a credential (batchfs takes
@@ -38,10 +45,12 @@ typedef struct {
 int bfs_storage_is_url(const char *s);
 
 /*
- * Open the source at url.  For s3, credentials are found (creds.h) and
- * the endpoint chosen, but nothing is sent yet.  Returns 0, -EINVAL (a
+ * Open the source at url: an s3://, http:// or https:// URL, or else the
+ * path of a local folder.  For s3, credentials are found (creds.h) and the
+ * endpoint chosen, but nothing is sent yet.  Returns 0, -EINVAL (a
  * malformed URL or brace pattern; errmsg says what), -ENOENT (no
- * credentials), -ENOMEM.  Close with bfs_storage_close.
+ * credentials; no such folder), -ENOTDIR, -ENOMEM.  Close with
+ * bfs_storage_close.
  */
 int bfs_storage_open(const char *url, const bfs_storage_opts *o,
 		     bfs_storage **out, char *errmsg);
@@ -49,6 +58,14 @@ void bfs_storage_close(bfs_storage *st);
 
 /* The URL as given (never a secret). */
 const char *bfs_storage_url(bfs_storage *st);
+
+/* The URL every object name is relative to, ending in '/': for s3://B/P
+ * (or s3://B/P/) "s3://B/P/", for s3://B "s3://B/", for an http(s) list
+ * the folder of its first brace ("https://h/wds/" for
+ * https://h/wds/train-{000..146}.tar).  Root + name is the object's URL.
+ * It names remote shards in the caches (source.h, bfs_shard_stamp_remote):
+ * two spellings of one source get one root.  Valid until close. */
+const char *bfs_storage_root(bfs_storage *st);
 
 /* The endpoint and the credentials' source, for the mount message: never
  * a secret. */
@@ -58,17 +75,31 @@ void bfs_storage_describe(bfs_storage *st, char *buf, size_t n);
  * Every object of the source, sorted bytewise by name, in a malloc'd
  * array freed with bfs_storage_objects_free.  s3: the listing of the
  * prefix; http: every URL of the pattern, each asked for its size and
- * ETag (HEAD).  Errors: -ENOENT (no such bucket, or no object: errmsg
- * says which), -EACCES, -EIO/-ETIMEDOUT, -EPROTO, -ENOMEM.
+ * ETag (HEAD, opts.http.connections at once); a folder: its files.
+ * Errors: -ENOENT (no such bucket, or no object: errmsg says which),
+ * -EACCES, -EIO/-ETIMEDOUT, -EPROTO, -ENOMEM.
  */
 int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
 		     char *errmsg);
 void bfs_storage_objects_free(bfs_storage_object *objs, size_t n);
 
 /* Bytes [off, off + len) of obj, exactly, checked against its ETag:
- * -ESTALE when the object was replaced since it was listed. */
+ * -ESTALE when the object was replaced since it was listed; -ERANGE past
+ * its end; the errors of http.h (errmsg names the object, the attempts,
+ * the last status and cause). */
 int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,
 		     uint64_t off, void *buf, size_t len, char *errmsg);
+
+/* The same bytes handed to sink in pieces as they arrive, each with the
+ * object offset of its first byte, in order, every byte once (a read
+ * resumed after a reset goes on where it broke): a body of any size
+ * through a bounded buffer.  sink returns 0, or an error that ends the
+ * read with it.  sink runs in the calling thread and must not call into
+ * st. */
+int bfs_storage_read_to(bfs_storage *st, const bfs_storage_object *obj,
+			uint64_t off, uint64_t len,
+			int (*sink)(void *ctx, uint64_t off, const void *p, size_t n),
+			void *ctx, char *errmsg);
 
 /* Write the object NAME (relative to the source's root) whole, or remove
  * it.  s3:// only: -EOPNOTSUPP for http(s).  Errors as s3.h's. */
@@ -76,7 +107,13 @@ int bfs_storage_put(bfs_storage *st, const char *name, const void *data,
 		    size_t len, char *errmsg);
 int bfs_storage_delete(bfs_storage *st, const char *name, char *errmsg);
 
-/* The counters of the requests made so far. */
+/* End every request under way and to come with -ECANCELED (http.h
+ * bfs_http_cancel; a folder's reads are not cancelled: they do not wait
+ * on a network).  For a mount that is ending.  Any thread. */
+void bfs_storage_cancel(bfs_storage *st);
+
+/* The counters of the requests made so far (a folder: its reads and
+ * bytes, the rest 0). */
 void bfs_storage_stats(bfs_storage *st, bfs_http_stats *out);
 
 /*

@@ -2,6 +2,7 @@
 GETs it forwards, for the object-storage tests.
 
     faultproxy.py UPSTREAM_PORT PORTFILE MODE COUNT [--down-seconds S]
+                  [--after K] [--delay-ms D]
 
 Listens on an ephemeral 127.0.0.1 port (written to PORTFILE), forwards
 every request verbatim (the Host header too, so a Signature V4 made for
@@ -23,6 +24,13 @@ and spoils the first COUNT GETs that carry a Range header:
                COUNT ranged GETs, the object is replaced upstream with
                FILE's bytes (through SeaweedFS's filer): the GET's If-Match
                then no longer holds
+    log        spoils nothing: every GET is logged, with its path, its
+               Range and the status and bytes of the answer (COUNT ignored)
+
+With --after K the first K ranged GETs pass unspoiled (a fault in the
+middle of an epoch rather than at its start).  With --delay-ms D every
+request waits D ms before it is forwarded: a link with a round trip of D ms
+more (for the benchmarks; the machine has no netem).
 
 Every spoiled request adds a line to PORTFILE.log.  Runs until killed;
 each request is answered or dropped, so it loops no longer than its
@@ -39,10 +47,14 @@ UP = int(sys.argv[1])
 PORTFILE = sys.argv[2]
 MODE = sys.argv[3]
 COUNT = int(sys.argv[4])
-DOWN = float(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[5] == "--down-seconds" else 0.0
-REPLACE = (int(sys.argv[6]), sys.argv[7]) if len(sys.argv) > 7 and sys.argv[5] == "--replace" else None
+OPTS = sys.argv[5:]
+DOWN = float(OPTS[OPTS.index("--down-seconds") + 1]) if "--down-seconds" in OPTS else 0.0
+REPLACE = ((int(OPTS[OPTS.index("--replace") + 1]), OPTS[OPTS.index("--replace") + 2])
+           if "--replace" in OPTS else None)
+AFTER = int(OPTS[OPTS.index("--after") + 1]) if "--after" in OPTS else 0
+DELAY = float(OPTS[OPTS.index("--delay-ms") + 1]) / 1e3 if "--delay-ms" in OPTS else 0.0
 lock = threading.Lock()
-state = {"spoiled": 0, "down_until": None}
+state = {"spoiled": 0, "down_until": None, "ranged": 0}
 
 
 def log(line):
@@ -83,7 +95,11 @@ class Handler(socketserver.StreamRequestHandler):
         spoil = None
         with lock:
             now = time.monotonic()
-            if MODE == "down":
+            if ranged:
+                state["ranged"] += 1
+            if ranged and state["ranged"] <= AFTER:
+                pass
+            elif MODE == "down":
                 if ranged and state["down_until"] is None:
                     state["down_until"] = now + DOWN
                 if state["down_until"] is not None and now < state["down_until"]:
@@ -111,6 +127,8 @@ class Handler(socketserver.StreamRequestHandler):
             f.getresponse().read()
             log("replace %s" % path)
             spoil = None
+        if DELAY:
+            time.sleep(DELAY)
         up = http.client.HTTPConnection("127.0.0.1", UP, timeout=30)
         up.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for k, v in headers:
@@ -144,6 +162,9 @@ class Handler(socketserver.StreamRequestHandler):
             return
         if spoil == "shortlen":
             log("shortlen %s" % path)
+        if MODE == "log" and method == "GET":
+            log("GET %s %s %d %d" % (path.split("?")[0], rng[0] if rng else "-",
+                                     r.status, len(data)))
         self.wfile.write(data[:length] if spoil == "shortlen" else data)
 
 

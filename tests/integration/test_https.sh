@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # https:// with WebDataset's braces against nginx (Debian's) on loopback,
 # with a certificate of a CA made in the test: every batch equals the same
-# tars mounted from a local folder; TLS is verified (AWS_CA_BUNDLE), a
+# tars mounted from a local folder, also through a shard cache a quarter of
+# the source's size; TLS is verified (AWS_CA_BUNDLE), a
 # certificate that is not trusted is refused at once with what to do, and
 # --no-verify-tls turns the check off by name; a URL of the pattern that
 # the server does not have is named.
@@ -82,6 +83,31 @@ if AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$URL" "$D/https" "${COMMON[@]}"; then
 else
 	not_ok "https:// mount with AWS_CA_BUNDLE: $(tail -2 "$D/mount.log")"
 fi
+
+# A source four times the shard cache: streamed through it, evicted in the
+# epoch order, every batch still the local mount's.
+"$MKJPEG" "$D/big-jpegs" --classes 4 --per-class 48 --seed 9 --min-size 200 \
+	--max-size 400 >/dev/null || not_ok "mkjpeg big"
+$PY "$TOOLS/mkwds.py" "$D/big-jpegs" "$D/www/big" --per-shard 12 >/dev/null || not_ok "mkwds big"
+nb=$(ls "$D/www/big" | wc -l)
+SIZE=$(cat "$D"/www/big/* | wc -c)
+LIM=$((SIZE / 4))
+BIG="https://127.0.0.1:$port/big/train-{000000..$(printf '%06d' $((nb - 1)))}.tar"
+mount_fg "$D/www/big" "$D/local-big" --batch 8 --size 40x48 --shuffle 5 --shuffle-block 2 --cache none ||
+	not_ok "local mount of the big set"
+if [ "$LIM" -ge 1048576 ] && AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$BIG" "$D/https-big" --batch 8 \
+	--size 40x48 --shuffle 5 --shuffle-block 2 --cache none --shard-cache "$D/big-shards" \
+	--shard-cache-size "$LIM"; then
+	check "https:// with braces through a shard cache a quarter of the source, blocks of 2 shards: every batch equals the local mount's" \
+		cmp <(every_batch "$D/local-big") <(every_batch "$D/https-big")
+	check "...and the cache holds no more than its limit" \
+		$PY -c 'import json,sys; r=json.load(open(sys.argv[1]))["remote"]; sys.exit(0 if 0 < r["bytes_on_disk"] <= r["limit"] == int(sys.argv[2]) else 1)' \
+		"$D/https-big/stats.json" "$LIM"
+	unmount_wait "$D/https-big"
+else
+	not_ok "https:// mount through a quarter cache ($LIM bytes): $(tail -2 "$D/mount.log")"
+fi
+unmount_wait "$D/local-big"
 
 refused() { # NAME PATTERN SRC ARGS...
 	local name=$1 pat=$2 src=$3 out rc t0=$SECONDS

@@ -297,8 +297,9 @@ for e in (0, 1):
     assert shards["n0"] and shards["n1"] and len(both) <= (0 if even else 1), (e, shards)
 PY
 	# Fetched bytes per node per epoch, from the shard cache's counters:
-	# meaningful once the shard cache streams (a cache that fetches the
-	# whole source at mount fetched all of it before the first batch).
+	# meaningful once a node need not read every shard to index it (a
+	# stored or sidecar index): a first mount that indexes by scanning has
+	# fetched all of it before the first batch.
 	why=$($PY - "$D" "$SOURCE_KIND" <<'PY'
 import json, sys
 d, kind = sys.argv[1], sys.argv[2]
@@ -308,7 +309,7 @@ if kind != "s3":
 for r in (0, 2):
     s = [json.loads(l) for l in open(f"{d}/full.rank-{r}.jsonl")][0]
     if (s["counters"]["bytes_fetched"] or 0) >= total:
-        print("the shard cache fetched the whole source at mount (no streaming shard cache in this build)")
+        print("each node fetched the whole source at mount to index it (no stored or sidecar index of its shards)")
         sys.exit()
 PY
 )

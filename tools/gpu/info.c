@@ -27,6 +27,7 @@ static const bfs_gpu_code codes[] = {
 	CODE(BFS_E_FORMAT),
 	CODE(BFS_E_EMPTY),
 	CODE(BFS_E_MEMORY),
+	CODE(BFS_E_REMOTE),
 };
 
 _Static_assert(sizeof(codes) / sizeof(codes[0]) ==
