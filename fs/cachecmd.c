@@ -5,6 +5,7 @@
 #include "fs/cachecmd.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +15,9 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "engine/storage/shardfolder.h"
+#include "engine/storage/storage.h"
+#include "fs/host.h"
 #include "fs/optparse.h"
 
 static const char usage_top[] =
@@ -25,7 +29,8 @@ static const char usage_top[] =
 	"\n"
 	"commands:\n"
 	"  stats [DIR]    size, limit, entries, hit rate and fingerprints\n"
-	"                 (--source SRC: one source's entries)\n"
+	"                 (--source SRC: one source's entries, and for a URL\n"
+	"                 its shard cache folder)\n"
 	"  verify [DIR]   check the CRC32C of every entry\n"
 	"  clear [DIR]    remove every entry (or one fingerprint's, or one\n"
 	"                 source's: --source SRC)\n"
@@ -34,6 +39,7 @@ static const char usage_top[] =
 
 static const char usage_stats[] =
 	"usage: batchfs cache stats [DIR] [--fingerprint FP] [--source SRC]\n"
+	"                           [--shard-cache SDIR]\n"
 	"\n"
 	"Shows data.mdb's size on disk and the size limit, the bytes in use,\n"
 	"the number of cached samples and shard indexes, the hit rate of every\n"
@@ -42,8 +48,13 @@ static const char usage_stats[] =
 	"\n"
 	"options:\n"
 	"  --fingerprint FP   show only this fingerprint (16 hex digits)\n"
-	"  --source SRC       also the entries of one source (a shard directory):\n"
-	"                     its shard indexes and the samples of those shards\n"
+	"  --source SRC       also the entries of one source (a shard directory,\n"
+	"                     or an s3:// or http(s):// source as mounted): its\n"
+	"                     shard indexes and the samples of those shards; for\n"
+	"                     a URL also its folder in the shard cache (objects,\n"
+	"                     bytes on disk)\n"
+	"  --shard-cache SDIR the shard cache a URL's mounts use (default\n"
+	"                     $XDG_CACHE_HOME/batchfs-shards, as batchfs mount)\n"
 	"  -h, --help         this help\n";
 
 static const char usage_verify[] =
@@ -64,6 +75,7 @@ static const char usage_verify[] =
 
 static const char usage_clear[] =
 	"usage: batchfs cache clear [DIR] [--fingerprint FP | --source SRC]\n"
+	"                           [--shard-cache SDIR]\n"
 	"\n"
 	"Removes every cached sample, shard index and counter.  When no mount\n"
 	"uses the cache its files are deleted and the space goes back to the\n"
@@ -76,7 +88,12 @@ static const char usage_clear[] =
 	"  --source SRC       remove only one source's entries (a shard\n"
 	"                     directory): its shard indexes and the samples of\n"
 	"                     those shards, of every fingerprint (a folder of\n"
-	"                     images keeps its samples: clear by fingerprint)\n"
+	"                     images keeps its samples: clear by fingerprint);\n"
+	"                     for an s3:// or http(s):// source also the\n"
+	"                     objects its shard cache folder keeps that no\n"
+	"                     mount holds (a mount's own are kept, and said)\n"
+	"  --shard-cache SDIR the shard cache a URL's mounts use (default\n"
+	"                     $XDG_CACHE_HOME/batchfs-shards, as batchfs mount)\n"
 	"  -h, --help         this help\n";
 
 static void human(uint64_t v, char *out, size_t cap)
@@ -140,10 +157,28 @@ static int probe_writer(const char *cmd, bfs_cache *c)
 
 /* The root a source's entries are stored under: a shard directory's
  * absolute path.  0, or 2 (usage) with the message printed. */
+/* The root that names src's entries in the cache: a shard directory's
+ * absolute path, or a remote source's root URL (bfs_storage_root: opened
+ * without credentials, since nothing is sent). */
 static int source_root(const char *cmd, const char *src, char *root, size_t cap)
 {
-	char real[PATH_MAX];
+	char real[PATH_MAX], errmsg[BFS_ERRMSG_MAX] = "";
 
+	if (bfs_storage_is_url(src)) {
+		bfs_storage_opts so = { .anonymous = 1 };
+		bfs_storage *st = NULL;
+		int err;
+
+		bfs_http_opts_default(&so.http);
+		if ((err = bfs_storage_open(src, &so, &st, errmsg))) {
+			fprintf(stderr, "batchfs cache %s: --source %s: %s\n", cmd, src,
+				errmsg[0] ? errmsg : bfs_strerror(err));
+			return 2;
+		}
+		snprintf(root, cap, "%s", bfs_storage_root(st));
+		bfs_storage_close(st);
+		return 0;
+	}
 	if (!realpath(src, real)) {
 		fprintf(stderr, "batchfs cache %s: --source %s: %s\n", cmd, src,
 			strerror(errno));
@@ -151,6 +186,78 @@ static int source_root(const char *cmd, const char *src, char *root, size_t cap)
 	}
 	snprintf(root, cap, "%s", real);
 	return 0;
+}
+
+/* A URL source's folder in the shard cache sdir (or the default one):
+ * sdir/ID, as shardfolder.h names it.  0, or 2 with a message. */
+static int shard_folder(const char *cmd, const char *sdir, const char *root,
+			char *out, size_t cap, char *used, size_t used_cap)
+{
+	char def[PATH_MAX], id[17];
+
+	if (!sdir) {
+		if (bfs_host_default_shard_cache(def, sizeof(def))) {
+			fprintf(stderr, "batchfs cache %s: no default shard cache "
+				"(set XDG_CACHE_HOME or HOME, or give --shard-cache)\n", cmd);
+			return 2;
+		}
+		sdir = def;
+	}
+	snprintf(used, used_cap, "%s", sdir);
+	bfs_shardfolder_id(root, id);
+	if (snprintf(out, cap, "%s/%s", sdir, id) >= (int)cap) {
+		fprintf(stderr, "batchfs cache %s: --shard-cache %s: too long\n", cmd, sdir);
+		return 2;
+	}
+	return 0;
+}
+
+/* The whole objects under path (data/ of a shard cache folder), and their
+ * bytes on disk. */
+static void count_objects(const char *path, unsigned depth, uint64_t *n,
+			  uint64_t *bytes)
+{
+	DIR *d = depth < 64 ? opendir(path) : NULL;
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char p[PATH_MAX];
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (snprintf(p, sizeof(p), "%s/%s", path, de->d_name) >= (int)sizeof(p) ||
+		    lstat(p, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			count_objects(p, depth + 1, n, bytes);
+		} else if (S_ISREG(st.st_mode)) {
+			(*n)++;
+			*bytes += (uint64_t)st.st_blocks * 512;
+		}
+	}
+	closedir(d);
+}
+
+/* stats --source URL: what its shard cache folder keeps. */
+static void print_shard_folder(const char *folder, const char *verb)
+{
+	char data[PATH_MAX], a[32];
+	uint64_t n = 0, bytes = 0;
+	struct stat st;
+
+	if (stat(folder, &st) != 0) {
+		printf("shard cache   %s: none (no mount of it has used this shard cache)\n",
+		       folder);
+		return;
+	}
+	snprintf(data, sizeof(data), "%s/data", folder);
+	count_objects(data, 0, &n, &bytes);
+	human(bytes, a, sizeof(a));
+	printf("shard cache   %s: %s%llu objects, %s on disk\n", folder, verb,
+	       (unsigned long long)n, a);
 }
 
 static void print_source(const char *src, const bfs_cache_source_info *in,
@@ -165,7 +272,8 @@ static void print_source(const char *src, const bfs_cache_source_info *in,
 	       (unsigned long long)in->samples, b);
 }
 
-static int cmd_stats(const char *dir, const char *fp, const char *src)
+static int cmd_stats(const char *dir, const char *fp, const char *src,
+		     const char *sdir)
 {
 	bfs_cache *c;
 	bfs_cache_stats st;
@@ -227,6 +335,13 @@ static int cmd_stats(const char *dir, const char *fp, const char *src)
 			return 1;
 		}
 		print_source(src, &in, "");
+		if (bfs_storage_is_url(src)) {
+			char folder[PATH_MAX], used[PATH_MAX];
+
+			if (!shard_folder("stats", sdir, root, folder, sizeof(folder),
+					  used, sizeof(used)))
+				print_shard_folder(folder, "");
+		}
 	}
 	bfs_cache_close(c);
 	return 0;
@@ -273,33 +388,82 @@ static int cmd_verify(const char *dir, const char *fp, int del)
 	return nbad ? 1 : 0;
 }
 
-/* clear --source: one source's shard indexes and samples. */
-static int clear_source(const char *dir, const char *src)
+/* clear --source URL: the objects of its shard cache folder that no
+ * mount holds (the folder's own recount, as a mount's, with no object
+ * kept: shardfolder.h), saying what stays. */
+static int clear_shard_folder(const char *folder, const char *sdir,
+			      const char *root)
 {
-	char root[PATH_MAX];
-	bfs_cache_source_info in;
-	bfs_cache *c;
+	char errmsg[BFS_ERRMSG_MAX] = "", data[PATH_MAX];
+	bfs_shardfolder *f = NULL;
+	uint64_t removed = 0, kept = 0, bytes = 0;
+	struct stat st;
+	static const bfs_storage_object none[1];
 	int err;
 
-	if (source_root("clear", src, root, sizeof(root)))
-		return 1;
-	if (open_admin("clear", dir, &c))
-		return 1;
-	if (probe_writer("clear", c)) {
-		bfs_cache_close(c);
-		return 1;
+	if (stat(folder, &st) != 0) {
+		printf("shard cache   %s: none (no mount of it has used this shard cache)\n",
+		       folder);
+		return 0;
 	}
-	err = bfs_cache_source(c, root, 1, &in);
-	bfs_cache_close(c);
+	err = bfs_shardfolder_open(sdir, root, UINT64_MAX, 0, &f, errmsg);
+	if (!err) /* no object is listed: every one nobody holds goes */
+		err = bfs_shardfolder_recount(f, none, 0, NULL, &removed, errmsg);
+	bfs_shardfolder_close(f);
 	if (err) {
-		fprintf(stderr, "batchfs cache clear: %s: %s\n", src, bfs_strerror(err));
+		fprintf(stderr, "batchfs cache clear: %s: %s\n", folder,
+			errmsg[0] ? errmsg : bfs_strerror(err));
 		return 1;
 	}
-	print_source(src, &in, "removed ");
+	snprintf(data, sizeof(data), "%s/data", folder);
+	count_objects(data, 0, &kept, &bytes);
+	printf("shard cache   %s: removed %llu files", folder,
+	       (unsigned long long)removed);
+	if (kept)
+		printf("; %llu objects kept: a mount holds them (unmount it to "
+		       "remove them)", (unsigned long long)kept);
+	printf("\n");
 	return 0;
 }
 
-static int cmd_clear(const char *dir, const char *fp, const char *src)
+/* clear --source: one source's shard indexes and samples, and for a URL
+ * what its shard cache folder keeps. */
+static int clear_source(const char *dir, const char *src, const char *sdir)
+{
+	char root[PATH_MAX], path[PATH_MAX], folder[PATH_MAX], used[PATH_MAX];
+	bfs_cache_source_info in;
+	struct stat st;
+	bfs_cache *c;
+	int err, url = bfs_storage_is_url(src);
+
+	if (source_root("clear", src, root, sizeof(root)))
+		return 1;
+	if (url && shard_folder("clear", sdir, root, folder, sizeof(folder),
+				used, sizeof(used)))
+		return 1;
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	if (stat(path, &st) != 0) {
+		printf("no cache in %s: no entries to clear\n", dir);
+	} else {
+		if (open_admin("clear", dir, &c))
+			return 1;
+		if (probe_writer("clear", c)) {
+			bfs_cache_close(c);
+			return 1;
+		}
+		err = bfs_cache_source(c, root, 1, &in);
+		bfs_cache_close(c);
+		if (err) {
+			fprintf(stderr, "batchfs cache clear: %s: %s\n", src, bfs_strerror(err));
+			return 1;
+		}
+		print_source(src, &in, "removed ");
+	}
+	return url ? clear_shard_folder(folder, used, root) : 0;
+}
+
+static int cmd_clear(const char *dir, const char *fp, const char *src,
+		     const char *sdir)
 {
 	bfs_cache *c;
 	char path[PATH_MAX], a[32];
@@ -307,13 +471,13 @@ static int cmd_clear(const char *dir, const char *fp, const char *src)
 	uint64_t removed = 0;
 	int err;
 
+	if (src)
+		return clear_source(dir, src, sdir);
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	if (stat(path, &st) != 0) {
 		printf("no cache in %s: nothing to clear\n", dir);
 		return 0;
 	}
-	if (src)
-		return clear_source(dir, src);
 	if (!fp) {
 		err = bfs_cache_remove_files(dir);
 		if (err == 0) {
@@ -360,15 +524,17 @@ static int valid_fp(const char *s)
 
 int bfs_cachecmd_main(int argc, char **argv)
 {
-	enum { O_FP = 256, O_DELETE, O_SOURCE };
+	enum { O_FP = 256, O_DELETE, O_SOURCE, O_SHARDS };
 	static const struct option lo[] = {
 		{ "fingerprint", required_argument, 0, O_FP },
 		{ "delete", no_argument, 0, O_DELETE },
 		{ "source", required_argument, 0, O_SOURCE },
+		{ "shard-cache", required_argument, 0, O_SHARDS },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 }
 	};
-	const char *sub = argc > 1 ? argv[1] : NULL, *usage, *fp = NULL, *src = NULL;
+	const char *sub = argc > 1 ? argv[1] : NULL, *usage, *fp = NULL, *src = NULL,
+		   *sdir = NULL;
 	char dir[PATH_MAX];
 	int c, del = 0;
 
@@ -412,6 +578,13 @@ int bfs_cachecmd_main(int argc, char **argv)
 			}
 			src = optarg;
 			break;
+		case O_SHARDS:
+			if (usage == usage_verify) {
+				fputs(usage, stderr);
+				return 2;
+			}
+			sdir = optarg;
+			break;
 		case O_DELETE:
 			if (usage != usage_verify) {
 				fputs(usage, stderr);
@@ -450,8 +623,8 @@ int bfs_cachecmd_main(int argc, char **argv)
 		return 2;
 	}
 	if (usage == usage_stats)
-		return cmd_stats(dir, fp, src);
+		return cmd_stats(dir, fp, src, sdir);
 	if (usage == usage_verify)
 		return cmd_verify(dir, fp, del);
-	return cmd_clear(dir, fp, src);
+	return cmd_clear(dir, fp, src, sdir);
 }

@@ -416,3 +416,14 @@ int bfs_host_check_slot_dir(const char *dir, char *why, size_t cap)
 	}
 	return 0;
 }
+
+int bfs_host_default_shard_cache(char *buf, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+
+	if (x && *x)
+		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
+	if (h && *h)
+		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
+	return -1;
+}

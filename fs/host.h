@@ -60,6 +60,11 @@ void bfs_host_raise_readahead(const char *mountpoint);
 FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 			char *why, size_t why_cap);
 
+/* The default --shard-cache: $XDG_CACHE_HOME/batchfs-shards, else
+ * $HOME/.cache/batchfs-shards, beside the sample cache's default.  0, or
+ * -1 when neither variable is set or buf is short. */
+int bfs_host_default_shard_cache(char *buf, size_t n);
+
 /* Is dir fit to be a cache directory: absent (it will be created), or a
  * directory that holds nothing but a batchfs cache's files (data.mdb,
  * lock.mdb, users.lock or any NAME.lock, damaged and data.mdb.damaged-*

@@ -147,18 +147,6 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The default shard cache: beside the sample cache's default. */
-static int default_shard_cache(char *buf, size_t n)
-{
-	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-
-	if (x && *x)
-		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
-	if (h && *h)
-		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
-	return -1;
-}
-
 /* A remote source: its storage opened and listed, and its shard cache
  * opened over it (nothing fetched yet: indexing and the engine's plan
  * ask for what they need). */
@@ -184,7 +172,7 @@ static int open_remote(struct mnt *m, char *msg, size_t cap)
 	}
 	if (o->shard_cache)
 		snprintf(dir, sizeof(dir), "%s", o->shard_cache);
-	else if (default_shard_cache(dir, sizeof(dir))) {
+	else if (bfs_host_default_shard_cache(dir, sizeof(dir))) {
 		snprintf(msg, cap, "batchfs: no shard cache directory: set "
 			 "XDG_CACHE_HOME or HOME, or give --shard-cache DIR");
 		return -ENOENT;

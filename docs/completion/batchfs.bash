@@ -132,10 +132,10 @@ _batchfs()
 			_batchfs_set -W "stats verify clear --help" -- "$cur"
 		elif [[ $prev == --fingerprint ]]; then
 			return
-		elif [[ $prev == --source ]]; then
+		elif [[ $prev == --source || $prev == --shard-cache ]]; then
 			_batchfs_set -d -- "$cur"
 		elif [[ $cur == -* ]]; then
-			_batchfs_set -W "--fingerprint --source --delete --help" -- "$cur"
+			_batchfs_set -W "--fingerprint --source --shard-cache --delete --help" -- "$cur"
 		else
 			_batchfs_set -d -- "$cur"
 		fi

@@ -177,12 +177,21 @@ int bfs_shardfolder_busy(bfs_shardfolder *f, const char *name)
 
 /* ---- open and close ------------------------------------------------------- */
 
+void bfs_shardfolder_id(const char *root, char id[17])
+{
+	char hash[65];
+
+	bfs_sigv4_sha256_hex(root, strlen(root), hash);
+	memcpy(id, hash, 16);
+	id[16] = '\0';
+}
+
 int bfs_shardfolder_open(const char *dir, const char *root, uint64_t limit,
 			 unsigned lock_wait_ms, bfs_shardfolder **out,
 			 char *errmsg)
 {
 	bfs_shardfolder *f = calloc(1, sizeof(*f));
-	char hash[65], p[PATH_MAX];
+	char hash[17], p[PATH_MAX];
 	FILE *sf;
 	int err;
 
@@ -193,8 +202,7 @@ int bfs_shardfolder_open(const char *dir, const char *root, uint64_t limit,
 	f->limit = limit;
 	f->lock_wait_ms = lock_wait_ms ? lock_wait_ms : 30000;
 	pthread_mutex_init(&f->mutex, NULL);
-	bfs_sigv4_sha256_hex(root, strlen(root), hash);
-	hash[16] = '\0';
+	bfs_shardfolder_id(root, hash);
 	if (asprintf(&f->path, "%s/%s", dir, hash) < 0) {
 		f->path = NULL;
 		err = -ENOMEM;

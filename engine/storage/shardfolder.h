@@ -61,6 +61,10 @@ typedef struct {
  * the file system's own (an extent tree's). */
 uint64_t bfs_shardfolder_cost(uint64_t size, size_t etag_len);
 
+/* ID, the name of the folder of the source whose root URL is root: the
+ * first 16 hex digits of SHA-256 of root, and a NUL.  Pure. */
+void bfs_shardfolder_id(const char *root, char id[17]);
+
 /*
  * Open (making it) the folder of the source whose root URL is root under
  * dir, with `limit` bytes for data/ and tmp/ together.  Waits at most

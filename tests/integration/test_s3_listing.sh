@@ -6,7 +6,10 @@
 # lowercase, '-' before '.', UTF-8 after ASCII), in more than one page;
 # objects beside the prefix (a longer prefix that starts the same) are not
 # taken.  Then a mount of a class-folder tree of 2,500 images under a prefix
-# serves every one of them.
+# serves every one of them.  Last, `batchfs cache stats|clear --source URL`
+# on a TFRecord source: its shard indexes and samples in the LMDB cache,
+# its objects in the shard cache; clear keeps what a mount holds, and says
+# so.
 source "$(dirname "$0")/lib.sh"
 t_begin
 source "$HERE/s3lib.sh"
@@ -78,4 +81,48 @@ else
 	not_ok "mount s3://big/many"
 fi
 rm -rf "$D/shards"
+
+# The cache commands on a URL.
+"$MKJPEG" "$D/jpegs" --classes 2 --per-class 12 --seed 4 --min-size 30 \
+	--max-size 60 >/dev/null && "$BATCHFS" mkshards "$D/jpegs" "$D/tfr" \
+	--per-shard 6 --quiet && s3_upload "$D/tfr" big tfr || { not_ok "tfr shards"; t_end; }
+SRC=s3://big/tfr
+C=(--shard-cache "$D/sc")
+if mount_fg "$SRC" "$D/t" --batch 6 --size 16x16 --threads 2 --cache "$D/lmdb" "${C[@]}"; then
+	cat "$D"/t/epoch-0000/*.npy >/dev/null
+	out=$("$BATCHFS" cache stats "$D/lmdb" --source "$SRC" "${C[@]}" 2>&1)
+	check "cache stats --source s3://: its 4 shard indexes and 24 samples" \
+		bash -c 'printf "%s" "$1" | grep -q "^source .*: 4 shard indexes (.*), 24 samples"' _ "$out"
+	check "cache stats --source s3://: its 4 objects in the shard cache" \
+		bash -c 'printf "%s" "$1" | grep -q "^shard cache .*/sc/[0-9a-f]\{16\}: 4 objects"' _ "$out"
+	# An object a reader holds (open and flocked shared, as a mount holds
+	# the shards it reads: shardfolder.h) stays; the others go.
+	held=$(find "$D/sc" -path '*/data/*' -type f | sort | head -1)
+	(exec 9<"$held" && flock -s 9 && exec sleep 30) &
+	holder=$!
+	T_PIDS+=("$holder")
+	for _ in $(seq 1 50); do grep -q "$(stat -c %i "$held")" /proc/locks && break; sleep 0.1; done
+	out=$("$BATCHFS" cache clear "$D/lmdb" --source "$SRC" "${C[@]}" 2>&1)
+	check "cache clear --source s3:// while mounted: the entries go, an object held stays and is said" \
+		bash -c 'printf "%s" "$1" | grep -q "removed 4 shard indexes" &&
+			printf "%s" "$1" | grep -q "removed 3 files; 1 objects kept: a mount holds them"' _ "$out"
+	check "...and the held object is still there" test -f "$held"
+	kill "$holder" 2>/dev/null
+	check "...and the mount still serves every batch" \
+		bash -c "cat '$D'/t/epoch-0000/*.npy >/dev/null"
+	unmount_wait "$D/t"
+	out=$("$BATCHFS" cache clear "$D/lmdb" --source "$SRC" "${C[@]}" 2>&1)
+	check "cache clear --source s3:// after the unmount removes every object left" \
+		bash -c 'printf "%s" "$1" | grep -q "shard cache .*: removed [1-9][0-9]* files$"' _ "$out"
+	out=$("$BATCHFS" cache stats "$D/lmdb" --source "$SRC/" "${C[@]}" 2>&1)
+	check "cache stats --source (the same URL with a '/'): nothing is left" \
+		bash -c 'printf "%s" "$1" | grep -q "0 shard indexes .*, 0 samples" &&
+			printf "%s" "$1" | grep -q "^shard cache .*: 0 objects"' _ "$out"
+else
+	not_ok "mount $SRC"
+fi
+out=$("$BATCHFS" cache stats "$D/lmdb" --source s3://big/never "${C[@]}" 2>&1)
+check "cache stats --source of a URL never mounted: no shard cache folder" \
+	bash -c 'printf "%s" "$1" | grep -q "^shard cache .*: none"' _ "$out"
+rm -rf "$D/sc" "$D/lmdb"
 t_end
