@@ -172,6 +172,13 @@ static int name_ok(const char *n)
 	return 1;
 }
 
+/* A name with a part starting with '.' (".batchfs-index"): beside the
+ * shards, never one of them (a source passes hidden names over). */
+static int hidden(const char *n)
+{
+	return n[0] == '.' || strstr(n, "/.") != NULL;
+}
+
 uint64_t bfs_shardcache_default_limit(const char *dir, uint64_t ours)
 {
 	struct statvfs v;
@@ -725,7 +732,9 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 	for (size_t i = 0; i < c->n; i++) {
 		c->ob[i].fd = -1;
 		c->cost[i] = bfs_shardfolder_cost(c->objs[i].size, strlen(c->objs[i].etag));
-		if (c->cost[i] > largest) {
+		/* the limit must hold the largest shard: a sidecar index
+		 * larger than every shard is read into memory, not cached */
+		if (c->cost[i] > largest && !hidden(c->objs[i].name)) {
 			largest = c->cost[i];
 			big = i;
 		}
