@@ -86,6 +86,17 @@ int bfs_host_resolve(const char *path, char *out, size_t cap)
  * anything (it may not exist yet: a log file, a cache directory).  The
  * daemon works from / once it is detached, so every path it keeps must be
  * absolute before it starts.  0, or -errno. */
+int bfs_host_default_shard_cache(char *buf, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+
+	if (x && *x)
+		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
+	if (h && *h)
+		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
+	return -1;
+}
+
 int bfs_host_absolute(const char *path, char *out, size_t cap)
 {
 	char cwd[PATH_MAX];
