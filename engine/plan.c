@@ -56,7 +56,8 @@ static int live(const struct reader *rd, uint64_t now)
  * spent, and what they take in the shard cache is the read-ahead's to
  * use.  *end: one past the last batch being decoded (the batches from the
  * frontier to it are read at once).  1, or 0 when no reader reads now (or
- * none has asked for a batch yet).  Lock held. */
+ * none has asked for a batch yet; a reader waiting for a batch it asked
+ * for without a hint counts at that batch).  Lock held. */
 static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
 			    uint64_t *front, uint64_t *end)
 {
@@ -75,6 +76,29 @@ static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
 		if (!any || q > *hi)
 			*hi = q;
 		any = 1;
+	}
+	/* A reader that waits in a get for a batch it gave no hint of (an
+	 * open that lends the batch's file asks for it first, and hints
+	 * after): the batch it waits for is where it is.  Without it, the
+	 * first batch of such a mount would have no plan to fetch by. */
+	for (unsigned s = 0; !any && s < e->nslots; s++) {
+		const struct bfs_batch *b = &e->slots[s];
+
+		if (b->state == SLOT_FILLING && b->urgent && !b->cancelled) {
+			uint64_t q = b->id % e->per_rank;
+
+			for (unsigned t = s; t < e->nslots; t++) {
+				const struct bfs_batch *c = &e->slots[t];
+				uint64_t x = c->id % e->per_rank;
+
+				if (c->state != SLOT_FILLING || !c->urgent || c->cancelled)
+					continue;
+				if (x < q)
+					q = x;
+			}
+			*lo = *hi = q;
+			any = 1;
+		}
 	}
 	if (!any)
 		return 0;
@@ -271,6 +295,8 @@ int bfs__plan_start(bfs_engine *e)
 		return 0;
 	/* reads wait for the first plan rather than guess without one */
 	bfs_source_expect_plan(e->src);
+	/* what is fetched ahead for the next epoch counts as that epoch's */
+	bfs_source_epoch_positions(e->src, e->per_epoch * e->o.batch);
 	if (pthread_create(&e->planner, NULL, planner_main, e))
 		return -EAGAIN;
 	e->planner_on = 1;

@@ -404,6 +404,12 @@ void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch)
 		bfs_shardcache_advance(s->sc, pos, epoch);
 }
 
+void bfs_source_epoch_positions(bfs_source *s, uint64_t n)
+{
+	if (s->sc)
+		bfs_shardcache_epoch_positions(s->sc, n);
+}
+
 void bfs_source_window(bfs_source *s, uint64_t end)
 {
 	if (s->sc)

@@ -315,6 +315,9 @@ size_t bfs_source_shard_of(const bfs_source *s, uint64_t i);
 int bfs_source_plan(bfs_source *s, const bfs_span *spans, size_t n,
 		    uint64_t pos, int64_t epoch);
 void bfs_source_advance(bfs_source *s, uint64_t pos, int64_t epoch);
+/* The plan's positions run n to an epoch (shardcache.h
+ * bfs_shardcache_epoch_positions); a local source ignores it. */
+void bfs_source_epoch_positions(bfs_source *s, uint64_t n);
 /* Positions [pos, end) of the plan are being read now (shardcache.h). */
 void bfs_source_window(bfs_source *s, uint64_t end);
 /* A plan will come (the engine's planner runs): until the first one, a

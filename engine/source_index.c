@@ -49,6 +49,23 @@ static int load_tar_index(bfs_source *s, const char *name,
 			  const bfs_shard_stamp *st);
 static void store_tar_index(bfs_source *s, const char *errmsg);
 
+int bfs__src_index_get(bfs_source *s, const char *name,
+		       const bfs_shard_stamp *st, void **blob, size_t *len)
+{
+	*blob = NULL;
+	*len = 0;
+	if (s->held_name && !strcmp(s->held_name, name)) {
+		if (!s->held_blob || !(*blob = malloc(s->held_len ? s->held_len : 1)))
+			return -ENOENT;
+		memcpy(*blob, s->held_blob, s->held_len);
+		*len = s->held_len;
+		return 0;
+	}
+	if (!s->o.index_get)
+		return -ENOENT;
+	return s->o.index_get(s->o.index_ctx, s->dir, name, st, blob, len);
+}
+
 int bfs__src_load_index(bfs_source *s, const char *name,
 			const bfs_shard_stamp *st)
 {
@@ -61,9 +78,7 @@ int bfs__src_load_index(bfs_source *s, const char *name,
 
 	if (s->format == BFS_FORMAT_TAR)
 		return load_tar_index(s, name, st);
-	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob,
-			   &len) != 0)
+	if (bfs__src_index_get(s, name, st, &blob, &len) != 0)
 		return 0;
 	if (len < sizeof(h))
 		goto out;
@@ -342,8 +357,7 @@ int bfs__src_load_gz_index(bfs_source *s, const char *name,
 	size_t len = 0;
 	int rc = 0;
 
-	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob, &len) != 0)
+	if (bfs__src_index_get(s, name, st, &blob, &len) != 0)
 		return 0;
 	p = blob;
 	end = p + len;
@@ -470,8 +484,7 @@ static int load_tar_index(bfs_source *s, const char *name,
 	size_t len = 0;
 	int rc = 0;
 
-	if (!s->o.index_get ||
-	    s->o.index_get(s->o.index_ctx, s->dir, name, st, &blob, &len) != 0)
+	if (bfs__src_index_get(s, name, st, &blob, &len) != 0)
 		return 0;
 	p = blob;
 	end = p + len;

@@ -101,6 +101,12 @@ struct bfs_source {
 	size_t index_dali;    /* shards indexed from DALI .idx files */
 	char dali_note[BFS_ERRMSG_MAX]; /* the first .idx file not used, why */
 	bfs_source_progress prog; /* what the progress hook is told */
+	/* A remote shard's stored index, asked for once (held_name the
+	 * shard's, held_blob NULL for a miss) and handed to each loader in
+	 * turn (bfs__src_index_get); held_name NULL: loaders ask index_get */
+	const char *held_name;
+	void *held_blob;
+	size_t held_len;
 
 	/* TFRecord class names (see "class names" below): classes[label]
 	 * (in classes/nclasses above) once a shard's pairs are merged */
@@ -189,6 +195,10 @@ uint8_t *bfs__src_classes_section_put(const bfs_source *s, uint8_t *p);
 
 /* ---- source_index.c: stored shard indexes ------------------------------ */
 
+/* The stored index of shard `name`: the one held for it (a copy), else
+ * index_get's.  0 and a malloc()ed *blob the caller frees, or a miss. */
+int bfs__src_index_get(bfs_source *s, const char *name,
+		       const bfs_shard_stamp *st, void **blob, size_t *len);
 /* Fill shard `name` (of that stamp) from a stored index: 1 if usable, 0
  * if not (nothing added), -ENOMEM. */
 int bfs__src_load_index(bfs_source *s, const char *name,

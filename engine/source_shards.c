@@ -264,25 +264,31 @@ static int stored(bfs_source *s, const char *name, const bfs_shard_stamp *st)
  * while each is scanned; and that each is needed again after the scan, in
  * the same order (what a first epoch in file order would do), so that
  * what the cache cannot keep is the last shards scanned, and the first
- * stay for the first batches.  A shard that cannot be fetched fails the
- * open. */
+ * stay for the first batches.  A stored shard's index is asked for once
+ * more when it is loaded, and that answer is handed to each loader
+ * (plain, gzip) in turn; a shard the store lacked is not asked again.  A
+ * shard that cannot be fetched fails the open. */
 static int index_remote(bfs_source *s, char **files, size_t n, bfs__scan_fn scan,
 			int cache_index, char *errmsg)
 {
 	bfs_span *spans = calloc(2 * n + 1, sizeof(*spans));
+	uint8_t *have = calloc(n ? n : 1, 1);
 	uint64_t scanned = 0;
 	size_t m = 0;
 	int err = 0;
 
-	if (!spans)
+	if (!spans || !have) {
+		free(spans);
+		free(have);
 		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		ssize_t k = bfs_shardcache_find(s->sc, files[i]);
 		const bfs_storage_object *o = bfs_shardcache_object(s->sc, (size_t)k);
 		bfs_shard_stamp st;
 
 		bfs_shard_stamp_remote(o->size, o->etag, &st);
-		if (!stored(s, files[i], &st)) {
+		if (!(have[i] = (uint8_t)stored(s, files[i], &st))) {
 			spans[m] = (bfs_span){ (uint32_t)k, m, m, o->size };
 			m++;
 		}
@@ -291,36 +297,54 @@ static int index_remote(bfs_source *s, char **files, size_t n, bfs__scan_fn scan
 		spans[m + j] = (bfs_span){ spans[j].obj, m + j, m + j, spans[j].bytes };
 	err = bfs_shardcache_plan(s->sc, spans, 2 * m, 0, -1);
 	free(spans);
-	if (err)
+	if (err) {
+		free(have);
 		return err;
+	}
 	s->prog.total = n;
 	for (size_t i = 0; i < n; i++, s->prog.done = i, bfs__src_progress(s)) {
 		ssize_t k = bfs_shardcache_find(s->sc, files[i]);
 		const bfs_storage_object *o = bfs_shardcache_object(s->sc, (size_t)k);
 		char msg[BFS_ERRMSG_MAX] = "";
 		bfs_shard_stamp st;
-		int fd;
+		int fd, used = 0;
 
 		bfs_shard_stamp_remote(o->size, o->etag, &st);
 		s->prog.bytes += o->size;
 		bfs__src_pairs_reset(s);
-		if ((cache_index && (err = bfs__src_load_index(s, files[i], &st)) != 0) ||
-		    (err = bfs__src_load_gz_index(s, files[i], &st)) != 0) {
-			if (err < 0 || (err = bfs__src_classes_merge(s)))
-				return err;
-			continue;
+		if (have[i]) {
+			if (s->o.index_get(s->o.index_ctx, s->dir, files[i], &st,
+					   &s->held_blob, &s->held_len) != 0)
+				s->held_blob = NULL; /* changed since: a miss */
+			s->held_name = files[i];
+			used = cache_index ? bfs__src_load_index(s, files[i], &st) : 0;
+			if (!used)
+				used = bfs__src_load_gz_index(s, files[i], &st);
+			free(s->held_blob);
+			s->held_blob = NULL;
+			s->held_name = NULL;
+			if (used < 0 || (used && (err = bfs__src_classes_merge(s)))) {
+				free(have);
+				return used < 0 ? used : err;
+			}
+			if (used)
+				continue;
 		}
 		if ((err = bfs_shardcache_pin(s->sc, (size_t)k, &fd, msg))) {
 			bfs_seterr(errmsg, "%s", msg[0] ? msg : bfs_strerror(err));
+			free(have);
 			return err;
 		}
 		err = index_open_shard(s, files[i], fd, &st, scan, cache_index, 1,
 				       errmsg);
 		bfs_shardcache_unpin(s->sc, (size_t)k);
 		bfs_shardcache_advance(s->sc, ++scanned, -1);
-		if (err)
+		if (err) {
+			free(have);
 			return err;
+		}
 	}
+	free(have);
 	return 0;
 }
 

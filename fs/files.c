@@ -746,8 +746,8 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_u64(&j, "failures", io.shards.failures);
 		bfs_json_f64(&j, "part_mb_per_second", io.shards.part_mb_s);
 		bfs_json_f64(&j, "range_read_ms", io.shards.range_ms);
-		/* bytes fetched (whole or by range) while the readers were in
-		 * each epoch, the last BFS_SHARDCACHE_EPOCHS of them */
+		/* bytes fetched (whole or by range) for each epoch, the last
+		 * BFS_SHARDCACHE_EPOCHS of them (shardcache.h epoch_bytes) */
 		bfs_json_open(&j, "bytes_by_epoch", '[');
 		for (int64_t e = io.shards.epoch_first;
 		     e >= 0 && e <= io.shards.epoch_last; e++) {

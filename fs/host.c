@@ -82,6 +82,17 @@ int bfs_host_resolve(const char *path, char *out, size_t cap)
 	return len < 0 || (size_t)len >= cap ? -ENAMETOOLONG : 0;
 }
 
+int bfs_host_default_shard_cache(char *buf, size_t n)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+
+	if (x && *x)
+		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
+	if (h && *h)
+		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
+	return -1;
+}
+
 /* A path made absolute against the current directory, without resolving
  * anything (it may not exist yet: a log file, a cache directory).  The
  * daemon works from / once it is detached, so every path it keeps must be
@@ -415,15 +426,4 @@ int bfs_host_check_slot_dir(const char *dir, char *why, size_t cap)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-int bfs_host_default_shard_cache(char *buf, size_t n)
-{
-	const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-
-	if (x && *x)
-		return snprintf(buf, n, "%s/batchfs-shards", x) >= (int)n ? -1 : 0;
-	if (h && *h)
-		return snprintf(buf, n, "%s/.cache/batchfs-shards", h) >= (int)n ? -1 : 0;
-	return -1;
 }

@@ -18,6 +18,12 @@
  * its last component appended as it is.  0, or -errno. */
 int bfs_host_resolve(const char *path, char *out, size_t cap);
 
+/* The default shard cache of a remote source (--shard-cache):
+ * $XDG_CACHE_HOME/batchfs-shards, else $HOME/.cache/batchfs-shards,
+ * beside the sample cache's default.  0, or -1 when neither is set (or
+ * the path does not fit cap bytes). */
+int bfs_host_default_shard_cache(char *buf, size_t cap);
+
 /* path made absolute against the current directory without resolving
  * anything (it may not exist yet).  The daemon works from / once it is
  * detached, so every path it keeps must be absolute first.  0, or
@@ -59,11 +65,6 @@ void bfs_host_raise_readahead(const char *mountpoint);
  * saying why when it cannot be had. */
 FILE *bfs_host_open_log(const char *log_path, char *path, size_t cap,
 			char *why, size_t why_cap);
-
-/* The default --shard-cache: $XDG_CACHE_HOME/batchfs-shards, else
- * $HOME/.cache/batchfs-shards, beside the sample cache's default.  0, or
- * -1 when neither variable is set or buf is short. */
-int bfs_host_default_shard_cache(char *buf, size_t n);
 
 /* Is dir fit to be a cache directory: absent (it will be created), or a
  * directory that holds nothing but a batchfs cache's files (data.mdb,

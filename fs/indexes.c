@@ -150,7 +150,7 @@ static int index_get(void *ctx, const char *dir, const char *shard,
 {
 	bfs_indexes *x = ctx;
 	bfs_sidecar_id id;
-	int have_id = -ENOENT, from = 0, err = -ENOENT;
+	int have_id = -ENOENT, from = 0, err = -ENOENT, first;
 
 	if (x->o.cache && bfs_cache_index_get(x->o.cache, dir, shard, st, blob, len) == 0)
 		from = FROM_STORE;
@@ -158,12 +158,8 @@ static int index_get(void *ctx, const char *dir, const char *shard,
 		have_id = identity(x, shard, st, &id);
 	if (!from && x->o.sidecar && have_id == 0) {
 		err = bfs_sidecar_lookup(x->o.sidecar, shard, &id, blob, len);
-		if (err == 0) {
+		if (err == 0)
 			from = FROM_SIDECAR;
-			/* the node's next mount has it from its own store */
-			if (x->o.cache)
-				bfs_cache_index_put(x->o.cache, dir, shard, st, *blob, *len);
-		}
 	}
 	pthread_mutex_lock(&x->lock);
 	{
@@ -172,7 +168,10 @@ static int index_get(void *ctx, const char *dir, const char *shard,
 			    : err == -ENOENT ? MISS_MISSING
 			    : err == -ESTALE ? MISS_STALE : MISS_BAD;
 
-		if (remember(x, shard, verdict) > 0) {
+		first = remember(x, shard, verdict);
+		if (first > 0 && !from && x->o.sidecar && have_id != 0)
+			x->st.unproven++;
+		if (first > 0) {
 			switch (verdict) {
 			case FROM_STORE: x->st.from_store++; break;
 			case FROM_SIDECAR: x->st.from_sidecar++; break;
@@ -190,7 +189,87 @@ static int index_get(void *ctx, const char *dir, const char *shard,
 	if (from && x->o.capture && have_id == 0)
 		capture(x, shard, &id, *blob, *len);
 	pthread_mutex_unlock(&x->lock);
+	/* the node's next mount has it from its own store (once: a source
+	 * may ask again before the store's writer has it) */
+	if (from == FROM_SIDECAR && x->o.cache && first != 0)
+		bfs_cache_index_put(x->o.cache, dir, shard, st, *blob, *len);
 	return from ? 0 : -ENOENT;
+}
+
+int bfs_indexes_remote_identity(void *ctx, const char *shard,
+				const bfs_shard_stamp *st, bfs_sidecar_id *id)
+{
+	bfs_shardcache *sc = ctx;
+	ssize_t k = bfs_shardcache_find(sc, shard);
+	const bfs_storage_object *o;
+
+	(void)st;
+	if (k < 0)
+		return -ENOENT;
+	o = bfs_shardcache_object(sc, (size_t)k);
+	/* only a strong ETag proves the bytes unchanged (SIDECAR_INDEX.md) */
+	if (!o->etag[0] || !strncmp(o->etag, "W/", 2) ||
+	    strlen(o->etag) > BFS_SIDECAR_ETAG_MAX)
+		return -ENOENT;
+	memset(id, 0, sizeof(*id));
+	id->kind = BFS_SIDECAR_ID_ETAG;
+	id->size = o->size;
+	id->etag = o->etag;
+	return 0;
+}
+
+int bfs_indexes_read_remote(bfs_shardcache *sc, void **data, size_t *len,
+			    char *why, size_t cap)
+{
+	bfs_storage *st = bfs_shardcache_storage(sc);
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	ssize_t k = bfs_shardcache_find(sc, BFS_SIDECAR_NAME);
+	bfs_storage_object own = { 0 };
+	const bfs_storage_object *obj;
+	void *buf;
+	int err;
+
+	*data = NULL;
+	*len = 0;
+	if (k >= 0) {
+		obj = bfs_shardcache_object(sc, (size_t)k);
+	} else if (!strncmp(bfs_storage_root(st), "s3://", 5)) {
+		return -ENOENT; /* the listing of the prefix would have it */
+	} else {
+		if ((err = bfs_storage_stat(st, BFS_SIDECAR_NAME, &own, errmsg))) {
+			if (err != -ENOENT)
+				snprintf(why, cap, "%s%s: %s", bfs_storage_root(st),
+					 BFS_SIDECAR_NAME, errmsg[0] ? errmsg : bfs_strerror(err));
+			return err;
+		}
+		obj = &own;
+	}
+	if (obj->size > BFS_INDEXES_SIDECAR_MAX || obj->size > SIZE_MAX - 1) {
+		snprintf(why, cap, "%s%s: %llu bytes, more than a sidecar may be (%llu)",
+			 bfs_storage_root(st), BFS_SIDECAR_NAME,
+			 (unsigned long long)obj->size,
+			 (unsigned long long)BFS_INDEXES_SIDECAR_MAX);
+		free(own.name);
+		return -EFBIG;
+	}
+	if (!(buf = malloc(obj->size ? (size_t)obj->size : 1))) {
+		snprintf(why, cap, "%s%s: %llu bytes: out of memory", bfs_storage_root(st),
+			 BFS_SIDECAR_NAME, (unsigned long long)obj->size);
+		free(own.name);
+		return -ENOMEM;
+	}
+	err = obj->size ? bfs_storage_read(st, obj, 0, buf, (size_t)obj->size, errmsg) : 0;
+	if (err) {
+		snprintf(why, cap, "%s%s: %s", bfs_storage_root(st), BFS_SIDECAR_NAME,
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+		free(buf);
+		free(own.name);
+		return err == -ENOENT ? -EIO : err; /* listed, then gone: not "none" */
+	}
+	*data = buf;
+	*len = (size_t)obj->size;
+	free(own.name);
+	return 0;
 }
 
 static int index_put(void *ctx, const char *dir, const char *shard,

@@ -26,6 +26,11 @@
  * shard asked for again (a remote source first asks which shards it need
  * not fetch) counts once, by where its first answer came from.
  *
+ * For a remote source the sidecar is read through the storage layer
+ * (bfs_indexes_read_remote) and a shard's identity is the listing's size
+ * and ETag (bfs_indexes_remote_identity); a listing without strong ETags
+ * proves nothing, and such shards are scanned.
+ *
  * Threads: index_get and index_put from any number of threads at once
  * (counters and the capture under one mutex, never held while a sidecar
  * entry is inflated or the store is asked).
@@ -62,6 +67,9 @@ typedef struct {
 	uint64_t sidecar_missing;/* shards the sidecar has no entry for */
 	uint64_t sidecar_stale;  /* entries for another identity: scanned */
 	uint64_t sidecar_bad;    /* entries whose blob is damaged: scanned */
+	uint64_t unproven;       /* shards whose identity cannot be proven (a
+				  * server that gives no strong ETag): the
+				  * sidecar is not asked, nothing captured */
 	uint64_t refused;        /* indexes the source turned down: scanned */
 	uint64_t captured;       /* indexes added to the capture */
 	uint64_t capture_failed; /* not added (out of memory) */
@@ -86,6 +94,33 @@ void bfs_indexes_get_stats(bfs_indexes *x, bfs_indexes_stats *out);
  */
 int bfs_indexes_read_local(const char *dir, void **data, size_t *len,
 			   char *why, size_t cap);
+
+/*
+ * The identity hook of a remote source (bfs_indexes_opts.identity, ctx the
+ * source's bfs_shardcache): the listing's size and ETag of the shard, or
+ * -ENOENT when the listing gives no strong ETag for it (an entry could
+ * not be proven to fit, nor written) or does not have it.
+ */
+int bfs_indexes_remote_identity(void *ctx, const char *shard,
+				const bfs_shard_stamp *st, bfs_sidecar_id *id);
+
+/* Sidecars larger than this are not read (a server that says a size it
+ * does not have must not make us allocate it). */
+#define BFS_INDEXES_SIDECAR_MAX (16ull << 30)
+
+/*
+ * The sidecar index of a remote source (BFS_SIDECAR_NAME under
+ * bfs_storage_root: PREFIX/.batchfs-index, or the brace pattern's folder's),
+ * read whole before any shard byte: the object the listing has (an S3
+ * prefix's; read with If-Match its ETag), else asked for by name (HEAD,
+ * then a GET with If-Match: a brace pattern's, a wids index's).  0 and a
+ * malloc()ed *data of *len bytes for the caller to free; -ENOENT when there
+ * is none (not listed under an S3 prefix; a 404); else an error with why
+ * (cap bytes) naming the object and the cause.  No retry here beyond the
+ * storage's own policy.
+ */
+int bfs_indexes_read_remote(bfs_shardcache *sc, void **data, size_t *len,
+			    char *why, size_t cap);
 
 /*
  * Why a sidecar that opened cannot serve this source: it indexes another

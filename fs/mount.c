@@ -48,6 +48,7 @@
 #include "fs/metricsd.h"
 #include "fs/passthrough.h"
 #include "fs/view.h"
+#include "fs/wids.h"
 
 struct mnt {
 	const bfs_mount_opts *o;
@@ -70,6 +71,9 @@ struct mnt {
 	char sidecar_note[BFS_ERRMSG_MAX + PATH_MAX]; /* why none was, or "" */
 	bfs_storage *storage;     /* a remote source; NULL for a local one */
 	bfs_shardcache *sc;       /* its shard cache */
+	bfs_wids *wids;           /* a wids index named its shards, or NULL */
+	size_t wids_bad;          /* shards whose counts the index disagrees with */
+	char wids_note[512];      /* the first of them, and how many */
 	int prog_shown;
 	uint64_t bad_logged;      /* atomic: bad samples told to the log */
 	uint64_t eio_logged;      /* atomic: failed batch reads told to it */
@@ -147,9 +151,63 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* A wids shard index as the source: fetched and read, and its shards'
+ * URLs (with the sizes it gives, for a server whose HEAD gives none) put
+ * into so (malloc()ed arrays the caller frees; the URLs are m->wids'). */
+static int open_wids(struct mnt *m, bfs_storage_opts *so, char *msg, size_t cap)
+{
+	char errmsg[BFS_ERRMSG_MAX] = "";
+	const char **urls;
+	int64_t *sizes;
+	int err;
+
+	if ((err = bfs_wids_fetch(m->o->shard_dir, so, &m->wids, errmsg))) {
+		snprintf(msg, cap, "batchfs: %s: %s", m->o->shard_dir,
+			 errmsg[0] ? errmsg : bfs_strerror(err));
+		return err;
+	}
+	urls = calloc(m->wids->n, sizeof(*urls));
+	sizes = calloc(m->wids->n, sizeof(*sizes));
+	if (!urls || !sizes) {
+		free(urls);
+		free(sizes);
+		snprintf(msg, cap, "batchfs: out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->wids->n; i++) {
+		urls[i] = m->wids->v[i].url;
+		sizes[i] = m->wids->v[i].filesize;
+	}
+	so->urls = urls;
+	so->sizes = sizes;
+	so->nurls = m->wids->n;
+	return 0;
+}
+
+/* After indexing: the shards whose sample counts the wids index
+ * disagrees with (a warning, said in the log and the mount message). */
+static void check_wids(struct mnt *m)
+{
+	size_t n = bfs_source_nshards(m->src);
+	const char **names = calloc(n ? n : 1, sizeof(*names));
+	uint64_t *counts = calloc(n ? n : 1, sizeof(*counts));
+
+	if (names && counts) {
+		for (size_t i = 0; i < n; i++) {
+			names[i] = bfs_source_shard_name(m->src, i);
+			counts[i] = bfs_source_shard_samples(m->src, i);
+		}
+		m->wids_bad = bfs_wids_check(m->wids, names, counts, n, m->wids_note,
+					     sizeof(m->wids_note));
+	}
+	free(names);
+	free(counts);
+}
+
 /* A remote source: its storage opened and listed, and its shard cache
  * opened over it (nothing fetched yet: indexing and the engine's plan
- * ask for what they need). */
+ * ask for what they need).  A wids index's URL (fs/wids.h) is fetched
+ * first and names the shards. */
 static int open_remote(struct mnt *m, char *msg, size_t cap)
 {
 	const bfs_mount_opts *o = m->o;
@@ -164,8 +222,13 @@ static int open_remote(struct mnt *m, char *msg, size_t cap)
 	 * range reads (a record needed before its shard is local) */
 	so.http.connections = fetchers + (o->engine.threads ? o->engine.threads
 				: cores > 0 ? (unsigned)cores : 1);
-	if ((err = bfs_storage_open(o->shard_dir, &so, &m->storage,
-				    errmsg))) {
+	if (bfs_wids_is_index_url(o->shard_dir) &&
+	    (err = open_wids(m, &so, msg, cap)))
+		return err;
+	err = bfs_storage_open(o->shard_dir, &so, &m->storage, errmsg);
+	free((void *)so.urls);
+	free((void *)so.sizes);
+	if (err) {
 		snprintf(msg, cap, "batchfs: %s: %s", o->shard_dir,
 			 errmsg[0] ? errmsg : bfs_strerror(err));
 		return err;
@@ -280,33 +343,45 @@ static void hold_timer_stop(struct mnt *m)
 
 /* ---- putting the mount together -------------------------------------- */
 
-/* The sidecar index beside a local source's shards, when there is one
- * that fits this mount: *data (freed by the caller) and *sc.  Why there
- * is none that fits goes to m->sidecar_note (nothing for no file). */
+/* The sidecar index beside the source's shards, when there is one that
+ * fits this mount: *data (freed by the caller) and *sc.  A local source's
+ * is the file in its directory; a remote one's is read before any shard
+ * byte (bfs_indexes_read_remote: the object under the S3 prefix, or the
+ * brace pattern's folder's, a 404 meaning none).  Why there is none that
+ * fits goes to m->sidecar_note (nothing when there is none at all). */
 static void open_sidecar(struct mnt *m, const char *dir, void **data,
 			 bfs_sidecar **sc)
 {
-	char why[PATH_MAX + 256] = "", errmsg[BFS_ERRMSG_MAX] = "";
+	char why[PATH_MAX + 256] = "", errmsg[BFS_ERRMSG_MAX] = "", where[PATH_MAX + 32];
 	size_t len = 0;
 	int err;
 
 	*sc = NULL;
-	err = bfs_indexes_read_local(dir, data, &len, why, sizeof(why));
+	if (m->sc) {
+		snprintf(where, sizeof(where), "%s%s",
+			 bfs_storage_root(m->storage), BFS_SIDECAR_NAME);
+		err = bfs_indexes_read_remote(m->sc, data, &len, why, sizeof(why));
+	} else {
+		snprintf(where, sizeof(where), "%s/%s", dir, BFS_SIDECAR_NAME);
+		err = bfs_indexes_read_local(dir, data, &len, why, sizeof(why));
+	}
 	if (err) {
 		if (err != -ENOENT)
-			snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s", why);
+			snprintf(m->sidecar_note, sizeof(m->sidecar_note),
+				 "the sidecar index could not be read (%s): every "
+				 "shard is indexed without it", why);
 		return;
 	}
 	if ((err = bfs_sidecar_open(*data, len, sc, errmsg))) {
-		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s/%s is damaged "
+		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s is damaged "
 			 "or not one (%s): every shard is indexed without it",
-			 dir, BFS_SIDECAR_NAME, errmsg[0] ? errmsg : bfs_strerror(err));
+			 where, errmsg[0] ? errmsg : bfs_strerror(err));
 		return;
 	}
 	if (bfs_indexes_sidecar_mismatch(*sc, m->o->source.format,
 					 m->o->source.label_key, 0, why, sizeof(why))) {
-		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s/%s is not used: %s",
-			 dir, BFS_SIDECAR_NAME, why);
+		snprintf(m->sidecar_note, sizeof(m->sidecar_note), "%s is not used: %s",
+			 where, why);
 		bfs_sidecar_close(*sc);
 		*sc = NULL;
 	}
@@ -596,9 +671,12 @@ static int serve(void *ctx, int notify_fd)
 		bfs_sidecar *sc = NULL;
 		void *sc_data = NULL;
 
-		if (!m.storage)
-			open_sidecar(&m, so.dir, &sc_data, &sc);
+		open_sidecar(&m, so.dir, &sc_data, &sc);
 		xo.sidecar = sc;
+		if (m.sc) { /* a remote shard's identity: the listing's ETag */
+			xo.identity = bfs_indexes_remote_identity;
+			xo.identity_ctx = m.sc;
+		}
 		if ((err = bfs_indexes_create(&xo, &m.indexes))) {
 			bfs_sidecar_close(sc);
 			free(sc_data);
@@ -612,6 +690,8 @@ static int serve(void *ctx, int notify_fd)
 		bfs_sidecar_close(sc); /* used only while indexing */
 		free(sc_data);
 	}
+	if (!err && m.wids)
+		check_wids(&m);
 	if (err) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot index %s: %s%s",
 			 o->shard_dir, errmsg[0] ? errmsg : bfs_strerror(err),
@@ -861,6 +941,12 @@ static int serve(void *ctx, int notify_fd)
 				snprintf(msg + n, sizeof(msg) - n, ", %llu from the cache",
 					 (unsigned long long)m.ixs.from_store);
 			n = strlen(msg);
+			if (m.sidecar && m.ixs.unproven)
+				snprintf(msg + n, sizeof(msg) - n,
+					 ", %llu whose listing gives no strong ETag to "
+					 "prove an entry by: scanned",
+					 (unsigned long long)m.ixs.unproven);
+			n = strlen(msg);
 			if (m.ixs.sidecar_stale + m.ixs.sidecar_bad + m.ixs.sidecar_missing)
 				snprintf(msg + n, sizeof(msg) - n,
 					 ", %llu changed since it was written, %llu not in it, "
@@ -873,6 +959,13 @@ static int serve(void *ctx, int notify_fd)
 				snprintf(msg + n, sizeof(msg) - n,
 					 "; %zu shards indexed from DALI .idx files",
 					 bfs_source_nindex_dali(m.src));
+		}
+		if (m.wids) {
+			size_t n = strlen(msg);
+
+			snprintf(msg + n, sizeof(msg) - n, "; wids index: %zu shards%s%s",
+				 m.wids->n, m.wids_bad ? ", which disagrees: " : ", every "
+				 "sample count as it says", m.wids_note);
 		}
 		if (o->hold) {
 			size_t n = strlen(msg);
@@ -888,6 +981,13 @@ static int serve(void *ctx, int notify_fd)
 		char esc[2 * sizeof(m.sidecar_note)];
 
 		bfs_log(BFS_LOG_WARN, "%s", bfs_log_escape(m.sidecar_note, esc, sizeof(esc)));
+	}
+	if (m.wids_bad) {
+		char esc[2 * sizeof(m.wids_note)];
+
+		bfs_log(BFS_LOG_WARN, "wids index %s disagrees with the shards: %s "
+			"(batchfs serves what the shards hold)", o->shard_dir,
+			bfs_log_escape(m.wids_note, esc, sizeof(esc)));
 	}
 	if (m.ixs.sidecar_bad) {
 		char esc[512];
@@ -954,6 +1054,7 @@ out:
 	bfs_indexes_destroy(m.indexes);
 	bfs_shardcache_close(m.sc);
 	bfs_storage_close(m.storage);
+	bfs_wids_free(m.wids);
 	bfs_cache_store_close(&m.store);
 	bfs_cache_close(m.cache);
 	if (logf)

@@ -351,6 +351,57 @@ fail:
 	return err;
 }
 
+int bfs_wids_fetch(const char *index_url, const bfs_storage_opts *o,
+		   bfs_wids **out, char *errmsg)
+{
+	bfs_storage_opts so = *o;
+	bfs_storage_object *objs = NULL;
+	bfs_storage *st = NULL;
+	char msg[BFS_ERRMSG_MAX] = "";
+	size_t n = 0;
+	char *text = NULL;
+	int err;
+
+	*out = NULL;
+	so.urls = NULL;
+	so.sizes = NULL;
+	so.nurls = 0;
+	/* the index alone, as a source of one URL: HEAD, then a GET with
+	 * If-Match its ETag */
+	if ((err = bfs_storage_open(index_url, &so, &st, msg)) ||
+	    (err = bfs_storage_list(st, &objs, &n, msg)))
+		goto fail;
+	if (n != 1 || objs[0].size > BFS_WIDS_MAX_BYTES) {
+		err = -EFBIG;
+		snprintf(msg, sizeof(msg), "%.300s: %llu bytes, more than a wids index may "
+			 "have (%u)", index_url, n ? (unsigned long long)objs[0].size : 0ull,
+			 BFS_WIDS_MAX_BYTES);
+		goto fail;
+	}
+	if (!(text = malloc(objs[0].size + 1))) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (objs[0].size &&
+	    (err = bfs_storage_read(st, &objs[0], 0, text, (size_t)objs[0].size, msg)))
+		goto fail;
+	text[objs[0].size] = '\0';
+	err = bfs_wids_parse(text, (size_t)objs[0].size, index_url, out, errmsg);
+	free(text);
+	bfs_storage_objects_free(objs, n);
+	bfs_storage_close(st);
+	return err;
+fail:
+	if (msg[0])
+		bfs_seterr(errmsg, "wids index: %s", msg);
+	else
+		bfs_seterr(errmsg, "wids index %.300s: %s", index_url, bfs_strerror(err));
+	free(text);
+	bfs_storage_objects_free(objs, n);
+	bfs_storage_close(st);
+	return err;
+}
+
 const bfs_wids_shard *bfs_wids_find(const bfs_wids *w, const char *name)
 {
 	for (size_t i = 0; w && i < w->n; i++)

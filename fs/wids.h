@@ -14,13 +14,22 @@
  * are read too (with their "base"); one that names another file
  * ("source_url") is refused, not fetched.
  *
- * Threads: pure functions.
+ * A mount of an index's URL (`batchfs mount https://HOST/PATH/index.json
+ * MNT`) fetches it (bfs_wids_fetch), opens the storage over its shards'
+ * URLs (storage.h opts.urls: each still asked for its size and ETag with
+ * HEAD, the index's filesize taken only when HEAD gives none), and after
+ * indexing says which shards hold another count than the index says
+ * (bfs_wids_check): a warning, never a refusal.
+ *
+ * Threads: bfs_wids_fetch from any thread; the rest are pure functions.
  */
 #ifndef BFS_FS_WIDS_H
 #define BFS_FS_WIDS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "engine/storage/storage.h"
 
 typedef struct {
 	char *url;          /* resolved, absolute */
@@ -54,6 +63,19 @@ int bfs_wids_is_index_url(const char *url);
 int bfs_wids_parse(const char *text, size_t len, const char *index_url,
 		   bfs_wids **out, char *errmsg);
 void bfs_wids_free(bfs_wids *w); /* accepts NULL */
+
+/* The most bytes an index may have (a JSON of a million shards is well
+ * under it). */
+#define BFS_WIDS_MAX_BYTES (256u << 20)
+
+/*
+ * Fetch the index at index_url (http(s), through the storage layer with
+ * opts o: TLS, deadlines and retries as a mount's) and parse it.  0 and
+ * *out; -ENOENT (404), -EFBIG (over BFS_WIDS_MAX_BYTES), the storage's
+ * errors, or bfs_wids_parse's; errmsg says which, naming the URL.
+ */
+int bfs_wids_fetch(const char *index_url, const bfs_storage_opts *o,
+		   bfs_wids **out, char *errmsg);
 
 /* The shard named `name`, or NULL. */
 const bfs_wids_shard *bfs_wids_find(const bfs_wids *w, const char *name);

@@ -1966,6 +1966,41 @@ static void test_engine_plans_a_remote_source_and_serves_the_local_bytes(void **
 		free(m.blob[i]);
 }
 
+/* An open that lends a batch's file asks for it with a get before any
+ * hint: the batch it waits for is the reader's place, and the plan comes
+ * at once -- no read waits for it and falls back to a range read. */
+static void test_engine_plans_for_a_reader_that_asks_without_a_hint(void **state)
+{
+	struct mstore m = { .n = 0 };
+	struct remote r;
+	bfs_shardcache_stats s;
+	char msg[BFS_ERRMSG_MAX];
+	bfs_engine *e;
+	bfs_batch *b;
+
+	(void)state;
+	remote_open(&r, dir_good, 0, &m);
+	remote_close(&r);
+	remote_open(&r, dir_good, 0, &m); /* indexes stored: nothing local */
+	e = open_engine(r.src, 2, BFS_ON_ERROR_FAIL, 1, 0);
+	assert_int_equal(bfs_engine_get(e, 1, 0, &b, msg), 0);
+	bfs_engine_put(e, b);
+	bfs_shardcache_get_stats(r.sc, &s);
+	assert_int_equal(s.epoch_last, 0);
+	assert_int_equal(s.range_reads, 0);
+	/* its records may be read from the fetch's parts before the fetch
+	 * commits: the count comes with the commit (at most 10 s) */
+	for (int i = 0; i < 1000 && s.fetched == 0; i++) {
+		usleep(10000);
+		bfs_shardcache_get_stats(r.sc, &s);
+	}
+	assert_true(s.fetched >= 1);
+	bfs_engine_destroy(e);
+	remote_close(&r);
+	for (int i = 0; i < m.n; i++)
+		free(m.blob[i]);
+}
+
 static void test_engine_fails_a_batch_whose_remote_shard_changed_without_marking_samples_bad(void **state)
 {
 	struct mstore m = { .n = 0 };
@@ -2019,6 +2054,7 @@ int main(void)
 		cmocka_unit_test(test_source_refuses_an_empty_directory),
 		cmocka_unit_test(test_engine_bytes_do_not_depend_on_threads_or_order),
 		cmocka_unit_test(test_engine_plans_a_remote_source_and_serves_the_local_bytes),
+		cmocka_unit_test(test_engine_plans_for_a_reader_that_asks_without_a_hint),
 		cmocka_unit_test(test_engine_fails_a_batch_whose_remote_shard_changed_without_marking_samples_bad),
 		cmocka_unit_test(test_engine_last_batch_is_partial_unless_dropped),
 		cmocka_unit_test(test_engine_fails_only_the_batch_with_a_bad_sample),

@@ -4,7 +4,9 @@
  * entry is used only for the shard it was written for and never gives
  * other bytes; the cache comes first and keeps what the sidecar gave; an
  * index the source turns down is counted as scanned; a sidecar for other
- * options is told apart.  Real TFRecord shards, a real LMDB cache.
+ * options is told apart; a remote source's sidecar is matched by the
+ * listing's ETag and spares every fetch.  Real TFRecord shards, a real
+ * LMDB cache, a shard cache over the storage layer's folder kind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,8 @@
 #include "engine/formats/sidecar.h"
 #include "engine/formats/tfrecord.h"
 #include "engine/source.h"
+#include "engine/storage/shardcache.h"
+#include "engine/storage/storage.h"
 #include "fs/indexes.h"
 
 #define NSHARDS 3
@@ -369,6 +373,172 @@ static void test_indexes_tells_a_sidecar_for_other_options(void **state)
 	free(data);
 }
 
+/* ---- a remote source: the storage layer over the test's folder ---- */
+
+struct remote {
+	bfs_storage *st;
+	bfs_shardcache *sc;
+};
+
+/* The folder as a remote source would list it, with a fresh shard cache
+ * in dir/.sc-N (hidden: not one of the folder's objects). */
+static void remote_open(struct remote *r, const char *dir, int n)
+{
+	bfs_storage_opts so = { 0 };
+	bfs_shardcache_opts co = { .fetchers = 2, .max_bytes = 64ull << 20 };
+	char msg[BFS_ERRMSG_MAX] = "", sc[300];
+
+	snprintf(sc, sizeof(sc), "%s/.sc-%d", dir, n);
+	co.dir = sc;
+	assert_int_equal(bfs_storage_open(dir, &so, &r->st, msg), 0);
+	if (bfs_shardcache_open(r->st, &co, &r->sc, msg))
+		fail_msg("shard cache: %s", msg);
+}
+
+static void remote_close(struct remote *r)
+{
+	bfs_shardcache_close(r->sc);
+	bfs_storage_close(r->st);
+}
+
+/* The remote source through indexes over xo (its identity the listing's
+ * ETag); counts in *st. */
+static bfs_source *open_remote(struct remote *r, bfs_indexes_opts xo,
+			       bfs_indexes_stats *st)
+{
+	bfs_source_opts so = { .shards = r->sc, .skip_dali = 1 };
+	char msg[BFS_ERRMSG_MAX] = "";
+	bfs_indexes *x;
+	bfs_source *s = NULL;
+	int err;
+
+	xo.identity = bfs_indexes_remote_identity;
+	xo.identity_ctx = r->sc;
+	assert_int_equal(bfs_indexes_create(&xo, &x), 0);
+	bfs_indexes_wire(x, &so);
+	if ((err = bfs_source_open(&so, &s, msg)))
+		fail_msg("bfs_source_open: %s: %s", bfs_strerror(err), msg);
+	bfs_indexes_get_stats(x, st);
+	bfs_indexes_destroy(x);
+	return s;
+}
+
+static void test_indexes_a_remote_sidecar_is_matched_by_etag_and_spares_every_fetch(void **state)
+{
+	const char *dir = *state;
+	struct remote r1, r2, r3;
+	bfs_indexes_opts xo = { 0 };
+	bfs_indexes_stats st;
+	bfs_shardcache_stats ss;
+	bfs_sidecar_info info = { .format = BFS_SIDECAR_TFRECORD };
+	bfs_sidecar_writer *w;
+	bfs_sidecar_id id;
+	bfs_sidecar *sc;
+	bfs_source *a, *b, *local;
+	const char *name;
+	void *data;
+	size_t len;
+
+	/* batchfs index of the remote source: every shard fetched, scanned,
+	 * its entry made of the listing's ETag */
+	remote_open(&r1, dir, 1);
+	assert_int_equal(bfs_sidecar_writer_create(&w), 0);
+	xo.capture = w;
+	a = open_remote(&r1, xo, &st);
+	assert_int_equal(st.captured, NSHARDS);
+	assert_int_equal(bfs_sidecar_writer_finish(w, &info, &data, &len), 0);
+	bfs_sidecar_writer_destroy(w);
+	assert_int_equal(bfs_sidecar_open(data, len, &sc, NULL), 0);
+	assert_int_equal(bfs_sidecar_entry(sc, 0, &name, &id), 0);
+	assert_string_equal(name, "s0.tfrecord");
+	assert_int_equal(id.kind, BFS_SIDECAR_ID_ETAG);
+	assert_int_equal(id.etag[0], '"');
+	bfs_shardcache_get_stats(r1.sc, &ss);
+	assert_int_equal(ss.fetched, NSHARDS);
+
+	/* a mount with an empty shard cache: every index from the sidecar,
+	 * no shard fetched, the bytes a local open reads */
+	remote_open(&r2, dir, 2);
+	memset(&xo, 0, sizeof(xo));
+	xo.sidecar = sc;
+	b = open_remote(&r2, xo, &st);
+	assert_int_equal(st.from_sidecar, NSHARDS);
+	assert_int_equal(st.sidecar_stale + st.sidecar_missing + st.unproven, 0);
+	bfs_shardcache_get_stats(r2.sc, &ss);
+	assert_int_equal(ss.fetched + ss.range_reads, 0);
+	memset(&xo, 0, sizeof(xo));
+	local = open_through(dir, &xo, NULL, &st);
+	same_samples(local, b);
+	bfs_source_close(local);
+	bfs_source_close(b);
+	bfs_source_close(a);
+
+	/* a shard replaced since: its ETag no longer the entry's, it alone
+	 * is fetched and scanned, and its new bytes are served */
+	put_shard(dir, 1, 9);
+	remote_open(&r3, dir, 3);
+	xo.sidecar = sc;
+	b = open_remote(&r3, xo, &st);
+	assert_int_equal(st.from_sidecar, NSHARDS - 1);
+	assert_int_equal(st.sidecar_stale, 1);
+	bfs_shardcache_get_stats(r3.sc, &ss);
+	assert_int_equal(ss.fetched, 1);
+	memset(&xo, 0, sizeof(xo));
+	local = open_through(dir, &xo, NULL, &st);
+	same_samples(local, b);
+	bfs_source_close(local);
+	bfs_source_close(b);
+	remote_close(&r1);
+	remote_close(&r2);
+	remote_close(&r3);
+	bfs_sidecar_close(sc);
+	free(data);
+}
+
+static void test_indexes_a_remote_identity_is_the_listing_s_size_and_etag(void **state)
+{
+	const char *dir = *state;
+	struct remote r;
+	bfs_sidecar_id id;
+	const bfs_storage_object *o;
+	bfs_shard_stamp stamp = { 0 };
+
+	remote_open(&r, dir, 1);
+	o = bfs_shardcache_object(r.sc, (size_t)bfs_shardcache_find(r.sc, "s2.tfrecord"));
+	assert_int_equal(bfs_indexes_remote_identity(r.sc, "s2.tfrecord", &stamp, &id), 0);
+	assert_int_equal(id.kind, BFS_SIDECAR_ID_ETAG);
+	assert_int_equal(id.size, o->size);
+	assert_string_equal(id.etag, o->etag);
+	assert_int_equal(bfs_indexes_remote_identity(r.sc, "nothing.tfrecord", &stamp, &id),
+			 -ENOENT);
+	remote_close(&r);
+}
+
+/* A remote source's sidecar: the listing's object when it lists it, else
+ * asked for by name (the folder kind: stat), none when absent. */
+static void test_indexes_reads_a_remote_sidecar_or_says_there_is_none(void **state)
+{
+	const char *dir = *state;
+	char why[512] = "", path[300];
+	struct remote r;
+	void *data;
+	size_t len;
+	FILE *f;
+
+	remote_open(&r, dir, 1);
+	assert_int_equal(bfs_indexes_read_remote(r.sc, &data, &len, why, sizeof(why)), -ENOENT);
+	assert_string_equal(why, "");
+	snprintf(path, sizeof(path), "%s/%s", dir, BFS_SIDECAR_NAME);
+	assert_non_null(f = fopen(path, "wb"));
+	assert_int_equal(fwrite("BFSSIDEC", 1, 8, f), 8);
+	fclose(f);
+	assert_int_equal(bfs_indexes_read_remote(r.sc, &data, &len, why, sizeof(why)), 0);
+	assert_int_equal(len, 8);
+	assert_memory_equal(data, "BFSSIDEC", 8);
+	free(data);
+	remote_close(&r);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -382,6 +552,9 @@ int main(void)
 		T(test_indexes_a_shard_asked_for_twice_counts_once),
 		T(test_indexes_reads_a_local_sidecar_or_says_why_not),
 		T(test_indexes_tells_a_sidecar_for_other_options),
+		T(test_indexes_a_remote_sidecar_is_matched_by_etag_and_spares_every_fetch),
+		T(test_indexes_a_remote_identity_is_the_listing_s_size_and_etag),
+		T(test_indexes_reads_a_remote_sidecar_or_says_there_is_none),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,8 +150,8 @@ static void test_shardcache_reads_a_source_through_a_cache_smaller_than_it_in_pl
 	assert_true(s.evictions >= 2 * NOBJ - 3);
 	assert_int_equal(s.epoch_first, 0);
 	assert_int_equal(s.epoch_last, 1);
-	/* what was fetched ahead for epoch 1 while the reader was in epoch 0
-	 * counts in epoch 0: every byte in one of them */
+	/* every byte counted in one of them (without epoch positions, what
+	 * was fetched ahead for epoch 1 counts in the reader's epoch 0) */
 	assert_int_equal(s.epoch_bytes[0] + s.epoch_bytes[1],
 			 s.bytes_fetched + s.range_bytes);
 	bfs_shardcache_close(c);
@@ -361,6 +361,39 @@ static void test_shardcache_refuses_a_limit_below_its_largest_object(void **stat
 	bfs_storage_close(st);
 }
 
+/* Fetched ahead for the next epoch while the reader is still in this
+ * one: those bytes are the next epoch's (a node of a shards split
+ * fetches its share of each epoch, whenever it fetches it). */
+static void test_shardcache_counts_what_it_fetches_ahead_towards_the_epoch_that_needs_it(void **state)
+{
+	enum { PER = 10 };
+	bfs_storage *st = open_src();
+	bfs_shardcache *c = open_cache(st, NOBJ * cost1(), 2);
+	bfs_span spans[NOBJ];
+	bfs_shardcache_stats s;
+
+	(void)state;
+	/* epoch 0 needs objects 0..3, epoch 1 objects 4..7 (positions
+	 * NOBJ / 2 * PER an epoch) */
+	file_order(spans, NOBJ, PER, 0);
+	bfs_shardcache_epoch_positions(c, NOBJ / 2 * PER);
+	assert_int_equal(bfs_shardcache_plan(c, spans, NOBJ, 0, 0), 0);
+	check_record(c, 0, 0, 100);
+	for (int i = 0; i < 5000; i++) { /* at most 10 s: every object */
+		bfs_shardcache_get_stats(c, &s);
+		if (s.fetched == NOBJ)
+			break;
+		usleep(2000);
+	}
+	assert_int_equal(s.fetched, NOBJ);
+	assert_int_equal(s.epoch_first, 0);
+	assert_int_equal(s.epoch_last, 1);
+	assert_int_equal(s.epoch_bytes[0], NOBJ / 2 * OBJ_BYTES);
+	assert_int_equal(s.epoch_bytes[1], NOBJ / 2 * OBJ_BYTES);
+	bfs_shardcache_close(c);
+	bfs_storage_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -372,6 +405,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shardcache_fails_the_reads_of_an_object_replaced_since_it_was_listed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_two_caches_on_one_folder_fetch_each_object_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_refuses_a_limit_below_its_largest_object, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shardcache_counts_what_it_fetches_ahead_towards_the_epoch_that_needs_it, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2712,6 +2712,8 @@ static void test_source_reads_a_remote_source_through_its_shard_cache_as_the_fol
 	assert_int_equal(id.shard_ctime_ns, st.ctime_ns);
 	assert_int_equal(id.shard_mtime_ns, 0);
 	assert_int_equal(m.puts, 3);
+	/* each shard asked for once: what the store lacks is not asked again */
+	assert_int_equal(m.gets, 3);
 	bfs_source_close(b);
 	remote_close(&r);
 
@@ -2725,8 +2727,12 @@ static void test_source_reads_a_remote_source_through_its_shard_cache_as_the_fol
 	}
 	remote_open(&r, src, cache, 0);
 	o.shards = r.sc;
+	m.gets = 0;
 	b = open_source(&o);
 	assert_int_equal(bfs_source_nindex_hits(b), 3);
+	/* twice each, a gzip shard's too: which need no fetch, then the
+	 * index itself, handed to each loader in turn */
+	assert_int_equal(m.gets, 6);
 	bfs_storage_stats(r.st, &hs);
 	assert_int_equal(hs.requests, 0);
 	assert_same_samples(a, b);

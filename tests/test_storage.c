@@ -156,6 +156,37 @@ static void test_storage_root_is_the_url_every_name_is_relative_to(void **state)
 	}
 }
 
+/* A source given URL by URL (a wids index's shards): named by the URL
+ * opened, its root the longest folder the URLs share. */
+static void test_storage_a_list_of_urls_is_rooted_at_the_folder_they_share(void **state)
+{
+	const char *urls[] = { "https://h:8443/data/wds/a/shard-0.tar",
+			       "https://h:8443/data/wds/b/shard-1.tar",
+			       "https://h:8443/data/wds/shard-2.tar" };
+	const char *hosts[] = { "https://h/a/x.tar", "https://g/a/y.tar" };
+	const char *folder[] = { "https://h/a/x.tar", "https://h/a/" };
+	bfs_storage_opts o = { .urls = urls, .nurls = 3 };
+	bfs_storage *st = NULL;
+	char err[512] = "";
+
+	(void)state;
+	bfs_http_opts_default(&o.http);
+	assert_int_equal(bfs_storage_open("https://h:8443/data/index.json", &o, &st, err), 0);
+	assert_string_equal(bfs_storage_root(st), "https://h:8443/data/wds/");
+	assert_string_equal(bfs_storage_url(st), "https://h:8443/data/index.json");
+	bfs_storage_close(st);
+	o.urls = hosts;
+	o.nurls = 2;
+	assert_int_equal(bfs_storage_open("https://h/i.json", &o, &st, err), -EINVAL);
+	assert_non_null(strstr(err, "more than one host"));
+	o.urls = folder;
+	assert_int_equal(bfs_storage_open("https://h/i.json", &o, &st, err), -EINVAL);
+	assert_non_null(strstr(err, "names a folder"));
+	o.urls = urls;
+	o.nurls = 0;
+	assert_int_equal(bfs_storage_open("https://h/i.json", &o, &st, err), -EINVAL);
+}
+
 /* ---- a local folder ---- */
 
 static char tmp[256];
@@ -304,6 +335,30 @@ static void test_storage_hands_a_read_to_a_sink_in_order(void **state)
 	bfs_storage_close(st);
 }
 
+static void test_storage_stat_names_an_object_the_listing_leaves_out(void **state)
+{
+	bfs_storage_object o, *v;
+	bfs_storage *st;
+	char err[512] = "", buf[8];
+	size_t n;
+
+	(void)state;
+	put_file("s.tar", "0123", 4);
+	put_file(".batchfs-index", "sidecar", 7);
+	st = open_tmp();
+	assert_int_equal(bfs_storage_list(st, &v, &n, err), 0);
+	assert_int_equal(n, 1); /* hidden: not one of the objects */
+	bfs_storage_objects_free(v, n);
+	assert_int_equal(bfs_storage_stat(st, ".batchfs-index", &o, err), 0);
+	assert_string_equal(o.name, ".batchfs-index");
+	assert_int_equal(o.size, 7);
+	assert_int_equal(bfs_storage_read(st, &o, 0, buf, 7, err), 0);
+	assert_memory_equal(buf, "sidecar", 7);
+	free(o.name);
+	assert_int_equal(bfs_storage_stat(st, "none", &o, err), -ENOENT);
+	bfs_storage_close(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +372,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_storage_reads_a_folder_file_exactly_and_refuses_one_rewritten, tmp_setup, tmp_teardown),
 		cmocka_unit_test_setup_teardown(test_storage_hands_a_read_to_a_sink_in_order, tmp_setup, tmp_teardown),
 		cmocka_unit_test(test_storage_refuses_credentials_in_a_url),
+		cmocka_unit_test(test_storage_a_list_of_urls_is_rooted_at_the_folder_they_share),
+		cmocka_unit_test_setup_teardown(test_storage_stat_names_an_object_the_listing_leaves_out, tmp_setup, tmp_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -73,6 +73,8 @@ struct fetch {
 	char errmsg[BFS_ERRMSG_MAX];
 	unsigned readers;         /* reads preading tmp.fd now */
 	double started;
+	int64_t epoch;            /* what its bytes count towards: the epoch
+				   * of the span it was started for */
 };
 
 struct obj {
@@ -116,7 +118,9 @@ struct bfs_shardcache {
 	uint64_t pos;             /* where the plan's reader is */
 	uint64_t window_end;      /* positions [pos, window_end) are being read
 				   * now (bfs_shardcache_window) */
-	int64_t epoch;            /* what fetched bytes count towards */
+	int64_t epoch;            /* the reader's epoch: what range reads, and
+				   * fetches no span asked for, count towards */
+	uint64_t epoch_len;       /* positions an epoch (0: not known) */
 	int planned;              /* a plan of an epoch has come */
 	int expect_plan;          /* one will (bfs_shardcache_expect_plan) */
 	size_t *active;           /* objects FETCHING here */
@@ -172,6 +176,13 @@ static int name_ok(const char *n)
 	return 1;
 }
 
+/* A name with a part starting with '.' (".batchfs-index"): beside the
+ * shards, never one of them (a source passes hidden names over). */
+static int hidden(const char *n)
+{
+	return n[0] == '.' || strstr(n, "/.") != NULL;
+}
+
 uint64_t bfs_shardcache_default_limit(const char *dir, uint64_t ours)
 {
 	struct statvfs v;
@@ -185,11 +196,31 @@ uint64_t bfs_shardcache_default_limit(const char *dir, uint64_t ours)
 
 /* ---- counters --------------------------------------------------------------- */
 
-static void count_bytes_locked(bfs_shardcache *c, uint64_t n)
+/* Epoch e's slot of the per-epoch counters, opened (emptied: it may hold
+ * one 64 epochs old) when e is past the last one; -1 when e is before the
+ * first kept.  Lock held. */
+static int64_t epoch_slot_locked(bfs_shardcache *c, int64_t e)
 {
-	if (c->epoch < 0)
+	if (e > c->s.epoch_last) {
+		for (int64_t x = c->s.epoch_last + 1; x <= e; x++)
+			c->s.epoch_bytes[x % BFS_SHARDCACHE_EPOCHS] = 0;
+		c->s.epoch_last = e;
+		if (c->s.epoch_first < 0)
+			c->s.epoch_first = e;
+		if (c->s.epoch_last - c->s.epoch_first >= BFS_SHARDCACHE_EPOCHS)
+			c->s.epoch_first = c->s.epoch_last - BFS_SHARDCACHE_EPOCHS + 1;
+	}
+	return e < c->s.epoch_first ? -1 : e % BFS_SHARDCACHE_EPOCHS;
+}
+
+/* n bytes fetched for epoch e (-1: none known: nothing is counted). */
+static void count_bytes_locked(bfs_shardcache *c, int64_t e, uint64_t n)
+{
+	int64_t slot;
+
+	if (e < 0 || (slot = epoch_slot_locked(c, e)) < 0)
 		return;
-	c->s.epoch_bytes[c->epoch % BFS_SHARDCACHE_EPOCHS] += n;
+	c->s.epoch_bytes[slot] += n;
 }
 
 static void ewma(double *v, double x)
@@ -416,7 +447,7 @@ static void run_part_locked(bfs_shardcache *c, size_t k, uint32_t p)
 		fx->state[p] = 2;
 		fx->done++;
 		c->s.bytes_fetched += len;
-		count_bytes_locked(c, len);
+		count_bytes_locked(c, fx->epoch, len);
 		if (len >= (1u << 20) && t > 0)
 			ewma(&c->s.part_mb_s, (double)len / t / 1e6);
 	} else {
@@ -609,6 +640,16 @@ static int start_next_locked(bfs_shardcache *c)
 	fx->state = calloc(fx->nparts ? fx->nparts : 1, 1);
 	fx->got = calloc(fx->nparts ? fx->nparts : 1, sizeof(*fx->got));
 	fx->started = now_s();
+	/* its bytes count towards the epoch of the span it is fetched for
+	 * (the next one of its ahead: fetched early for the next epoch, they
+	 * are that epoch's), else the reader's */
+	fx->epoch = c->epoch;
+	if (c->epoch_len && c->epoch >= 0) {
+		uint64_t nu = bfs_shardplan_next(c->plan, (size_t)k, c->pos);
+
+		if (nu != UINT64_MAX && c->pos + nu >= c->pos)
+			fx->epoch = (int64_t)((c->pos + nu) / c->epoch_len);
+	}
 	ob->fx = fx;
 	if (!fx->state || !fx->got) {
 		fx->err = -ENOMEM;
@@ -725,7 +766,9 @@ int bfs_shardcache_open(bfs_storage *st, const bfs_shardcache_opts *o,
 	for (size_t i = 0; i < c->n; i++) {
 		c->ob[i].fd = -1;
 		c->cost[i] = bfs_shardfolder_cost(c->objs[i].size, strlen(c->objs[i].etag));
-		if (c->cost[i] > largest) {
+		/* the limit must hold the largest shard: a sidecar index
+		 * larger than every shard is read into memory, not cached */
+		if (c->cost[i] > largest && !hidden(c->objs[i].name)) {
 			largest = c->cost[i];
 			big = i;
 		}
@@ -855,16 +898,7 @@ static void set_epoch_locked(bfs_shardcache *c, int64_t epoch)
 {
 	if (epoch < 0 || epoch == c->epoch)
 		return;
-	/* a new epoch's slot starts empty (it may hold one 64 epochs old) */
-	if (epoch > c->s.epoch_last) {
-		for (int64_t e = c->s.epoch_last + 1; e <= epoch; e++)
-			c->s.epoch_bytes[e % BFS_SHARDCACHE_EPOCHS] = 0;
-		c->s.epoch_last = epoch;
-		if (c->s.epoch_first < 0)
-			c->s.epoch_first = epoch;
-		if (c->s.epoch_last - c->s.epoch_first >= BFS_SHARDCACHE_EPOCHS)
-			c->s.epoch_first = c->s.epoch_last - BFS_SHARDCACHE_EPOCHS + 1;
-	}
+	epoch_slot_locked(c, epoch); /* listed, even with nothing fetched */
 	c->epoch = epoch;
 }
 
@@ -927,6 +961,13 @@ int bfs_shardcache_plan(bfs_shardcache *c, const bfs_span *spans, size_t n,
 	}
 	pthread_mutex_unlock(&c->lock);
 	return err;
+}
+
+void bfs_shardcache_epoch_positions(bfs_shardcache *c, uint64_t n)
+{
+	pthread_mutex_lock(&c->lock);
+	c->epoch_len = n;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void bfs_shardcache_window(bfs_shardcache *c, uint64_t end)
@@ -1002,7 +1043,7 @@ static int range_read_locked(bfs_shardcache *c, size_t k, uint64_t off,
 	if (!err) {
 		c->s.range_reads++;
 		c->s.range_bytes += len;
-		count_bytes_locked(c, len);
+		count_bytes_locked(c, c->epoch, len);
 		ewma(&c->s.range_ms, t * 1e3);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -112,9 +112,14 @@ typedef struct {
 				* a second or more before */
 	double part_mb_s;      /* measured: one connection's MB/s on a part */
 	double range_ms;       /* measured: a range read's time */
-	/* bytes fetched (whole or by range) while the plan's reader was in
-	 * epoch e, for the last BFS_SHARDCACHE_EPOCHS epochs: epoch_bytes[e %
-	 * BFS_SHARDCACHE_EPOCHS], valid for e in [epoch_first, epoch_last] */
+	/* bytes fetched for epoch e, for the last BFS_SHARDCACHE_EPOCHS
+	 * epochs: epoch_bytes[e % BFS_SHARDCACHE_EPOCHS], valid for e in
+	 * [epoch_first, epoch_last].  A whole object counts towards the epoch
+	 * of the plan's span it was fetched for (with
+	 * bfs_shardcache_epoch_positions: one fetched ahead, while the reader
+	 * is still in the epoch before, is the next epoch's), else the
+	 * reader's; a range read towards the reader's epoch; a fetch before
+	 * any plan of an epoch (indexing) towards none. */
 	uint64_t epoch_bytes[BFS_SHARDCACHE_EPOCHS];
 	int64_t epoch_first, epoch_last; /* -1: no plan has named one */
 } bfs_shardcache_stats;
@@ -165,6 +170,11 @@ int bfs_shardcache_plan(bfs_shardcache *c, const bfs_span *spans, size_t n,
 /* The reader is at position pos now (positions as the plan's) and in
  * `epoch`.  Cheap: no call to the plan's whole sweep; never blocks. */
 void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch);
+/* The plan's positions run n to an epoch (epoch e is positions [e n,
+ * (e + 1) n)): a whole object's bytes count towards the epoch of the span
+ * it is fetched for (stats' epoch_bytes).  0 (the default): towards the
+ * reader's epoch. */
+void bfs_shardcache_epoch_positions(bfs_shardcache *c, uint64_t n);
 /* Positions [pos, end) are being read now (the decode threads work on
  * several batches at once): what they need is in use, and a read that
  * waits for its shard may not evict it.  0 (the default): pos alone. */

@@ -39,6 +39,7 @@ struct bfs_storage {
 	/* http */
 	char **urls;
 	size_t nurls;
+	int64_t *sizes;        /* a list's sizes when HEAD gives none, or NULL */
 	size_t root_len;       /* names are urls[i] + root_len */
 	unsigned connections;  /* HEADs at once while listing */
 	/* local: root is the folder's absolute path and a '/' */
@@ -207,18 +208,83 @@ static int open_s3(bfs_storage *st, const bfs_storage_opts *o, char *errmsg)
 	return bfs_s3_create(&so, &st->s3, errmsg);
 }
 
-static int open_http(bfs_storage *st, char *errmsg)
+/* Where the path of http(s) URL u starts (its "/" after the host), or 0
+ * when u is not http(s)://HOST/... or its host part holds a '@'. */
+static size_t http_path_start(const char *u)
 {
-	const char *brace = strchr(st->url, '{'), *host, *cut;
+	const char *host, *cut;
+
+	if (strncasecmp(u, "http://", 7) && strncasecmp(u, "https://", 8))
+		return 0;
+	host = strstr(u, "://") + 3;
+	cut = strchr(host, '/');
+	if (!cut || cut == host || memchr(host, '@', (size_t)(cut - host)))
+		return 0;
+	return (size_t)(cut - u);
+}
+
+/* An http(s) source given as a list (opts.urls): the URLs copied, each
+ * checked, and the root the longest folder they share. */
+static int open_list(bfs_storage *st, const bfs_storage_opts *o, char *errmsg)
+{
+	size_t n;
+
+	if (!o->nurls || o->nurls > MAX_URLS) {
+		bfs_seterr(errmsg, "%s: %zu URLs (1 to %d)", st->url, o->nurls, MAX_URLS);
+		return -EINVAL;
+	}
+	if (!(st->urls = calloc(o->nurls, sizeof(*st->urls))) ||
+	    (o->sizes && !(st->sizes = calloc(o->nurls, sizeof(*st->sizes)))))
+		return -ENOMEM;
+	for (size_t i = 0; i < o->nurls; i++) {
+		if (!http_path_start(o->urls[i]) || strchr(o->urls[i], '{')) {
+			bfs_seterr(errmsg, "%.300s: not http(s)://HOST/PATH (and batchfs "
+				   "takes no credentials from a URL)", o->urls[i]);
+			return -EINVAL;
+		}
+		if (!(st->urls[i] = strdup(o->urls[i])))
+			return -ENOMEM;
+		st->nurls++;
+		if (st->sizes)
+			st->sizes[i] = o->sizes[i];
+	}
+	/* the longest folder every URL starts with, "scheme://host/" at least */
+	n = strlen(st->urls[0]);
+	for (size_t i = 1; i < st->nurls; i++) {
+		size_t k = 0;
+
+		while (k < n && st->urls[i][k] == st->urls[0][k])
+			k++;
+		n = k;
+	}
+	while (n && st->urls[0][n - 1] != '/')
+		n--;
+	if (n < http_path_start(st->urls[0]) + 1) {
+		bfs_seterr(errmsg, "%s: its URLs are on more than one host (%.200s and "
+			   "others)", st->url, st->urls[0]);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < st->nurls; i++)
+		if (!st->urls[i][n]) {
+			bfs_seterr(errmsg, "%s: %.300s names a folder", st->url, st->urls[i]);
+			return -EINVAL;
+		}
+	st->root_len = n;
+	return (st->root = strndup(st->urls[0], n)) ? 0 : -ENOMEM;
+}
+
+static int open_http(bfs_storage *st, const bfs_storage_opts *o, char *errmsg)
+{
+	const char *brace = strchr(st->url, '{');
 	int n;
 
-	host = strstr(st->url, "://") + 3;
-	cut = strchr(host, '/');
-	if (!cut || memchr(host, '@', (size_t)(cut - host))) {
+	if (!http_path_start(st->url)) {
 		bfs_seterr(errmsg, "%s: not http(s)://HOST/PATH (and batchfs "
 			   "takes no credentials from a URL)", st->url);
 		return -EINVAL;
 	}
+	if (o->urls)
+		return open_list(st, o, errmsg);
 	n = bfs_storage_expand_braces(st->url, &st->urls, MAX_URLS);
 	if (n < 0) {
 		if (n == -EINVAL)
@@ -290,7 +356,7 @@ int bfs_storage_open(const char *url, const bfs_storage_opts *o,
 	if ((err = bfs_http_create(&ho, &st->http, errmsg)))
 		goto fail;
 	st->connections = ho.connections ? ho.connections : 16;
-	err = st->kind == KIND_S3 ? open_s3(st, o, errmsg) : open_http(st, errmsg);
+	err = st->kind == KIND_S3 ? open_s3(st, o, errmsg) : open_http(st, o, errmsg);
 	if (err)
 		goto fail;
 	*out = st;
@@ -310,6 +376,7 @@ void bfs_storage_close(bfs_storage *st)
 	for (size_t i = 0; i < st->nurls; i++)
 		free(st->urls[i]);
 	free(st->urls);
+	free(st->sizes);
 	free(st->bucket);
 	free(st->prefix);
 	free(st->root);
@@ -428,7 +495,9 @@ static void *head_main(void *arg)
 		if (!err && !(hd->v[i].name = strdup(st->urls[i] + st->root_len)))
 			err = -ENOMEM;
 		if (!err) {
-			hd->v[i].size = resp.total;
+			/* a server that gives no size to HEAD: the list's */
+			hd->v[i].size = !resp.total && st->sizes && st->sizes[i] >= 0
+				      ? (uint64_t)st->sizes[i] : resp.total;
 			snprintf(hd->v[i].etag, sizeof(hd->v[i].etag), "%s", resp.etag);
 			continue;
 		}
@@ -737,10 +806,61 @@ static int read_any(bfs_storage *st, const bfs_storage_object *obj,
 
 		if (!len)
 			return 0;
-		snprintf(url, sizeof(url), "%.*s%s", (int)st->root_len, st->url,
-			 obj->name);
+		if (snprintf(url, sizeof(url), "%s%s", st->root, obj->name) >=
+		    (int)sizeof(url))
+			return -ENAMETOOLONG;
 		return bfs_http_do(st->http, &r, NULL, errmsg);
 	}
+}
+
+int bfs_storage_stat(bfs_storage *st, const char *name, bfs_storage_object *obj,
+		     char *errmsg)
+{
+	int err;
+
+	memset(obj, 0, sizeof(*obj));
+	if (st->kind == KIND_LOCAL) {
+		char path[PATH_MAX];
+		struct stat sb;
+
+		if (snprintf(path, sizeof(path), "%s%s", st->root, name) >= (int)sizeof(path))
+			return -ENAMETOOLONG;
+		if (stat(path, &sb) != 0) {
+			err = -errno;
+			if (err != -ENOENT)
+				bfs_seterr(errmsg, "%s: %s", path, strerror(-err));
+			return err;
+		}
+		if (!S_ISREG(sb.st_mode)) {
+			bfs_seterr(errmsg, "%s: not a regular file", path);
+			return -EINVAL;
+		}
+		obj->size = (uint64_t)sb.st_size;
+		local_etag(&sb, obj->etag, sizeof(obj->etag));
+	} else if (st->kind == KIND_S3) {
+		char *key = s3_key(st, name);
+
+		if (!key)
+			return -ENOMEM;
+		err = bfs_s3_head(st->s3, st->bucket, key, &obj->size, obj->etag, errmsg);
+		free(key);
+		if (err)
+			return err;
+	} else {
+		char url[2048];
+		http_req q = { url, 0, 0, NULL, 0 };
+		bfs_http_req r = { .method = "HEAD", .prepare = http_prepare, .ctx = &q,
+				   .what = url };
+		bfs_http_resp resp;
+
+		if (snprintf(url, sizeof(url), "%s%s", st->root, name) >= (int)sizeof(url))
+			return -ENAMETOOLONG;
+		if ((err = bfs_http_do(st->http, &r, &resp, errmsg)))
+			return err;
+		obj->size = resp.total;
+		snprintf(obj->etag, sizeof(obj->etag), "%s", resp.etag);
+	}
+	return (obj->name = strdup(name)) ? 0 : -ENOMEM;
 }
 
 int bfs_storage_read(bfs_storage *st, const bfs_storage_object *obj,

@@ -1,8 +1,8 @@
 /*
  * storage.h - the one interface to where shards are kept: list the objects
  * of a source, each with its identity (size, ETag), and read a range of
- * one.  s3:// (s3.h), http(s):// lists in WebDataset's brace notation, and
- * a local folder implement it; the shard cache (shardcache.h) reads
+ * one.  s3:// (s3.h), http(s):// lists in WebDataset's brace notation (or
+ * given URL by URL: opts.urls), and a local folder implement it; the shard cache (shardcache.h) reads
  * through it.
  *
  * A local folder's objects are its regular files, every level down (names
@@ -38,6 +38,14 @@ typedef struct {
 	const char *endpoint;/* NULL: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL */
 	int addressing;      /* BFS_S3_* of s3.h */
 	int anonymous;       /* sign nothing */
+	/* An http(s) source given as a list of URLs rather than a pattern (a
+	 * wids shard index, fs/wids.h): nurls absolute http(s) URLs, given
+	 * once each; the url opened only names the source.  sizes (or NULL):
+	 * the size to take for urls[i] when its HEAD says none (-1: none
+	 * known).  Read at open only (copied). */
+	const char *const *urls;
+	const int64_t *sizes;
+	size_t nurls;
 } bfs_storage_opts;
 
 /* 1 when s names a remote source this interface opens (s3://, http://,
@@ -62,7 +70,8 @@ const char *bfs_storage_url(bfs_storage *st);
 /* The URL every object name is relative to, ending in '/': for s3://B/P
  * (or s3://B/P/) "s3://B/P/", for s3://B "s3://B/", for an http(s) list
  * the folder of its first brace ("https://h/wds/" for
- * https://h/wds/train-{000..146}.tar).  Root + name is the object's URL.
+ * https://h/wds/train-{000..146}.tar), for a list of URLs (opts.urls) the
+ * longest folder they all share ("scheme://host/" at least).  Root + name is the object's URL.
  * It names remote shards in the caches (source.h, bfs_shard_stamp_remote):
  * two spellings of one source get one root.  Valid until close. */
 const char *bfs_storage_root(bfs_storage *st);
@@ -82,6 +91,18 @@ void bfs_storage_describe(bfs_storage *st, char *buf, size_t n);
 int bfs_storage_list(bfs_storage *st, bfs_storage_object **objs, size_t *n,
 		     char *errmsg);
 void bfs_storage_objects_free(bfs_storage_object *objs, size_t n);
+
+/*
+ * The identity (size, ETag) of the object `name`, relative to the source's
+ * root, whether or not the listing has it (a sidecar index beside a brace
+ * pattern's shards): s3 and http(s) ask with HEAD, a folder with stat.
+ * 0 with *obj filled (obj->name a malloc'd copy of name that the caller
+ * frees with free()); -ENOENT when
+ * there is none (404; no such file); the errors of http.h (errmsg says
+ * which).
+ */
+int bfs_storage_stat(bfs_storage *st, const char *name, bfs_storage_object *obj,
+		     char *errmsg);
 
 /* Bytes [off, off + len) of obj, exactly, checked against its ETag:
  * -ESTALE when the object was replaced since it was listed; -ERANGE past

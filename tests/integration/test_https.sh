@@ -8,11 +8,7 @@
 # the server does not have is named.
 source "$(dirname "$0")/lib.sh"
 t_begin
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-	echo "skip test_https: no nginx (apt-get install nginx-light; make deps installs it)"
-	exit 0
-fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+source "$HERE/httpslib.sh"
 D=$T_DIR
 TOOLS=$(cd "$HERE/../tools" && pwd)
 COMMON=(--batch 8 --size 40x48 --shuffle 5 --cache none --shard-cache "$D/shards")
@@ -24,57 +20,15 @@ $PY "$TOOLS/mkwds.py" "$D/jpegs" "$D/www/wds" --per-shard 8 >/dev/null || { not_
 n=$(ls "$D/www/wds" | wc -l)
 last=$(printf '%06d' $((n - 1)))
 
-# A CA, and a certificate it signs for 127.0.0.1.
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=batchfs test CA" \
-	-keyout "$D/ca.key" -out "$D/ca.pem" 2>/dev/null &&
-	openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
-		-keyout "$D/srv.key" -out "$D/srv.csr" 2>/dev/null &&
-	printf 'subjectAltName=IP:127.0.0.1\n' >"$D/ext" &&
-	openssl x509 -req -in "$D/srv.csr" -CA "$D/ca.pem" -CAkey "$D/ca.key" \
-		-CAcreateserial -days 2 -extfile "$D/ext" -out "$D/srv.pem" 2>/dev/null ||
-	{ not_ok "openssl: make the test CA"; t_end; }
-
-port=
-for _ in $(seq 1 50); do
-	p=$((30000 + RANDOM % 20000))
-	ss -ltn "( sport = :$p )" | grep -q LISTEN || { port=$p; break; }
-done
-mkdir -p "$D/nginx"
-cat >"$D/nginx/nginx.conf" <<CONF
-daemon off;
-user root;
-worker_processes 1;
-pid $D/nginx/pid;
-error_log $D/nginx/error.log;
-events { worker_connections 64; }
-http {
-	access_log off;
-	client_body_temp_path $D/nginx/body;
-	proxy_temp_path $D/nginx/proxy;
-	fastcgi_temp_path $D/nginx/fcgi;
-	uwsgi_temp_path $D/nginx/uwsgi;
-	scgi_temp_path $D/nginx/scgi;
-	server {
-		listen 127.0.0.1:$port ssl;
-		ssl_certificate $D/srv.pem;
-		ssl_certificate_key $D/srv.key;
-		root $D/www;
-	}
-}
-CONF
-"$NGINX" -c "$D/nginx/nginx.conf" -p "$D/nginx" 2>>"$D/nginx/error.log" &
-T_PIDS+=("$!")
-for _ in $(seq 1 100); do
-	curl -s --cacert "$D/ca.pem" -o /dev/null "https://127.0.0.1:$port/wds/train-000000.tar" && break
-	sleep 0.1
-done
+https_start "$D/www"
+port=$HTTPS_PORT
 URL="https://127.0.0.1:$port/wds/train-{000000..$last}.tar"
 every_batch() { (cd "$1" && cat epoch-0000/*); }
 
 # (a remote source's default order: blocks of 1/32 of its shards, at least 1)
 mount_fg "$D/www/wds" "$D/local" --batch 8 --size 40x48 --shuffle 5 --shuffle-block 1 --cache none ||
 	{ not_ok "local mount"; t_end; }
-if AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$URL" "$D/https" "${COMMON[@]}"; then
+if AWS_CA_BUNDLE="$HTTPS_CA" mount_fg "$URL" "$D/https" "${COMMON[@]}"; then
 	check "https:// with braces and AWS_CA_BUNDLE: every batch equals the local mount's" \
 		cmp <(every_batch "$D/local") <(every_batch "$D/https")
 	check "https://: dataset.json names the pattern as given" \
@@ -95,7 +49,7 @@ LIM=$((SIZE / 4))
 BIG="https://127.0.0.1:$port/big/train-{000000..$(printf '%06d' $((nb - 1)))}.tar"
 mount_fg "$D/www/big" "$D/local-big" --batch 8 --size 40x48 --shuffle 5 --shuffle-block 2 --cache none ||
 	not_ok "local mount of the big set"
-if [ "$LIM" -ge 1048576 ] && AWS_CA_BUNDLE="$D/ca.pem" mount_fg "$BIG" "$D/https-big" --batch 8 \
+if [ "$LIM" -ge 1048576 ] && AWS_CA_BUNDLE="$HTTPS_CA" mount_fg "$BIG" "$D/https-big" --batch 8 \
 	--size 40x48 --shuffle 5 --shuffle-block 2 --cache none --shard-cache "$D/big-shards" \
 	--shard-cache-size "$LIM"; then
 	check "https:// with braces through a shard cache a quarter of the source, blocks of 2 shards: every batch equals the local mount's" \
@@ -133,7 +87,7 @@ if mount_fg "$URL" "$D/noverify" "${COMMON[@]}" --no-verify-tls; then
 else
 	not_ok "--no-verify-tls mount: $(tail -2 "$D/mount.log")"
 fi
-AWS_CA_BUNDLE="$D/ca.pem" refused "a URL of the pattern that the server lacks is named (404)" \
+AWS_CA_BUNDLE="$HTTPS_CA" refused "a URL of the pattern that the server lacks is named (404)" \
 	"wds/train-[0-9]*.tar: HEAD: HTTP 404" "https://127.0.0.1:$port/wds/train-{000000..000099}.tar" \
 	--no-verify-tls
 refused "a malformed brace pattern" "brace pattern" "https://127.0.0.1:$port/wds/train-{000003..000001}.tar"

@@ -107,8 +107,8 @@ refused() { # NAME PATTERN ARGS...
 		not_ok "$name: $out"
 	fi
 }
-refused "an https:// source is read-only: where to run it instead" \
-	"read-only over http(s): run batchfs index where the shards can be written" \
+refused "an https:// source is read-only: --out FILE, and where to publish it" \
+	"read-only over http(s): give --out FILE, then publish FILE as .batchfs-index in the folder of the shards" \
 	"https://example.invalid/shard-{0..3}.tar"
 refused "a folder of images has no shard indexes" "is a folder of images" "$D/jpegs"
 rm -f "$D/wds/.batchfs-index" && mkdir "$D/wds/.batchfs-index"
