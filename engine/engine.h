@@ -278,6 +278,9 @@ typedef struct {
 	double worker_idle;        /* share of worker time spent idle */
 	unsigned threads;
 	unsigned prefetch;         /* fixed depth, or 0 when auto */
+	unsigned ahead_max;        /* auto read-ahead, all readers together, at
+				    * most: slots - 1, and for a remote source
+				    * no more than half its shard cache holds */
 	unsigned slots;
 	unsigned slots_ready;
 	unsigned slots_filling;

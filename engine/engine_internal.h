@@ -215,6 +215,10 @@ struct bfs_engine {
 	int stop;                          /* protected by lock */
 	struct bfs_batch *slots;           /* protected by lock */
 	unsigned nslots;
+	unsigned ahead_max;   /* batches read ahead, all readers together, at
+			       * most: nslots - 1, and for a remote source
+			       * what half its shard cache holds
+			       * (bfs_source_ahead_samples) */
 	uint64_t seq, tick;                /* protected by lock */
 	struct worker *workers;
 	unsigned nworkers;

@@ -702,6 +702,13 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->created_ns = e->idle_since = bfs__now_ns();
 	e->nslots = e->o.slots;
 	e->slots = calloc(e->nslots, sizeof(*e->slots));
+	e->ahead_max = e->nslots - 1;
+	{
+		uint64_t n = bfs_source_ahead_samples(e->src) / e->o.batch;
+
+		if (n < e->ahead_max)
+			e->ahead_max = n ? (unsigned)n : 1;
+	}
 	e->errors = calloc(MAX_ERRORS, sizeof(*e->errors));
 	if (bfs_badset_create(e->nsamples, &e->bad) ||
 	    (e->rrc && !(e->whole_ok = calloc((size_t)((e->nsamples + 63) / 64),
@@ -748,6 +755,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	e->st.threads = e->nworkers;
 	e->st.prefetch = e->o.prefetch;
 	e->st.slots = e->nslots;
+	e->st.ahead_max = e->ahead_max;
 	e->st.mem_budget = e->o.mem_bytes;
 	e->st.mem_cap = e->mem_cap;
 	*out = e;

@@ -20,11 +20,12 @@ static unsigned active_readers_locked(bfs_engine *e, uint64_t now)
 	return n ? n : 1;
 }
 
-/* The most read-ahead one reader may have: its share of the slots, one
- * kept back for the batch it reads. */
+/* The most read-ahead one reader may have: its share of e->ahead_max
+ * (the slots, one kept back for the batch it reads; for a remote source
+ * no more than its shard cache has room for). */
 static unsigned depth_cap_locked(bfs_engine *e, uint64_t now)
 {
-	unsigned share = (e->nslots - 1) / active_readers_locked(e, now);
+	unsigned share = e->ahead_max / active_readers_locked(e, now);
 
 	return share ? share : 1;
 }
@@ -49,7 +50,7 @@ static struct reader *reader_locked(bfs_engine *e, uint64_t reader,
 	oldest->last_id = UINT64_MAX;
 	oldest->settled_id = UINT64_MAX;
 	oldest->last_ns = now;
-	oldest->depth = e->o.prefetch ? e->o.prefetch : 2;
+	oldest->depth = e->o.prefetch ? e->o.prefetch : e->ahead_max < 2 ? e->ahead_max : 2;
 	oldest->idle_mark = e->idle_ns;
 	oldest->mark_ns = now;
 	return oldest;

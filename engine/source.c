@@ -370,6 +370,21 @@ int bfs_source_identity(const bfs_source *s, uint64_t i,
 
 int bfs_source_is_remote(const bfs_source *s) { return s->sc != NULL; }
 
+uint64_t bfs_source_ahead_samples(const bfs_source *s)
+{
+	bfs_shardcache_stats st;
+	uint64_t bytes = 0, per, n;
+
+	if (!s->sc)
+		return UINT64_MAX;
+	for (size_t k = 0; k < s->nshards; k++)
+		bytes += s->shards[k].stamp.size;
+	bfs_shardcache_get_stats(s->sc, &st);
+	per = s->nsamples ? bytes / s->nsamples : 0;
+	n = per ? st.limit / 2 / per : UINT64_MAX;
+	return n ? n : 1;
+}
+
 size_t bfs_source_shard_of(const bfs_source *s, uint64_t i)
 {
 	return s->samples[i].shard;

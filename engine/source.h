@@ -303,6 +303,15 @@ void bfs_buf_free(bfs_buf *b);
 /* 1 when s reads its shards through a shard cache (opts.shards). */
 int bfs_source_is_remote(const bfs_source *s);
 
+/* How many samples a remote source's readers may have decoded at once
+ * (the engine's read-ahead) and still leave its shard cache room to fetch
+ * ahead: half the cache's limit, over the shards' mean bytes a sample, at
+ * least 1.  Without the bound, read-ahead deeper than the cache holds pins
+ * every object it has, the next ones cannot be fetched whole, and their
+ * records are read by range and then fetched again.  UINT64_MAX for a
+ * local source. */
+uint64_t bfs_source_ahead_samples(const bfs_source *s);
+
 /* The shard (its index, as bfs_source_shard_name's) that holds sample i;
  * i < bfs_source_count. */
 size_t bfs_source_shard_of(const bfs_source *s, uint64_t i);

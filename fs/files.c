@@ -779,6 +779,7 @@ int bfs_files_stats_json(const bfs_files *f, char **buf, size_t *len)
 		bfs_json_u64(&j, "prefetch_depth", st.prefetch ? st.prefetch : depth);
 	}
 	bfs_json_str(&j, "prefetch_mode", st.prefetch ? "fixed" : "auto");
+	bfs_json_u64(&j, "prefetch_max", st.ahead_max);
 	bfs_json_u64(&j, "memory_bytes", st.mem_bytes);
 	bfs_json_u64(&j, "memory_budget", st.mem_budget);
 	bfs_json_u64(&j, "memory_cap", st.mem_cap);

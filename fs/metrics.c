@@ -157,6 +157,8 @@ static const struct one ones[] = {
 	  "Share of worker time spent idle since the mount started (0..1)." },
 	{ "batchfs_prefetch_depth", "gauge", "prefetch_depth",
 	  "Read-ahead depth in batches (the deepest reader's when autotuned)." },
+	{ "batchfs_prefetch_max", "gauge", "prefetch_max",
+	  "Autotuned read-ahead, all readers together, at most (batches): the slots, and for s3:// or https:// what half the shard cache holds." },
 	{ "batchfs_memory_bytes", "gauge", "memory_bytes",
 	  "Memory the budget counts now." },
 	{ "batchfs_memory_budget_bytes", "gauge", "memory_budget",
