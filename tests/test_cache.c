@@ -585,29 +585,42 @@ static void test_cache_two_handles_in_one_process_share_one_env(void **s)
 }
 
 /* The parent maps 4 MiB; the child, with a larger limit, grows the file
- * past it, so the parent also adopts a map grown by another process. */
+ * past it, so the parent also adopts a map grown by another process.
+ * The child is forked before the parent's cache starts its writer thread
+ * and waits for it on a pipe: a fork while another thread may hold a lock
+ * of the allocator's (ASan's has no fork handler here) can leave the
+ * child's first thread waiting on it for ever. */
 static void test_cache_child_process_writes_while_parent_reads(void **s)
 {
-	char dir[64];
+	char dir[64], ch;
 	bfs_cache *c;
 	bfs_cache_reader *r;
 	const int n = 16;
-	int status, seen = 0;
+	int status, seen = 0, go[2];
 	double deadline;
 	pid_t pid;
 
 	make_dir(dir);
-	c = open_cache(dir, FP_A, 4ull << 20);
-	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(pipe(go), 0);
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		bfs_cache *cc = open_cache(dir, FP_A, 64ull << 20);
+		bfs_cache *cc;
 
+		close(go[1]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
+		if (read(go[0], &ch, 1) != 1)
+			_exit(2);
+		cc = open_cache(dir, FP_A, 64ull << 20);
 		put_range(cc, FP_A, "p", 0, n, BIG, 2);
 		bfs_cache_close(cc);
 		_exit(0);
 	}
+	close(go[0]);
+	c = open_cache(dir, FP_A, 4ull << 20);
+	assert_int_equal(bfs_cache_reader_create(c, &r), 0);
+	assert_int_equal(write(go[1], "g", 1), 1);
+	close(go[1]);
 	deadline = now_s() + 30;
 	while (seen < n && now_s() < deadline) {
 		seen = 0;
