@@ -17,8 +17,10 @@ run_unit() {
 	local t out p f
 	for t in "$BUILD"/tests/test_*; do
 		[ -x "$t" ] || continue
-		out=$("$t" 2>&1)
+		# a hang is a failure with its output, not a stalled run
+		out=$(timeout -k 10 1200 "$t" 2>&1)
 		local rc=$?
+		[ "$rc" -eq 124 ] && out+=$'\n'"$(basename "$t"): still running after 1200 s, killed"
 		p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -1)
 		f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -1)
 		p=${p:-0} f=${f:-0}
