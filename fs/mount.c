@@ -302,6 +302,47 @@ static void on_hold_released(void *ctx)
 
 /* --hold SECONDS: a mount that nobody has held by then (its starter died
  * before it could open MNT/hold) ends itself too. */
+/*
+ * libfuse's loop, started again when it ended for want of memory: a
+ * worker that cannot allocate its request buffer (or a thread) ends the
+ * whole loop with -ENOMEM (or -1) although the mount is alive, and the
+ * daemon would unmount over a moment's shortage (an address-space limit,
+ * a machine out of memory).  The loop is started again after a pause,
+ * the pause said in the log once a streak (then every minute); an
+ * unmount, a signal or any other error ends it as before (libfuse resets
+ * the session on return, and sees a signal's exit at its start).
+ */
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int serve_loop(struct fuse_session *se, struct fuse_loop_config *loop)
+{
+	double said = 0;
+	unsigned streak = 0;
+
+	for (;;) {
+		double t0 = mono_s();
+		int err = fuse_session_loop_mt(se, loop);
+
+		if (err != -ENOMEM && err != -1)
+			return err;
+		if (mono_s() - t0 >= 1) /* it served a while: a new streak */
+			streak = 0;
+		if (++streak == 1 || mono_s() - said >= 60) {
+			bfs_log(BFS_LOG_WARN, "out of memory for a FUSE request buffer or "
+				"thread (%u time%s in a row): serving again in 100 ms",
+				streak, streak == 1 ? "" : "s");
+			said = mono_s();
+		}
+		usleep(100000);
+	}
+}
+
 static void *hold_timer_main(void *arg)
 {
 	struct mnt *m = arg;
@@ -1022,7 +1063,7 @@ static int serve(void *ctx, int notify_fd)
 	if (o->hold && o->hold_wait &&
 	    pthread_create(&m.hold_timer, NULL, hold_timer_main, &m) == 0)
 		m.hold_timer_on = 1;
-	err = fuse_session_loop_mt(m.se, loop);
+	err = serve_loop(m.se, loop);
 	hold_timer_stop(&m);
 	status = err == 0 ? 0 : 1;
 	bfs_ll_stop_pushes(m.ll); /* after an unmount: none can be waiting */
