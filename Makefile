@@ -85,7 +85,14 @@ $(BUILD)/tests/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX)
+# A preloaded library that fails chosen allocations (test_budget.sh):
+# never built with the sanitizers, whose runtime must come first.
+TEST_PRELOAD := $(BUILD)/tests/failmalloc.so
+$(TEST_PRELOAD): tests/tools/preload/failmalloc.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -std=gnu11 -Wall -Wextra -fPIC -shared -o $@ $<
+
+tests: $(BUILD)/batchfs $(TEST_BIN) $(TEST_AUX) $(TEST_PRELOAD)
 
 check-layers: $(LIB_OBJ)
 	@BUILD=$(BUILD) bash tests/check_layers.sh

@@ -131,4 +131,31 @@ assert s["errors_total"] >= s["batch_memory_errors"], (s["errors_total"], s["bat
 PY
 	unmount_wait "$D/oom"
 fi
+
+# ---- libfuse's request buffer cannot be had ------------------------------------
+# A worker whose buffer (256 pages and a page of header: libfuse 3's
+# FUSE_MAX_MAX_PAGES) cannot be allocated ends libfuse's whole loop with
+# -ENOMEM; the daemon unmounted.  The first three such allocations fail
+# here (tests/tools/preload/failmalloc.c): the loop must start again.
+if [ -n "${ASAN_OPTIONS:-}" ]; then
+	echo "skip request buffer: a preloaded malloc and the sanitizers' runtime do not mix"
+else
+	bufsize=$(( 257 * $(getconf PAGESIZE) ))
+	mount_fg "$D/src" "$D/plain" --size 32x32 --batch 2 --cache none --threads 1 ||
+		{ not_ok "mount plain"; t_end; }
+	if LD_PRELOAD="$PWD/$BUILD/tests/failmalloc.so" BFS_FAILMALLOC_SIZE=$bufsize \
+		BFS_FAILMALLOC_COUNT=3 mount_fg "$D/src" "$D/nobuf" --size 32x32 --batch 2 \
+		--cache none --threads 1; then
+		check "libfuse's request buffer refused 3 times: the mount serves every batch, right" \
+			cmp <(cat "$D"/plain/epoch-0000/batch-*[0-9].npy) \
+			<(cat "$D"/nobuf/epoch-0000/batch-*[0-9].npy)
+		check "...and the log says it served again after the shortage" \
+			grep -q "out of memory for a FUSE request buffer or thread (1 time in a row): serving again" \
+			"$T_DIR/mount.log"
+		unmount_wait "$D/nobuf"
+		unmount_wait "$D/plain"
+	else
+		not_ok "mount with libfuse's request buffer refused 3 times: $(tail -3 "$T_DIR/mount.log")"
+	fi
+fi
 t_end
