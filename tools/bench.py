@@ -2778,9 +2778,12 @@ METHOD = """
   and 4 nodes, one `batchfs mount -f s3://... --ranks A-B --world W
   --split S --shard-cache DIR` a node (2 ranks a node, 64x64 uint8, batch
   16, `--cache none`, a shard cache of its own), every batch of its ranks
-  read, epoch 0 then epoch 1; what `remote.bytes_fetched` in its
-  stats.json grew by at mount and over each epoch, over the dataset's
-  bytes.  Resume cost: the epoch's shards, `--batch 32 --size 224x224
+  read, epoch 0 then epoch 1; its stats.json's `remote.bytes_fetched` at
+  mount and `remote.bytes_by_epoch` for each epoch (a whole shard counts
+  towards the epoch it was fetched for), over the dataset's bytes; the
+  row's share is epoch 0's with what the mount fetched, and its goal
+  allows the two shards a node's span of the block order may cut at its
+  ends.  Resume cost: the epoch's shards, `--batch 32 --size 224x224
   --dtype uint8 --split shards --ranks 0-1 --world 2`, once fresh and once
   with `--resume 0:C@4/2` (C about half the epoch, in steps of 128), from
   starting the mount to the last byte of rank 0's first batch, rounds
