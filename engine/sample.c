@@ -135,7 +135,8 @@ size_t bfs_engine_errors(bfs_engine *e, bfs_sample_error *out, size_t max)
 
 	pthread_mutex_lock(&e->lock);
 	n = e->nerrors < max ? e->nerrors : max;
-	memcpy(out, e->errors, n * sizeof(*out));
+	if (n)
+		memcpy(out, e->errors, n * sizeof(*out));
 	n = (size_t)bfs_badset_count(e->bad);
 	pthread_mutex_unlock(&e->lock);
 	return n;

@@ -72,6 +72,9 @@ struct fetch {
 	int err;                  /* the first failure: no part after it */
 	char errmsg[BFS_ERRMSG_MAX];
 	unsigned readers;         /* reads preading tmp.fd now */
+	int ending;               /* end_fetch_locked has begun: no read
+				   * starts in it (the lock is dropped while
+				   * it commits; then fx is freed) */
 	double started;
 	int64_t epoch;            /* what its bytes count towards: the epoch
 				   * of the span it was started for */
@@ -388,7 +391,9 @@ static void end_fetch_locked(bfs_shardcache *c, size_t k)
 	int err = fx->err;
 
 	/* no reader may be in fx when it goes (nor in the file when it is
-	 * given up) */
+	 * given up), and none may start once the lock is dropped below:
+	 * they wait for the object to be held (parts_due_locked) */
+	fx->ending = 1;
 	while (fx->readers)
 		pthread_cond_wait(&c->done, &c->lock);
 	drop_active_locked(c, k);
@@ -1063,6 +1068,8 @@ static int parts_due_locked(const bfs_shardcache *c, size_t k, uint64_t off,
 
 	if (!fx || fx->err)
 		return 0;
+	if (fx->ending) /* being committed: held in a moment */
+		return 1;
 	p0 = (uint32_t)(off / fx->part);
 	p1 = (uint32_t)((off + len - 1) / fx->part);
 	for (uint32_t p = p0; p <= p1 && p < fx->nparts; p++) {
