@@ -257,7 +257,9 @@ for e in ("epoch-0000",):
             failed.append(os.path.join(e, f))
 open(out, "w").write("\n".join(failed))
 PY
-	check "the server down past --s3-giveup: batches fail with EIO" bash -c "[ -s '$D/gone.out' ]"
+	check "the server down past --s3-giveup: batches fail with EIO$( [ -s "$D/gone.out" ] ||
+		echo " (none did: $(grep -c . "$D/proxy.port.log" 2>/dev/null) proxy lines, $((SECONDS - t0)) s; $(grep -E 'gave up|EIO|error' "$D/mount.log" | tail -2 | tr '\n' ' '))")" \
+		bash -c "[ -s '$D/gone.out' ]"
 	check "...the log names the object, the attempts and the cause" \
 		grep -q "s3://train/tfr/train-.*gave up after .* attempts.*--s3-giveup 2 s.*connection reset or refused" "$D/mount.log"
 	sleep $((t0 + 9 - SECONDS > 0 ? t0 + 9 - SECONDS : 0))
