@@ -35,8 +35,10 @@ FUZZ_SRC_tar       := engine/formats/tar.c engine/base/error.c engine/formats/fi
 FUZZ_SRC_image     := engine/pixels/image.c engine/pixels/png.c engine/pixels/webp.c engine/pixels/decode.c \
                       engine/base/error.c engine/formats/filekind.c engine/base/crc32c.c
 FUZZ_SRC_gzindex   := engine/formats/gzindex.c engine/base/error.c
-FUZZ_SRC_sidecar   := $(wildcard engine/source*.c engine/formats/*.c) engine/base/crc32c.c \
-                      engine/base/error.c
+# the source reads remote shards through the storage layer (its shard
+# cache, and the ETag's hash for a remote shard's stamp): linked whole
+FUZZ_SRC_sidecar   := $(wildcard engine/source*.c engine/formats/*.c engine/storage/*.c) \
+                      engine/base/crc32c.c engine/base/error.c
 FUZZ_LIBS_decode   := $(shell pkg-config --libs libturbojpeg libjpeg 2>/dev/null || echo -lturbojpeg -ljpeg)
 FUZZ_LIBS_decode   += -pthread
 FUZZ_LIBS_tfrecord := -pthread
@@ -44,7 +46,8 @@ FUZZ_LIBS_tar      := -pthread
 FUZZ_LIBS_npy      := -lm
 FUZZ_LIBS_image    := $(shell pkg-config --libs libturbojpeg libjpeg spng libwebp zlib 2>/dev/null || echo -lturbojpeg -ljpeg -lspng -lwebp -lz) -pthread
 FUZZ_LIBS_gzindex  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz)
-FUZZ_LIBS_sidecar  := $(shell pkg-config --libs zlib 2>/dev/null || echo -lz) -pthread
+FUZZ_LIBS_sidecar  := $(shell pkg-config --libs zlib libcurl expat libcrypto 2>/dev/null || \
+                        echo -lz -lcurl -lexpat -lcrypto) -pthread
 
 define FUZZ_TARGET_RULE
 $(FUZZ_BUILD)/fuzz_$(1): tests/fuzz/fuzz_$(1).c tests/fuzz/fuzz.h $(FUZZ_SRC_$(1))
