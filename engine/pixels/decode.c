@@ -445,9 +445,10 @@ size_t bfs_decode_box_scratch(int width, int height, const bfs_box *box, int sca
 	sw = (width + scale - 1) / scale;
 	sh = (height + scale - 1) / scale;
 	s = scaled_box(box, scale, sw, sh);
-	/* a margin of one iMCU each side, and the alignment of the left edge;
-	 * the box's rows and the image's last one */
-	cols = (size_t)s.w + 3 * BOX_IMCU_MAX;
+	/* a margin of three iMCUs each side (one, and two for a progressive
+	 * JPEG's smoothing), and the alignment of the left edge; the box's
+	 * rows and the image's last one */
+	cols = (size_t)s.w + 7 * BOX_IMCU_MAX;
 	if (cols > (size_t)sw)
 		cols = (size_t)sw;
 	return cols * ((size_t)s.h + 1) * 4;
@@ -473,7 +474,7 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 	bfs_box sb;
 	size_t row, need;
 	uint64_t npix;
-	int nc, align, x0, x1, sw, sh, rc;
+	int nc, align, margin, x0, x1, sw, sh, rc;
 
 	if (!d || (!jpeg && len) || !box || !out || !scale_ok(scale) ||
 	    (flags & ~BFS_DECODE_BOX_STOP))
@@ -529,8 +530,15 @@ int bfs_decode_box_flags(bfs_decoder *d, const uint8_t *jpeg, size_t len, uint64
 	align = cinfo.min_DCT_scaled_size *
 		(cinfo.comps_in_scan == 1 && cinfo.num_components == 1 ? 1
 								     : cinfo.max_h_samp_factor);
-	x0 = sb.x - align > 0 ? sb.x - align : 0;
-	x1 = sb.x + sb.w + align < sw ? sb.x + sb.w + align : sw;
+	/* A progressive JPEG whose scans stop short (a cut file) has blocks
+	 * without AC coefficients, which libjpeg smooths from their
+	 * neighbours up to two blocks away (at most two iMCU columns): a crop
+	 * makes its edge an image edge, so the margin must hold them too, or
+	 * the box's pixels near it differ from the whole decode's (as
+	 * fuzz_decode found) */
+	margin = cinfo.progressive_mode ? 3 * align : align;
+	x0 = sb.x - margin > 0 ? sb.x - margin : 0;
+	x1 = sb.x + sb.w + margin < sw ? sb.x + sb.w + margin : sw;
 	xoff = (JDIMENSION)x0;
 	cols = (JDIMENSION)(x1 - x0);
 	if (cols < (JDIMENSION)sw)
