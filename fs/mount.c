@@ -300,8 +300,6 @@ static void on_hold_released(void *ctx)
 	bfs_daemon_request_stop(m->watch);
 }
 
-/* --hold SECONDS: a mount that nobody has held by then (its starter died
- * before it could open MNT/hold) ends itself too. */
 /*
  * libfuse's loop, started again when it ended for want of memory: a
  * worker that cannot allocate its request buffer (or a thread) ends the
@@ -343,6 +341,8 @@ static int serve_loop(struct fuse_session *se, struct fuse_loop_config *loop)
 	}
 }
 
+/* --hold SECONDS: a mount that nobody has held by then (its starter died
+ * before it could open MNT/hold) ends itself too. */
 static void *hold_timer_main(void *arg)
 {
 	struct mnt *m = arg;
