@@ -310,17 +310,26 @@ static int part_sink(void *ctx, uint64_t off, const void *buf, size_t n)
 	return 0;
 }
 
-/* The part size for an object of `size` bytes: opts.part_bytes, or less
- * for an object that would not give every fetcher a part (down to 1 MiB,
- * in 64 KiB steps): a small shard on a distant link comes in a few round
- * trips over several connections, not in one connection's slow start. */
-static uint64_t part_of(const bfs_shardcache *c, uint64_t size)
+/* The part size for an object of `size` bytes.  Spread (an object a
+ * reader waits for, or the only fetch): over every fetcher, down to 1 MiB
+ * in 64 KiB steps, so that it comes in a few round trips over several
+ * connections, not in one connection's slow start.  Otherwise, with other
+ * objects under way beside it: equal parts of at most opts.part_bytes,
+ * since each request costs the server more than its bytes do (SeaweedFS
+ * spent twice the CPU on 1.4 MiB parts as on whole 11 MB objects). */
+static uint64_t part_of(const bfs_shardcache *c, uint64_t size, int spread)
 {
-	uint64_t p = (size + c->o.fetchers - 1) / c->o.fetchers;
+	uint64_t p, n;
 
+	if (spread) {
+		p = (size + c->o.fetchers - 1) / c->o.fetchers;
+		if (p < (1u << 20))
+			p = 1u << 20;
+	} else {
+		n = (size + c->part - 1) / c->part;
+		p = n ? (size + n - 1) / n : c->part;
+	}
 	p = (p + 65535) / 65536 * 65536;
-	if (p < (1u << 20))
-		p = 1u << 20;
 	return p < c->part ? p : c->part;
 }
 
@@ -554,7 +563,7 @@ static int start_next_locked(bfs_shardcache *c)
 	bfs_shardfolder_tmp tmp;
 	char errmsg[BFS_ERRMSG_MAX] = "";
 	uint64_t need;
-	int rc, err;
+	int rc, err, spread;
 
 	if (c->nactive >= c->o.fetchers || c->starting)
 		return 0;
@@ -575,6 +584,7 @@ static int start_next_locked(bfs_shardcache *c)
 	}
 	ob = &c->ob[k];
 	need = need_of_locked(c, (size_t)k);
+	spread = !need || !c->nactive;
 	ob->state = FETCHING; /* claimed: no other thread of ours starts it */
 	ob->fx = NULL;
 	c->active[c->nactive++] = (size_t)k;
@@ -640,7 +650,7 @@ static int start_next_locked(bfs_shardcache *c)
 		return 1;
 	}
 	fx->tmp = tmp;
-	fx->part = part_of(c, c->objs[k].size);
+	fx->part = part_of(c, c->objs[k].size, spread);
 	fx->nparts = c->objs[k].size ? (uint32_t)((c->objs[k].size + fx->part - 1) / fx->part) : 0;
 	fx->state = calloc(fx->nparts ? fx->nparts : 1, 1);
 	fx->got = calloc(fx->nparts ? fx->nparts : 1, sizeof(*fx->got));
@@ -996,12 +1006,26 @@ void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch)
 		c->pos = pos;
 		set_epoch_locked(c, epoch);
 		c->stalled = 0;
-		pthread_cond_broadcast(&c->work);
+		/* one idle fetcher looks; one that starts a fetch wakes the
+		 * rest for its parts (start_next_locked) */
+		pthread_cond_signal(&c->work);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- reading ----------------------------------------------------------------- */
+
+/* A read or pin let go of object k.  When it was the last, and a fetch
+ * waits for room (stalled), k may be evicted now: one fetcher tries
+ * again.  Otherwise nobody waits for it, and the fetchers sleep on: a
+ * wake-up per record read kept eight of them busy taking the lock. */
+static void unstall_locked(bfs_shardcache *c, const struct obj *ob)
+{
+	if (ob->pins || !c->stalled)
+		return;
+	c->stalled = 0;
+	pthread_cond_signal(&c->work);
+}
 
 static int pread_all(int fd, void *buf, size_t len, uint64_t off)
 {
@@ -1161,8 +1185,7 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			err = pread_all(fd, buf, len, off);
 			pthread_mutex_lock(&c->lock);
 			ob->pins--;
-			if (!ob->pins)
-				pthread_cond_broadcast(&c->work);
+			unstall_locked(c, ob);
 			if (err)
 				bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
 					   bfs_shardcache_path(c), o->name, strerror(-err));
@@ -1324,10 +1347,7 @@ void bfs_shardcache_unpin(bfs_shardcache *c, size_t k)
 	pthread_mutex_lock(&c->lock);
 	if (k < c->n && c->ob[k].pins) {
 		c->ob[k].pins--;
-		if (!c->ob[k].pins) {
-			c->stalled = 0;
-			pthread_cond_broadcast(&c->work);
-		}
+		unstall_locked(c, &c->ob[k]);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
