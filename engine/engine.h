@@ -84,7 +84,7 @@ typedef struct {
 	unsigned batch;          /* samples per batch; default 32 */
 	int height, width;       /* output size; default 224 x 224 */
 	bfs_dtype dtype;         /* default float32 */
-	unsigned threads;        /* decode workers; 0 = online cores */
+	unsigned threads;        /* decode workers; 0 = bfs_engine_cores() */
 	unsigned prefetch;       /* batches read ahead per reader; 0 = auto */
 	uint64_t mem_bytes;      /* memory budget: batch slots + decoder
 				  * scratch; 0 = the default (see
@@ -331,6 +331,11 @@ uint64_t bfs_engine_default_mem(void);
 /* The slot directory only fits budgets up to 3/4 of its free space (a
  * quarter is left to others); a larger one turns lending off.  Pure. */
 int bfs_engine_dir_fits(const bfs_mem_room *r, uint64_t budget);
+
+/* The cores this process may run on: its CPU affinity (what taskset,
+ * cpusets and Slurm's binding leave it), as nproc counts them; the online
+ * cores when the affinity cannot be read.  At least 1. */
+unsigned bfs_engine_cores(void);
 
 /* Start the worker pool over src, which must outlive the engine.  With
  * lend_dir, a budget the directory has no room for (bfs_engine_dir_fits)

@@ -8,6 +8,7 @@
 #include "engine/engine_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,10 +243,14 @@ static void *courier_main(void *arg)
 
 /* ---- create/destroy --------------------------------------------------- */
 
-static unsigned online_cores(void)
+unsigned bfs_engine_cores(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+	long n;
 
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (unsigned)n : 1;
 }
 
@@ -534,7 +539,7 @@ int bfs_engine_create(bfs_source *src, const bfs_engine_opts *opts,
 	if (!e->o.height || !e->o.width)
 		e->o.height = e->o.width = 224;
 	if (!e->o.threads)
-		e->o.threads = online_cores();
+		e->o.threads = bfs_engine_cores();
 	if (!e->o.epochs)
 		e->o.epochs = 1;
 	if (opts->room)

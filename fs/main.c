@@ -100,7 +100,7 @@ static const char usage_mount[] =
 	"  --std R,G,B          (e.g. 0.485,0.456,0.406 and 0.229,0.224,0.225)\n"
 	"  --label-offset K     add K to every label (-1 maps the 1..1000\n"
 	"                       labels of TF's ImageNet scripts to 0..999)\n"
-	"  --threads auto|N     decode threads (auto: all online cores)\n"
+	"  --threads auto|N     decode threads (auto: one per core it may run on)\n"
 	"  --prefetch auto|N    batches decoded ahead of each reader (auto:\n"
 	"                       autotuned per reader, like tf.data AUTOTUNE)\n"
 	"  --mem SIZE           memory budget for decoded batches and decoder\n"

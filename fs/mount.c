@@ -214,14 +214,14 @@ static int open_remote(struct mnt *m, char *msg, size_t cap)
 	bfs_shardcache_opts sc = { 0 };
 	bfs_storage_opts so = o->storage;
 	char errmsg[BFS_ERRMSG_MAX] = "", dir[PATH_MAX];
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned cores = bfs_engine_cores();
 	unsigned fetchers = so.http.connections ? so.http.connections : 8;
 	int err;
 
 	/* a connection for each fetcher, and one for each decode thread's
 	 * range reads (a record needed before its shard is local) */
 	so.http.connections = fetchers + (o->engine.threads ? o->engine.threads
-				: cores > 0 ? (unsigned)cores : 1);
+				: cores);
 	if (bfs_wids_is_index_url(o->shard_dir) &&
 	    (err = open_wids(m, &so, msg, cap)))
 		return err;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,6 +208,34 @@ static void test_engine_bytes_do_not_depend_on_threads_or_order(void **state)
 	free(b);
 	bfs_engine_destroy(e1);
 	bfs_engine_destroy(e3);
+	bfs_source_close(src);
+}
+
+/* threads 0 is a worker per core the process may run on: its affinity
+ * (taskset, a cpuset, Slurm's binding), not every core of the machine. */
+static void test_engine_threads_follow_the_cpu_affinity(void **state)
+{
+	bfs_source *src = open_source(dir_good);
+	bfs_engine_opts o = { .batch = 4, .height = 8, .width = 8 };
+	bfs_engine *e = NULL;
+	bfs_engine_stats st;
+	cpu_set_t all, one;
+	int cpu = -1;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(all), &all), 0);
+	assert_int_equal(bfs_engine_cores(), (unsigned)CPU_COUNT(&all));
+	for (int i = 0; i < CPU_SETSIZE && cpu < 0; i++)
+		if (CPU_ISSET(i, &all))
+			cpu = i;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	assert_int_equal(bfs_engine_cores(), 1);
+	assert_int_equal(bfs_engine_create(src, &o, &e, NULL), 0);
+	assert_int_equal(sched_setaffinity(0, sizeof(all), &all), 0);
+	bfs_engine_get_stats(e, &st);
+	assert_int_equal(st.threads, 1);
+	bfs_engine_destroy(e);
 	bfs_source_close(src);
 }
 
@@ -2053,6 +2082,7 @@ int main(void)
 		cmocka_unit_test(test_source_indexes_shards_in_name_order),
 		cmocka_unit_test(test_source_refuses_an_empty_directory),
 		cmocka_unit_test(test_engine_bytes_do_not_depend_on_threads_or_order),
+		cmocka_unit_test(test_engine_threads_follow_the_cpu_affinity),
 		cmocka_unit_test(test_engine_plans_a_remote_source_and_serves_the_local_bytes),
 		cmocka_unit_test(test_engine_plans_for_a_reader_that_asks_without_a_hint),
 		cmocka_unit_test(test_engine_fails_a_batch_whose_remote_shard_changed_without_marking_samples_bad),
