@@ -1193,6 +1193,7 @@ static void *writer_main(void *arg)
 {
 	bfs_cache *c = arg;
 
+	pthread_setname_np(pthread_self(), "bfs-cachewrite"); /* top -H, perf, gdb */
 	flush_now(c); /* record this fingerprint as active */
 	pthread_mutex_lock(&c->lock);
 	for (;;) {

@@ -225,6 +225,7 @@ static void *planner_main(void *arg)
 	uint64_t from = UINT64_MAX, to = 0; /* the epochs planned last */
 	struct walked ahead = { NULL, 0, UINT64_MAX, 0 };
 
+	pthread_setname_np(pthread_self(), "bfs-plan"); /* top -H, perf, gdb */
 	if (e->o.store && e->store.has && e->store.reader_create(e->store.ctx, &sr))
 		sr = NULL;
 	/* The first readers most likely start at the first epoch: its plan is

@@ -84,6 +84,8 @@ void *bfs__worker_main(void *arg)
 	struct worker *w = arg;
 	bfs_engine *e = w->e;
 	char msg[BFS_ERRMSG_MAX];
+
+	pthread_setname_np(pthread_self(), "bfs-decode"); /* top -H, perf, gdb */
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
 		struct bfs_batch *b = next_work_locked(e);
@@ -214,6 +216,7 @@ static void *courier_main(void *arg)
 {
 	bfs_engine *e = arg;
 
+	pthread_setname_np(pthread_self(), "bfs-courier"); /* top -H, perf, gdb */
 	pthread_mutex_lock(&e->lock);
 	while (!e->stop) {
 		struct bfs_batch *b = next_hand_on_locked(e);

@@ -680,6 +680,7 @@ static void *fetcher_main(void *arg)
 {
 	bfs_shardcache *c = arg;
 
+	pthread_setname_np(pthread_self(), "bfs-fetch"); /* top -H, perf, gdb */
 	pthread_mutex_lock(&c->lock);
 	while (!c->stop) {
 		struct timespec until;
