@@ -210,6 +210,17 @@ def proc_cpu(pid):
         return 0.0
 
 
+def machine_cpu():
+    """CPU seconds the whole machine spent busy (all cores: /proc/stat's
+    cpu line less idle and iowait)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def self_cpu():
     t = os.times()
     return t.user + t.system
@@ -468,6 +479,7 @@ class Bench:
     def __init__(self, a):
         self.a = a
         self.quick = a.quick
+        self.all_cpus = sorted(os.sched_getaffinity(0))
         self.build = os.path.abspath(a.build)
         self.batchfs = os.path.join(self.build, "batchfs")
         self.mkjpeg = os.path.join(self.build, "tests", "mkjpeg")
@@ -1358,6 +1370,19 @@ class Bench:
         t.start()
         return t
 
+    def pin_others(self, net, cpus):
+        """Every process in the storage and router namespaces (SeaweedFS,
+        the delay line), every thread, and this thread, on cpus; None:
+        back on all of this process's cores."""
+        allowed = self.all_cpus
+        want = cpus or allowed
+        for role in ("s", "r"):
+            p = run(["ip", "netns", "pids", f"{net.id}-{role}"], check=False)
+            for pid in p.stdout.split():
+                run(["taskset", "-a", "-p", "-c", ",".join(map(str, want)), pid],
+                    check=False)
+        os.sched_setaffinity(0, want)
+
     def s3_env(self, endpoint):
         """The environment of a process that reads the bucket: only the
         bench's identity and endpoint (none of the caller's AWS_ settings,
@@ -1503,16 +1528,41 @@ class Bench:
         def delay(ms):
             net("delay", "r", "c", ms)
 
-        def epoch(src, opts, role=None, env=None, sc=None, frac=None, first_only=False):
+        def epoch(src, opts, role=None, env=None, sc=None, frac=None, first_only=False,
+                  pin=False):
             """A fresh mount (in role's namespace), timed from the start
             of `batchfs mount` to the last byte of the epoch (or of its
-            first batch)."""
+            first batch).  pin: the daemon on every core but the last,
+            and the server, the delay line and this reader on the last
+            (what a server on another machine leaves the node)."""
             sc = sc or shard_cache()
             o = list(opts) + (["--shard-cache", sc] if src.startswith("s3://") else [])
+            prefix = list(net.prefix(role)) if role else []
+            if pin:
+                prefix = ["taskset", "-c", ",".join(map(str, pin[0]))] + prefix
+                self.pin_others(net, pin[1])
+            try:
+                return mount_and_read(src, o, prefix, env, sc, frac, first_only)
+            finally:
+                if pin:
+                    self.pin_others(net, None)
+
+        def ns_pids(role):
+            """The processes in role's namespace."""
+            p = run(["ip", "netns", "pids", f"{net.id}-{role}"], check=False)
+            return [int(x) for x in p.stdout.split()]
+
+        def mount_and_read(src, o, prefix, env, sc, frac, first_only):
+            # the server's and the delay line's processes, before the
+            # daemon joins either namespace
+            others = {role: ns_pids(role) for role in ("s", "r")}
+
+            def ns_cpu(role):
+                return sum(proc_cpu(x) for x in others[role])
             t0 = time.perf_counter()
-            with Mount(self, src, o, prefix=net.prefix(role) if role else (), env=env,
-                       parent=rd) as m:
+            with Mount(self, src, o, prefix=prefix, env=env, parent=rd) as m:
                 ready = time.perf_counter() - t0
+                c0 = (proc_cpu(m.pid), ns_cpu("s"), ns_cpu("r"), self_cpu(), machine_cpu())
                 g = self.guard(EPOCH_DEADLINE, m)
                 try:
                     if first_only:
@@ -1523,7 +1573,13 @@ class Bench:
                 finally:
                     g.cancel()
                 dt = time.perf_counter() - t0
+                c1 = (proc_cpu(m.pid), ns_cpu("s"), ns_cpu("r"), self_cpu(), machine_cpu())
+                # CPU seconds from ready to the last byte, by whom
+                cpu = {"daemon": c1[0] - c0[0], "server": c1[1] - c0[1],
+                       "delay_line": c1[2] - c0[2], "reader": c1[3] - c0[3],
+                       "machine": c1[4] - c0[4], "seconds": dt - ready}
                 out = {"seconds": dt, "ready_s": ready, "images": m.ds["samples_per_epoch"],
+                       "cpu": cpu,
                        "bytes": nbytes, "stats": m.stats(), "vm_hwm": proc_status(m.pid)["VmHWM"],
                        "opts": o}
             out["images_per_s"] = out["images"] / dt
@@ -1565,6 +1621,15 @@ class Bench:
                              ("rtt_ix", "s3://bench/tfrx", "c", cli_env, RTT_MS)]
             else:
                 r["tfrx_index_why"] = (p.stderr or p.stdout).decode(errors="replace")[-300:]
+        # The same three again with batchfs on cores of its own: the
+        # server, the delay line and the reader on the last core.
+        cpus = sorted(os.sched_getaffinity(0))
+        pin = (cpus[:-1], cpus[-1:]) if len(cpus) >= 2 else None
+        r["pin"] = pin
+        if pin and "loopback_ix" in [v[0] for v in variants]:
+            variants += [("local_pin", self.epoch_dir, None, None, None),
+                         ("loopback_ix_pin", "s3://bench/tfrx", "s", loop_env, None),
+                         ("rtt_ix_pin", "s3://bench/tfrx", "c", cli_env, RTT_MS)]
         cold = r["cold"] = {k[0]: [] for k in variants}
         steps = reps * len(variants)
         for i in range(reps):
@@ -1575,7 +1640,8 @@ class Bench:
                 P.note(f"object storage: cold epoch, {key}, round {i + 1}/{reps}")
                 k = i * len(variants) + j
                 cold[key].append(epoch(src, opts, role, env,
-                                       frac=(0.3 * k / steps, 0.3 * (k + 1) / steps)))
+                                       frac=(0.3 * k / steps, 0.3 * (k + 1) / steps),
+                                       pin=pin if key.endswith("_pin") else False))
         delay(RTT_MS)
 
         # The peers on the same bucket, RTT_MS away, same output: Pillow's
@@ -2365,6 +2431,21 @@ def remote_rows(b):
             continue
         b.row(label, v, v * S4 / 1e6, f"{v / loc:.2f} of local",
               f">= {goal:.2f}" if goal else "(info)", verdict(v / loc >= goal) if goal else "")
+    # What the goal rows leave out: here the server and the delay line
+    # run on the cores that decode.  The same epochs with batchfs on
+    # cores of its own, as a node whose object store is elsewhere.
+    lp = median_of(cold.get("local_pin", []))
+    pin = x.get("pin")
+    if lp and pin:
+        mine = ",".join(map(str, pin[0]))
+        b.row(f"  batchfs on core {mine} only, SeaweedFS, the delay line and the reader on "
+              f"core {pin[1][0]}: local shards", lp, lp * S4 / 1e6, "1.00", "(info)", "")
+        for key, label in (("loopback_ix_pin", "s3:// on loopback, indexed once"),
+                           ("rtt_ix_pin", f"s3:// {RTT_MS} ms away, indexed once")):
+            v = median_of(cold.get(key, []))
+            if v is not None:
+                b.row(f"    the same cores: {label}", v, v * S4 / 1e6,
+                      f"{v / lp:.2f} of local on those cores", "(info)", "")
     b.row(f"  round trip without the delay: loopback GET {ms('loopback', 'get_ms')} ms, "
           f"through the namespaces GET {ms('ns0', 'get_ms')} ms", None, None, "", "(info)", "")
 
@@ -2765,6 +2846,17 @@ METHOD = """
     index` (its sidecar; not timed): the mount fetches no shard before the
     epoch, and every shard streams through the empty shard cache while the
     epoch is decoded.  The first mount's index pass has its own row below.
+    The notes give, for each epoch, the CPU-seconds from ready to the last
+    byte of the daemon, of SeaweedFS (every process in s), of the delay
+    line (every process in r), of the reader, and of the whole machine
+    (/proc/stat): the server and the delay line run on the cores that
+    decode, and what they take, the epoch waits for.
+  * *Batchfs on cores of its own* (info, same rounds): the local,
+    loopback-indexed and 25 ms-indexed epochs again with the daemon on
+    every core but the last (`taskset`; `--threads auto` follows it) and
+    every process of s and r, and the reading thread, on the last one, as
+    on a node whose object store is elsewhere; each against the local
+    epoch on those cores.
   * *Peers* (3 rounds, their order turning; the median), each reading the
     same bucket from c at 25 ms and making the same output: Pillow's
     decode and bilinear (antialiased) resize to 224x224, float32 / 255,
@@ -3162,6 +3254,16 @@ def seq(values, digits=0):
     return ", ".join(f"{v:.{digits}f}" for v in values)
 
 
+def cpu_split(runs):
+    """Who used the CPU from ready to the last byte (medians, CPU-s)."""
+    def med(k):
+        return statistics.median(e["cpu"][k] for e in runs)
+    return (f"CPU-s from ready to the last byte, medians: batchfs {med('daemon'):.2f}, "
+            f"SeaweedFS {med('server'):.2f}, the delay line {med('delay_line'):.2f}, the reader "
+            f"{med('reader'):.2f}, the whole machine {med('machine'):.2f} in "
+            f"{med('seconds'):.2f} s")
+
+
 def remote_notes(b):
     """The object-storage section under the notes: the network as built
     and measured, each round, and the peers' settings."""
@@ -3205,18 +3307,28 @@ def remote_notes(b):
                    f"took {x['tfrx_index_s']:.2f} s on loopback (not timed in the rows)"
                    + (f"; it failed: {x['tfrx_index_why']}" if "tfrx_index_why" in x else "")
                    + ".")
+    pin = x.get("pin")
+    pinned = (f", batchfs on core {','.join(map(str, pin[0]))} only (the rest on core "
+              f"{pin[1][0]})") if pin else ""
     for key, label in (("local", "local shards"), ("loopback", "s3:// loopback"),
                        ("ns0", "s3:// namespaces, no delay"),
                        ("rtt", f"s3:// {RTT_MS} ms"),
                        ("loopback_ix", "s3:// loopback, indexed once"),
-                       ("rtt_ix", f"s3:// {RTT_MS} ms, indexed once")):
+                       ("rtt_ix", f"s3:// {RTT_MS} ms, indexed once"),
+                       ("local_pin", "local shards" + pinned),
+                       ("loopback_ix_pin", "s3:// loopback, indexed once" + pinned),
+                       ("rtt_ix_pin", f"s3:// {RTT_MS} ms, indexed once" + pinned)):
         runs = x["cold"].get(key, [])
         if not runs:
             continue
         fetch = [(e["stats"].get("remote") or {}).get("fetch_mb_per_second") for e in runs]
+        waits = [(e["stats"].get("remote") or {}).get("wait_seconds") for e in runs]
         out.append(f"* Cold epoch, {label}: {seq(e['images_per_s'] for e in runs)} images/s; "
                    f"mount ready after {seq((e['ready_s'] for e in runs), 2)} s"
-                   + (f"; fetch {seq(fetch)} MB/s" if None not in fetch else "") + ".")
+                   + (f"; fetch {seq(fetch)} MB/s" if None not in fetch else "")
+                   + (f"; decode threads waited on the shard cache {seq(waits, 2)} s"
+                      if None not in waits else "")
+                   + (f"; {cpu_split(runs)}" if all("cpu" in e for e in runs) else "") + ".")
     pe = x.get("peers") or {}
     for key, label in (("batchfs", "batchfs s3:// --resize-filter pil"),
                        ("streaming", "Streaming"), ("webdataset", "WebDataset"),
