@@ -1016,10 +1016,13 @@ void bfs_shardcache_advance(bfs_shardcache *c, uint64_t pos, int64_t epoch)
 
 /* ---- reading ----------------------------------------------------------------- */
 
-/* A read or pin let go of object k.  When it was the last, and a fetch
- * waits for room (stalled), k may be evicted now: one fetcher tries
- * again.  Otherwise nobody waits for it, and the fetchers sleep on: a
- * wake-up per record read kept eight of them busy taking the lock. */
+/* A pin let go of object k.  When it was the last, and a fetch waits for
+ * room (stalled), k may be evicted now: one fetcher tries again.
+ * Otherwise nobody waits for it, and the fetchers sleep on.  A record
+ * read lets go of its object too, but wakes nobody: a stalled fetch
+ * tries again when the reader's position moves (bfs_shardcache_advance),
+ * which is when an object's use ends; a wake-up per record read kept
+ * eight fetchers busy taking the lock for nothing. */
 static void unstall_locked(bfs_shardcache *c, const struct obj *ob)
 {
 	if (ob->pins || !c->stalled)
@@ -1185,8 +1188,7 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			pthread_mutex_unlock(&c->lock);
 			err = pread_all(fd, buf, len, off);
 			pthread_mutex_lock(&c->lock);
-			ob->pins--;
-			unstall_locked(c, ob);
+			ob->pins--; /* wakes no fetcher: see unstall_locked */
 			if (err)
 				bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
 					   bfs_shardcache_path(c), o->name, strerror(-err));
