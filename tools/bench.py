@@ -491,7 +491,7 @@ class Bench:
                 sys.exit(f"bench: {p} is missing; run `make bench` (it builds it)")
         self.tmp = tempfile.mkdtemp(prefix="batchfs-bench.")
         self.nmounts = 0
-        self.cores = os.cpu_count() or 1
+        self.cores = len(self.all_cpus)   # as --threads auto counts them
         self.rows = []      # table rows
         self.notes = []     # extra lines for the notes under the table
         self.res = {}       # raw results, for --json
@@ -1370,16 +1370,20 @@ class Bench:
         t.start()
         return t
 
+    @staticmethod
+    def ns_pids(net, role):
+        """The processes in role's network namespace."""
+        p = run(["ip", "netns", "pids", f"{net.id}-{role}"], check=False)
+        return [int(x) for x in p.stdout.split()]
+
     def pin_others(self, net, cpus):
         """Every process in the storage and router namespaces (SeaweedFS,
         the delay line), every thread, and this thread, on cpus; None:
         back on all of this process's cores."""
-        allowed = self.all_cpus
-        want = cpus or allowed
+        want = cpus or self.all_cpus
         for role in ("s", "r"):
-            p = run(["ip", "netns", "pids", f"{net.id}-{role}"], check=False)
-            for pid in p.stdout.split():
-                run(["taskset", "-a", "-p", "-c", ",".join(map(str, want)), pid],
+            for pid in self.ns_pids(net, role):
+                run(["taskset", "-a", "-p", "-c", ",".join(map(str, want)), str(pid)],
                     check=False)
         os.sched_setaffinity(0, want)
 
@@ -1547,15 +1551,10 @@ class Bench:
                 if pin:
                     self.pin_others(net, None)
 
-        def ns_pids(role):
-            """The processes in role's namespace."""
-            p = run(["ip", "netns", "pids", f"{net.id}-{role}"], check=False)
-            return [int(x) for x in p.stdout.split()]
-
         def mount_and_read(src, o, prefix, env, sc, frac, first_only):
             # the server's and the delay line's processes, before the
             # daemon joins either namespace
-            others = {role: ns_pids(role) for role in ("s", "r")}
+            others = {role: self.ns_pids(net, role) for role in ("s", "r")}
 
             def ns_cpu(role):
                 return sum(proc_cpu(x) for x in others[role])
@@ -1623,7 +1622,7 @@ class Bench:
                 r["tfrx_index_why"] = (p.stderr or p.stdout).decode(errors="replace")[-300:]
         # The same three again with batchfs on cores of its own: the
         # server, the delay line and the reader on the last core.
-        cpus = sorted(os.sched_getaffinity(0))
+        cpus = self.all_cpus
         pin = (cpus[:-1], cpus[-1:]) if len(cpus) >= 2 else None
         r["pin"] = pin
         if pin and "loopback_ix" in [v[0] for v in variants]:

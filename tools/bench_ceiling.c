@@ -24,6 +24,7 @@
 
 #include "engine/pixels/decode.h"
 #include "engine/base/error.h"
+#include "engine/engine.h"
 #include "engine/pixels/resize.h"
 #include "engine/pixels/resize_pil.h"
 #include "engine/source.h"
@@ -317,11 +318,8 @@ static int parse_args(int argc, char **argv, struct cfg *g)
 	}
 	if (!g->dir)
 		return usage();
-	if (!g->threads) {
-		long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-		g->threads = n > 0 ? (unsigned)n : 1;
-	}
+	if (!g->threads)
+		g->threads = bfs_engine_cores(); /* as batchfs's --threads auto */
 	return 0;
 }
 
