@@ -347,6 +347,42 @@ static void test_shardcache_two_caches_on_one_folder_fetch_each_object_once(void
 	bfs_storage_close(st);
 }
 
+/* Each fetch's file in tmp/ has a name no other fetch has: not another
+ * folder of this process on the same directory (two mounts' caches in one
+ * program), nor what a dead process of this pid left (a container's
+ * daemon has the same small pid every time).  Names were f<pid>-<seq>. */
+static void test_shardcache_a_fetch_s_file_never_meets_another_s_name(void **state)
+{
+	bfs_shardfolder *f1 = NULL, *f2 = NULL;
+	bfs_storage_object a = { .name = (char *)"shard-00.tar", .size = OBJ_BYTES, .etag = "\"a\"" };
+	bfs_storage_object b = { .name = (char *)"shard-01.tar", .size = OBJ_BYTES, .etag = "\"b\"" };
+	bfs_shardfolder_tmp ta, tb, tc;
+	char err[512] = "";
+
+	(void)state;
+	assert_int_equal(bfs_shardfolder_open(dir, src, 100 * cost1(), 5000, &f1, err), 0);
+	assert_int_equal(bfs_shardfolder_open(dir, src, 100 * cost1(), 5000, &f2, err), 0);
+	/* what a killed earlier process of this pid left, named as before */
+	for (int i = 0; i < 4; i++) {
+		char d[600];
+
+		snprintf(d, sizeof(d), "%s/tmp/f%ld-%d", bfs_shardfolder_path(f1),
+			 (long)getpid(), i);
+		put_bytes(d, "partial", 7);
+	}
+	assert_int_equal(bfs_shardfolder_reserve(f1, &a, &ta, err), 0);
+	assert_int_equal(bfs_shardfolder_reserve(f2, &b, &tb, err), 0);
+	assert_int_equal(bfs_shardfolder_reserve(f2, &a, &tc, err), 0);
+	assert_string_not_equal(ta.path, tb.path);
+	assert_string_not_equal(ta.path, tc.path);
+	assert_string_not_equal(tb.path, tc.path);
+	bfs_shardfolder_abandon(f1, &ta);
+	bfs_shardfolder_abandon(f2, &tb);
+	bfs_shardfolder_abandon(f2, &tc);
+	bfs_shardfolder_close(f1);
+	bfs_shardfolder_close(f2);
+}
+
 static void test_shardcache_refuses_a_limit_below_its_largest_object(void **state)
 {
 	bfs_storage *st = open_src();
@@ -404,6 +440,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_shardcache_never_uses_what_a_crash_or_a_replaced_object_left, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_fails_the_reads_of_an_object_replaced_since_it_was_listed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_two_caches_on_one_folder_fetch_each_object_once, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shardcache_a_fetch_s_file_never_meets_another_s_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_refuses_a_limit_below_its_largest_object, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shardcache_counts_what_it_fetches_ahead_towards_the_epoch_that_needs_it, setup, teardown),
 	};

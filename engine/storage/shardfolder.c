@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,7 +47,11 @@ struct bfs_shardfolder {
 	pthread_mutex_t mutex; /* the ledger in this process (OFD locks of
 				* one descriptor do not exclude threads) */
 	_Atomic uint64_t used; /* the ledger as last read or written */
-	_Atomic uint64_t seq;  /* tmp/ names */
+	_Atomic uint64_t seq;  /* tmp/ names: f<pid>-<nonce>-<seq> */
+	uint64_t nonce;        /* random at open: neither a second folder of
+				* this process nor a dead process of the
+				* same pid (a container's daemon is pid 7
+				* every time) left that name */
 };
 
 /* What a file of n bytes takes on disk: its 4 KiB blocks, and one more
@@ -200,6 +205,8 @@ int bfs_shardfolder_open(const char *dir, const char *root, uint64_t limit,
 		return -ENOMEM;
 	f->lockfd = f->spacefd = -1;
 	f->limit = limit;
+	if (getrandom(&f->nonce, sizeof(f->nonce), 0) != sizeof(f->nonce))
+		f->nonce = (uint64_t)(now_ms() * 1e3) ^ (uint64_t)(uintptr_t)f;
 	f->lock_wait_ms = lock_wait_ms ? lock_wait_ms : 30000;
 	pthread_mutex_init(&f->mutex, NULL);
 	bfs_shardfolder_id(root, hash);
@@ -349,8 +356,9 @@ int bfs_shardfolder_reserve(bfs_shardfolder *f, const bfs_storage_object *o,
 
 	t->fd = -1;
 	t->cost = cost;
-	snprintf(t->path, sizeof(t->path), "%s/tmp/f%ld-%llu", f->path,
-		 (long)getpid(), (unsigned long long)atomic_fetch_add(&f->seq, 1));
+	snprintf(t->path, sizeof(t->path), "%s/tmp/f%ld-%016llx-%llu", f->path,
+		 (long)getpid(), (unsigned long long)f->nonce,
+		 (unsigned long long)atomic_fetch_add(&f->seq, 1));
 	if ((err = ledger_lock(f))) {
 		bfs_seterr(errmsg, "shard cache %s: its ledger has been locked "
 			   "for %u s (another process stopped while holding it?)",
