@@ -31,6 +31,7 @@ struct bfs_ll {
 	struct fuse_session *se;
 	bfs_pt *pt;               /* NULL: no passthrough asked for */
 	char root[PATH_MAX];      /* the mount point, absolute */
+	bfs_peek *peek;           /* looks names up for a push; NULL: we do */
 	int push_live;            /* atomic: new pushes may start */
 	int pushing;              /* atomic: pushes in flight */
 	uint64_t pushed_bytes;    /* atomic */
@@ -53,10 +54,11 @@ void bfs_ll_set_view(bfs_ll *ll, bfs_view *view)
 }
 
 void bfs_ll_set_session(bfs_ll *ll, struct fuse_session *se, bfs_pt *pt,
-			const char *mountpoint)
+			const char *mountpoint, bfs_peek *peek)
 {
 	ll->se = se;
 	ll->pt = pt;
+	ll->peek = peek;
 	snprintf(ll->root, sizeof(ll->root), "%s", mountpoint);
 }
 
@@ -390,31 +392,22 @@ const struct fuse_lowlevel_ops *bfs_ll_ops(size_t *size)
 
 /* Make the kernel look up node n (so that it knows the inode, and a
  * reader's open of the name needs no LOOKUP): a stat() through the mount,
- * answered by a loop thread.  The stat goes through a private clone of
- * the mount (open_tree), where we may make one (CAP_SYS_ADMIN): a walk
- * that waits on its LOOKUP then holds no reference on the mount the user
- * sees, so an umount(8) at that instant does not fail with EBUSY.  Should
- * the mount go while the clone is held, closing it lets the file system
- * end as the umount asked. */
+ * answered by a loop thread.  The peeker does it (fs/peek.h), so that no
+ * thread of this process waits in the kernel on its own mount: a SIGKILL
+ * then always ends the process, and with it the connection. */
 static int look_up(bfs_ll *ll, const bfs_node *n)
 {
-	char path[PATH_MAX + 128], rel[128];
-	struct stat st;
-	int tree, rc;
+	char rel[128];
+	uint64_t ino = 0;
+	int rc;
 
 	if (bfs_ns_path(bfs_view_shape(ll->view), n, rel, sizeof(rel)) < 0)
 		return -ENAMETOOLONG;
-	tree = open_tree(AT_FDCWD, ll->root, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (tree >= 0) {
-		rc = fstatat(tree, rel, &st, 0) != 0 ? -errno : 0;
-		close(tree);
-	} else {
-		snprintf(path, sizeof(path), "%s/%s", ll->root, rel);
-		rc = stat(path, &st) != 0 ? -errno : 0;
-	}
+	rc = ll->peek ? bfs_peek_stat(ll->peek, rel, &ino)
+		      : bfs_peek_stat_here(ll->root, rel, &ino);
 	if (rc)
 		return rc;
-	if ((uint64_t)st.st_ino != bfs_view_ino(ll->view, n))
+	if (ino != bfs_view_ino(ll->view, n))
 		return -ESTALE; /* something else is mounted there now */
 	return 0;
 }

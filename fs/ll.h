@@ -19,6 +19,7 @@
 
 #include "engine/engine.h"
 #include "fs/passthrough.h"
+#include "fs/peek.h"
 #include "fs/view.h"
 
 struct fuse_session;
@@ -35,11 +36,13 @@ void bfs_ll_destroy(bfs_ll *ll); /* accepts NULL; after the session */
 const struct fuse_lowlevel_ops *bfs_ll_ops(size_t *size);
 
 /* Wire in what the handlers serve: the view; after fuse_session_mount,
- * the session, its passthrough state (NULL: none) and the absolute mount
- * point (for the lookups a push needs).  Before the loop runs. */
+ * the session, its passthrough state (NULL: none), the absolute mount
+ * point and the peeker that looks names up through it for a push
+ * (fs/peek.h; NULL: this process looks them up, and a SIGKILL during one
+ * can leave the mount wedged).  Before the loop runs. */
 void bfs_ll_set_view(bfs_ll *ll, bfs_view *view);
 void bfs_ll_set_session(bfs_ll *ll, struct fuse_session *se, bfs_pt *pt,
-			const char *mountpoint);
+			const char *mountpoint, bfs_peek *peek);
 
 /* For the engine's on_batch_ready: carry out bfs_view_push_plan for
  * batch id, from the worker that finished it.  Returns 1 when the batch

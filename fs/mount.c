@@ -47,6 +47,7 @@
 #include "fs/indexes.h"
 #include "fs/metricsd.h"
 #include "fs/passthrough.h"
+#include "fs/peek.h"
 #include "fs/view.h"
 #include "fs/wids.h"
 
@@ -66,6 +67,7 @@ struct mnt {
 	int show_progress;        /* someone sees the indexing progress */
 	double prog_t0, prog_last;/* when indexing began, when last shown */
 	bfs_indexes *indexes;     /* the store and sidecar in front of the scan */
+	bfs_peek *peek;           /* looks names up for a push (fs/peek.h) */
 	bfs_indexes_stats ixs;    /* where the shard indexes came from */
 	int sidecar;              /* 1: a sidecar index was read and used */
 	char sidecar_note[BFS_ERRMSG_MAX + PATH_MAX]; /* why none was, or "" */
@@ -692,6 +694,11 @@ static int serve(void *ctx, int notify_fd)
 	/* The engine holds a file lease for an instant (slot files); a lease
 	 * break would raise SIGIO, whose default action ends the process. */
 	signal(SIGIO, SIG_IGN);
+	/* while this process is one thread holding nothing: see peek.h */
+	if (!o->no_push && (err = bfs_peek_start(o->mountpoint, &m.peek)))
+		bfs_log(BFS_LOG_WARN, "no look-up process (%s): a push looks names "
+			"up itself, and a SIGKILL during one can leave the mount "
+			"wedged until its reader is killed", strerror(-err));
 	m.notify_fd = notify_fd;
 	/* the daemon's stderr is still the one `batchfs mount` shows */
 	m.show_progress = notify_fd < 0 || isatty(STDERR_FILENO);
@@ -827,7 +834,7 @@ static int serve(void *ctx, int notify_fd)
 	bfs_host_find_mount(o->mountpoint, m.devno, sizeof(m.devno));
 	if (eo.lend_dir && bfs_pt_attach(m.se, 1, &m.pt) != 0)
 		snprintf(pt_why, sizeof(pt_why), "libfuse refused custom I/O");
-	bfs_ll_set_session(m.ll, m.se, m.pt, o->mountpoint);
+	bfs_ll_set_session(m.ll, m.se, m.pt, o->mountpoint, m.peek);
 	bfs_host_raise_readahead(o->mountpoint);
 	if (bfs_daemon_watch(stop_mount, &m, &watch) != 0) {
 		snprintf(msg, sizeof(msg), "batchfs: cannot install signal handlers");
@@ -1090,6 +1097,7 @@ out:
 		fuse_session_destroy(m.se);
 	bfs_pt_destroy(m.pt);
 	bfs_ll_destroy(m.ll);
+	bfs_peek_stop(m.peek); /* no push is left to ask it */
 	fuse_opt_free_args(&args);
 	bfs_source_close(m.src);
 	bfs_indexes_destroy(m.indexes);

@@ -22,6 +22,14 @@ OPTS=(--batch 8 --size 64x80 --cache none --prefetch 3 --no-passthrough --thread
 
 sums() { (cd "$1/epoch-0000" && for f in *; do echo "$f $(md5sum <"$f" | cut -c1-32)"; done); }
 
+# peek_of PID: the daemon's look-up child (comm bfs-peek), or nothing.
+peek_of() {
+	local c
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		[ "$(cat /proc/"$c"/comm 2>/dev/null)" = bfs-peek ] && { echo "$c"; return; }
+	done
+}
+
 # Residency of batch 3 after a reader opened batch 0 (read-ahead 3) and the
 # engine says batch 3 is produced: the last read-ahead, finished with
 # nothing else queued, so it is pushed (by the engine's courier thread,
@@ -80,7 +88,17 @@ st = json.load(open(f"{sys.argv[1]}/stats.json"))
 assert st["batches_pushed"] >= 1, st["batches_pushed"]
 assert st["bytes_pushed"] == st["batches_pushed"] * 8 * 64 * 80 * 3 * 4, st
 PY
+# The look-ups a push needs run in a child of the daemon (fs/peek.h), so
+# that no thread of the daemon waits in the kernel on its own mount.
+PEEK=$(peek_of "$P1")
+check "a push's look-ups run in the daemon's child bfs-peek (pid ${PEEK:-none})" test -n "$PEEK"
+check "... which holds nothing but its socket: no /dev/fuse, no lock" bash -c \
+	"[ \$(ls /proc/$PEEK/fd | wc -l) = 1 ] && readlink /proc/$PEEK/fd/* | grep -q '^socket:'"
 MOUNT_PID=$P1 unmount_wait "$D/push"
+if [ -n "$PEEK" ]; then
+	for i in $(seq 1 50); do alive "$PEEK" || break; sleep 0.1; done
+	if alive "$PEEK"; then not_ok "... and it ends with the mount"; else ok "... and it ends with the mount"; fi
+fi
 
 mount_fg "$D/shards" "$D/nopush" "${OPTS[@]}" --no-push || { not_ok "mount nopush"; t_end; }
 R=$($PY -c "$RESIDENT" "$D/nopush" 2>&1)
@@ -115,5 +133,43 @@ for how in unmount term unmount term; do
 	else
 		ok "$how during pushes: daemon gone, mount gone"
 	fi
+done
+
+# ---- SIGKILL while readers open the batches it pushes ----------------------
+# (the OOM killer's signal).  A push's look-up once ran in the daemon: a
+# reader's lookup of the same name held it in d_wait_lookup, so SIGKILL
+# left that one thread, /dev/fuse open, and the mount wedged until the
+# reader was killed.  Now the daemon always ends, the connection with it
+# (the readers get an error, not a hang), and its look-up child goes too.
+for round in 1 2 3 4 5 6; do
+	mount_fg "$D/shards" "$D/k" "${BIG[@]}" || { not_ok "mount k (round $round)"; break; }
+	KP=$MOUNT_PID
+	KPEEK=$(peek_of "$KP")
+	READERS=()
+	for r in 1 2; do
+		( for k in $(seq $((r - 1)) 2 60); do
+			timeout 60 cat "$D/k/epoch-0000/batch-$(printf %06d "$k").npy" \
+				>/dev/null 2>&1 || exit 0
+		done ) &
+		READERS+=("$!")
+		T_PIDS+=("$!")
+	done
+	sleep "0.$((round * 15))"
+	kill -9 "$KP"
+	for i in $(seq 1 100); do
+		alive "$KP" || { [ -n "$KPEEK" ] && alive "$KPEEK"; } || break
+		sleep 0.1
+	done
+	if alive "$KP"; then
+		not_ok "SIGKILL while readers open pushed batches (round $round): the daemon is still there after 10 s: $(grep -h '^State' /proc/"$KP"/task/*/status | sort | uniq -c | tr '\n' ' ')"
+	elif [ -n "$KPEEK" ] && alive "$KPEEK"; then
+		not_ok "SIGKILL (round $round): the daemon ended, its look-up child is still there after 10 s"
+	else
+		ok "SIGKILL while readers open pushed batches (round $round): the daemon and its look-up child ended"
+	fi
+	{ wait "$KP"; } 2>/dev/null # no "Killed" line from the shell
+	for j in "${READERS[@]}"; do wait "$j" 2>/dev/null; done
+	check "... and \`batchfs unmount\` clears the dead mount (round $round)" \
+		bash -c "timeout 30 '$BATCHFS' unmount '$D/k' >/dev/null 2>&1; ! mountpoint -q '$D/k'"
 done
 t_end

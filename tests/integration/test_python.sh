@@ -159,10 +159,7 @@ def mounted(path):
     with open("/proc/self/mountinfo") as f:
         return any(l.split()[4] == path for l in f)
 
-# push=False: a daemon killed while its courier looks up one of its own
-# files can wedge the mount instead of leaving it dead (fs/ll.c push_file;
-# reported apart), which is not what this test is about
-kw = dict(batch=4, size=(8, 8), cache="none", push=False)
+kw = dict(batch=4, size=(8, 8), cache="none")
 if sys.argv[2] == "per_node":
     kw["per_node"] = True
 for run in range(2):

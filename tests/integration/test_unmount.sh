@@ -151,10 +151,9 @@ check "... its mount point free" bash -c "! mountpoint -q '$D/m3'"
 if alive "$P3"; then not_ok "... its daemon exited"; else ok "... its daemon exited"; fi
 
 # ---- a dead batchfs mount (its daemon killed) is still cleaned
-# (--no-push: a daemon killed during a push of its own can wedge instead)
 mkdir -p "$D/m4"
 "$BATCHFS" mount "$D/jpegs" "$D/m4" --batch 4 --size 16x16 --threads 1 \
-	--cache none --no-push >/dev/null 2>&1 || { not_ok "fourth mount"; t_end; }
+	--cache none >/dev/null 2>&1 || { not_ok "fourth mount"; t_end; }
 T_MOUNTS+=("$D/m4")
 P4=$(getfattr --only-values -n user.batchfs.pid "$D/m4" 2>/dev/null)
 kill -9 "$P4"
