@@ -139,7 +139,12 @@ import json, os, sys
 sd, pid, roomy = sys.argv[1:]
 data = open(f"{sd}/epoch-0000/batch-000001.npy", "rb").read()
 assert json.load(open(f"{sd}/stats.json"))["passthrough"] is True
-links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+def link(fd):  # a descriptor the daemon closed since the listing: none
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except FileNotFoundError:
+        return ""
+links = [link(fd) for fd in os.listdir(f"/proc/{pid}/fd")]
 assert any(l.startswith(roomy + "/") for l in links), links
 PY
 	unmount_wait "$D/sd"
