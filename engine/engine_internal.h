@@ -405,6 +405,15 @@ uint64_t bfs__idle_now_locked(bfs_engine *e, uint64_t now);
 int bfs__plan_start(bfs_engine *e);
 void bfs__plan_stop(bfs_engine *e);
 
+/* Where the live readers and the decode work are, in batches along a
+ * rank's sequence: the slowest and fastest readers' (*lo, *hi), the
+ * frontier (*front: the first batch from *lo on that is not decoded --
+ * its shards and those of every batch after it are still needed), and
+ * one past the last batch being decoded (*end).  1, or 0 when no reader
+ * reads.  Lock held. */
+int bfs__plan_positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
+			       uint64_t *front, uint64_t *end);
+
 /* ---- pool.c ------------------------------------------------------------ */
 
 /* A worker thread (arg: its struct worker). */

@@ -49,19 +49,26 @@ static int live(const struct reader *rd, uint64_t now)
 
 /* Where the readers and the workers are, along a rank's sequence of
  * batches: the slowest and fastest live readers' batches (lo, hi), and the
- * decode frontier: the first batch whose samples still need shard bytes
- * -- the lowest batch being decoded, or when none is, the one after the
- * last batch decoded ahead of the slowest reader.  Batches between the
- * slowest reader and the frontier are decoded already: their shards are
- * spent, and what they take in the shard cache is the read-ahead's to
- * use.  *end: one past the last batch being decoded (the batches from the
- * frontier to it are read at once).  1, or 0 when no reader reads now (or
- * none has asked for a batch yet; a reader waiting for a batch it asked
- * for without a hint counts at that batch).  Lock held. */
-static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
-			    uint64_t *front, uint64_t *end)
+ * decode frontier: the first batch from the slowest reader on that is not
+ * decoded -- being decoded, or not begun (read-ahead has not reached it,
+ * or it was given up in its slot and not started again yet:
+ * bfs__start_locked gives up a slot whose file a reader holds).  Batches
+ * between the slowest reader and the frontier are decoded already: their
+ * shards are spent, and what they take in the shard cache is the
+ * read-ahead's to use.  A batch decoded beyond one not begun does not
+ * move the frontier past that one: its shard would be evicted as spent,
+ * then read record by record, or fetched again whole for a later epoch
+ * and counted there.  *end: one past the last batch being decoded (the
+ * batches from the frontier to it are read at once).  1, or 0 when no
+ * reader reads now (or none has asked for a batch yet; a reader waiting
+ * for a batch it asked for without a hint counts at that batch).  Lock
+ * held. */
+int bfs__plan_positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
+			       uint64_t *front, uint64_t *end)
 {
-	uint64_t now = bfs__now_ns(), fill = UINT64_MAX, fill_hi = 0, done = 0;
+	uint64_t now = bfs__now_ns(), fill = UINT64_MAX, fill_hi = 0, f;
+	uint8_t ready[MAX_SLOTS / 8 + 1] = { 0 }; /* bit i: batch lo + i is
+						   * decoded */
 	int any = 0;
 
 	for (unsigned r = 0; r < BFS_MAX_READERS; r++) {
@@ -102,6 +109,8 @@ static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
 	}
 	if (!any)
 		return 0;
+	/* nslots decoded batches at most: those from lo on that the walk
+	 * below can step over lie within lo + nslots */
 	for (unsigned s = 0; s < e->nslots; s++) {
 		const struct bfs_batch *b = &e->slots[s];
 		uint64_t q = b->id % e->per_rank;
@@ -113,11 +122,14 @@ static int positions_locked(const bfs_engine *e, uint64_t *lo, uint64_t *hi,
 				fill = q;
 			if (q + 1 > fill_hi)
 				fill_hi = q + 1;
-		} else if (q + 1 > done) {
-			done = q + 1;
+		} else if (q - *lo <= MAX_SLOTS) {
+			ready[(q - *lo) / 8] |= (uint8_t)(1u << ((q - *lo) % 8));
 		}
 	}
-	*front = fill != UINT64_MAX ? fill : done > *lo ? done : *lo;
+	for (f = *lo; f < fill && f - *lo <= MAX_SLOTS &&
+		      (ready[(f - *lo) / 8] >> ((f - *lo) % 8) & 1); f++)
+		;
+	*front = f;
 	*end = fill_hi > *front ? fill_hi : *front + 1;
 	return 1;
 }
@@ -237,7 +249,7 @@ static void *planner_main(void *arg)
 		struct timespec until;
 		uint64_t lo, hi, front, end;
 
-		if (positions_locked(e, &lo, &hi, &front, &end)) {
+		if (bfs__plan_positions_locked(e, &lo, &hi, &front, &end)) {
 			/* the epochs the readers and the workers are in, and the
 			 * next one */
 			uint64_t a = lo / e->per_epoch, b = (hi > front ? hi : front) /
