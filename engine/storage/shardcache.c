@@ -60,12 +60,15 @@ enum { ABSENT, FETCHING, HELD };
 #define FAILED_S 1.0         /* and one whose fetch failed */
 #define START_WAIT_S 0.25    /* a read waits this long at most for a fetch
 			      * it asked for to start (room made) */
-#define WRITE_CHUNK (1u << 20) /* a fetcher writes a part's body in pieces
-			      * of this size: on the bench's loopback
-			      * epoch (Linux 6.18, ext4) 1 MiB writes
-			      * halved the fetchers' CPU of writing what
-			      * curl hands over (up to 128 KiB at a
-			      * time); 2 and 4 MiB cost more than 1 */
+#define WRITE_CHUNK (1u << 18) /* a fetcher writes a part's body in pieces
+			      * of this size, not the 16-32 KiB that curl
+			      * hands over: on the bench's loopback epoch
+			      * (Linux 6.18, ext4) 1 MiB writes halved
+			      * the fetchers' CPU; 256 KiB did as well
+			      * and its buffer stays in a core's L2 beside
+			      * the decoder's (with 1 MiB the pinned
+			      * epoch varied from 0.86 to 0.95 of local in
+			      * make bench); 2 and 4 MiB cost more */
 #define PLAN_WAIT_S 5.0      /* and for the first plan, when one is due */
 
 struct fetch {
