@@ -99,6 +99,10 @@ struct obj {
 	uint32_t pins;            /* HELD: reads and pins using fd now */
 	uint32_t gen;             /* fetches of it that ended */
 	int err;                  /* how the last one ended */
+	uint8_t gave_up;          /* ...and it was the request's error (the
+				   * server did not answer within --s3-giveup,
+				   * the object was replaced, access refused),
+				   * not this node's folder */
 	char *errmsg;             /* its message (malloc'd), or NULL */
 	double skip_until;        /* another process fetches or holds it */
 	double looked;            /* when data/ was last looked at for it */
@@ -476,6 +480,7 @@ static void end_fetch_locked(bfs_shardcache *c, size_t k)
 		ob->present = 0;
 		c->s.failures++;
 		set_error_locked(ob, err, fx->err ? fx->errmsg : errmsg);
+		ob->gave_up = fx->err != 0;
 		/* not again at once: the request had its retries already */
 		ob->skip_until = now_s() + FAILED_S;
 	}
@@ -697,6 +702,7 @@ static int start_next_locked(bfs_shardcache *c)
 		if (err != -EBUSY) { /* the folder failed: say so to its readers */
 			ob->gen++;
 			set_error_locked(ob, err, errmsg);
+			ob->gave_up = 0; /* its records may still be read by range */
 			c->s.failures++;
 			pthread_cond_broadcast(&c->done);
 		}
@@ -1209,6 +1215,7 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 	struct obj *ob;
 	double since = 0, deadline = 0;
 	int err = 0, urgent = 0;
+	uint32_t gen;
 
 	if (k >= c->n)
 		return -EINVAL;
@@ -1223,6 +1230,7 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 	if (!len)
 		return 0;
 	pthread_mutex_lock(&c->lock);
+	gen = ob->gen;
 	for (;;) {
 		int due;
 
@@ -1247,6 +1255,14 @@ int bfs_shardcache_read(bfs_shardcache *c, size_t k, uint64_t off, void *buf,
 			if (err)
 				bfs_seterr(errmsg, "shard cache %s: reading %s: %s",
 					   bfs_shardcache_path(c), o->name, strerror(-err));
+			break;
+		}
+		/* a fetch this read waited for gave up: its error, not a
+		 * range read that would wait as long again (--s3-giveup
+		 * bounds the wait; the batch is started again by its next
+		 * read) */
+		if (ob->state == ABSENT && ob->gen != gen && ob->err && ob->gave_up) {
+			err = fetch_error_locked(c, k, errmsg);
 			break;
 		}
 		if (ob->state == ABSENT &&

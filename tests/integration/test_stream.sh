@@ -238,9 +238,9 @@ stop_proxy
 unmount_wait "$D/local-34"
 
 # Down 14 s with --s3-giveup 2: a read can wait through more than one
-# give-up before its error (the read-ahead's fetch fails, a later fetch of
-# the same object, then the record by range), 5 to 9 s in all; with 8 s
-# down the server was sometimes back before the last of them.
+# give-up before its error (the read-ahead's fetch fails, then the batch,
+# started again, waits out a later fetch of the same object), 4.5 to 6.7 s
+# in all; with 8 s down the server was sometimes back before the last.
 proxy down 0 --down-seconds 14 --after 3
 mount_fg "$D/tfr" "$D/local-35" "${COMMON[@]}" --size 35x35 --cache none || not_ok "local mount 35"
 if mount_fg s3://train/tfr "$D/gone" "${COMMON[@]}" --size 35x35 --cache "$D/lmdb" \
