@@ -42,6 +42,7 @@
 #include "fs/ll.h"
 #include "fs/jsonread.h"
 #include "fs/log.h"
+#include "fs/loop.h"
 #include "fs/metrics.h"
 #include "fs/history.h"
 #include "fs/indexes.h"
@@ -302,46 +303,10 @@ static void on_hold_released(void *ctx)
 	bfs_daemon_request_stop(m->watch);
 }
 
-/*
- * libfuse's loop, started again when it ended for want of memory: a
- * worker that cannot allocate its request buffer (or a thread) ends the
- * whole loop with -ENOMEM (or -1) although the mount is alive, and the
- * daemon would unmount over a moment's shortage (an address-space limit,
- * a machine out of memory).  The loop is started again after a pause,
- * the pause said in the log once a streak (then every minute); an
- * unmount, a signal or any other error ends it as before (libfuse resets
- * the session on return, and sees a signal's exit at its start).
- */
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static int serve_loop(struct fuse_session *se, struct fuse_loop_config *loop)
-{
-	double said = 0;
-	unsigned streak = 0;
-
-	for (;;) {
-		double t0 = mono_s();
-		int err = fuse_session_loop_mt(se, loop);
-
-		if (err != -ENOMEM && err != -1)
-			return err;
-		if (mono_s() - t0 >= 1) /* it served a while: a new streak */
-			streak = 0;
-		if (++streak == 1 || mono_s() - said >= 60) {
-			bfs_log(BFS_LOG_WARN, "out of memory for a FUSE request buffer or "
-				"thread (%u time%s in a row): serving again in 100 ms",
-				streak, streak == 1 ? "" : "s");
-			said = mono_s();
-		}
-		usleep(100000);
-	}
-}
+/* The threads that answer FUSE requests at most (fs/loop.h): one per
+ * reader blocked on a batch, and the rest for everything else; each holds
+ * a 1 MiB request buffer. */
+#define SERVE_THREADS 16
 
 /* --hold SECONDS: a mount that nobody has held by then (its starter died
  * before it could open MNT/hold) ends itself too. */
@@ -679,7 +644,6 @@ static int serve(void *ctx, int notify_fd)
 	const bfs_mount_opts *o = ctx;
 	struct mnt m = { .o = o, .hold_lock = PTHREAD_MUTEX_INITIALIZER,
 			 .hold_cv = PTHREAD_COND_INITIALIZER };
-	struct fuse_loop_config *loop = NULL;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	bfs_watch *watch = NULL;
 	char msg[BFS_ERRMSG_MAX + PATH_MAX] = "", errmsg[BFS_ERRMSG_MAX] = "";
@@ -1061,16 +1025,11 @@ static int serve(void *ctx, int notify_fd)
 	bfs_daemon_notify(notify_fd, 1, msg);
 	bfs_daemon_detach(notify_fd);
 
-	loop = fuse_loop_cfg_create();
-	if (loop) {
-		fuse_loop_cfg_set_clone_fd(loop, 0);
-		fuse_loop_cfg_set_max_threads(loop, 16); /* 1 MiB buffer each */
-	}
 	bfs_ll_start_pushes(m.ll);
 	if (o->hold && o->hold_wait &&
 	    pthread_create(&m.hold_timer, NULL, hold_timer_main, &m) == 0)
 		m.hold_timer_on = 1;
-	err = serve_loop(m.se, loop);
+	err = bfs_loop_run(m.se, SERVE_THREADS);
 	hold_timer_stop(&m);
 	status = err == 0 ? 0 : 1;
 	bfs_ll_stop_pushes(m.ll); /* after an unmount: none can be waiting */
@@ -1082,8 +1041,6 @@ out:
 	bfs_daemon_unwatch(watch);
 	bfs_metricsd_stop(m.metrics); /* before the view it reads */
 	bfs_history_stop(m.history);  /* before the engine it samples */
-	if (loop)
-		fuse_loop_cfg_destroy(loop);
 	if (mounted)
 		unmount_ours(&m, o->mountpoint);
 	/* workers waiting on the network let go at once */
